@@ -1,0 +1,61 @@
+// agent.h: walship-agent, assembled.
+//
+// Owns the WAL source, the segment catalog, the session registry, the data
+// server and the gRPC control server. Start() binds both ports (port 0 picks
+// a free one; the chosen ports are logged and returned); Shutdown() stops
+// accepting, ends every session and joins every thread.
+//
+// Thread-safety: Start, Shutdown and Wait from one controlling thread; the
+// servers run on their own threads.
+#ifndef WALSHIP_AGENT_AGENT_H_
+#define WALSHIP_AGENT_AGENT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "agent/agent_options.h"
+#include "common/sys/syscalls.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace walship::agent {
+
+class SegmentCatalog;
+class SegmentChecksums;
+class SessionRegistry;
+class DataServer;
+class WalSource;
+class ControlServiceImpl;
+
+class Agent {
+ public:
+  Agent(sys::SysCalls& sys, AgentOptions options);
+  ~Agent();
+
+  absl::Status Start();
+  void Shutdown();
+
+  uint16_t control_port() const { return control_port_; }
+  uint16_t data_port() const;
+
+ private:
+  sys::SysCalls& sys_;
+  const AgentOptions options_;
+  std::unique_ptr<SegmentCatalog> catalog_;
+  std::unique_ptr<WalSource> source_;
+  std::unique_ptr<SegmentChecksums> checksums_;
+  std::unique_ptr<SessionRegistry> registry_;
+  std::unique_ptr<DataServer> data_server_;
+  std::unique_ptr<ControlServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  uint16_t control_port_ = 0;
+  // Referenced by the control service for handshake responses.
+  uint16_t data_port_ = 0;
+};
+
+}  // namespace walship::agent
+
+#endif  // WALSHIP_AGENT_AGENT_H_

@@ -1,0 +1,32 @@
+#include "agent/agent_options.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/net.h"
+#include "common/wire/frame.h"
+
+namespace walship::agent {
+
+absl::Status AgentOptions::Validate() const {
+  if (wal_dir.empty()) return absl::InvalidArgumentError("--wal-dir is required");
+  if (format != "append") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--format=", format, " is not supported (supported: append)"));
+  }
+  if (auto hp = ParseHostPort(listen); !hp.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--listen: ", hp.status().message()));
+  }
+  if (auto hp = ParseHostPort(data_listen); !hp.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--data-listen: ", hp.status().message()));
+  }
+  if (max_payload < 4096 || max_payload > wire::kMaxPayloadLength) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-frame-bytes must be in [4096, ", wire::kMaxPayloadLength, "]"));
+  }
+  if (heartbeat < absl::Milliseconds(10)) {
+    return absl::InvalidArgumentError("--heartbeat-ms must be at least 10");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace walship::agent

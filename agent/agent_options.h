@@ -1,0 +1,35 @@
+// agent_options.h: walship-agent configuration, filled from flags by main.cc.
+#ifndef WALSHIP_AGENT_AGENT_OPTIONS_H_
+#define WALSHIP_AGENT_AGENT_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/transport.h"
+
+namespace walship::agent {
+
+struct AgentOptions {
+  std::string wal_dir;
+  // "append" (directory of append-only segment files).
+  std::string format = "append";
+  std::string stream_id;  // empty: derived from the WAL directory
+  std::string listen = "127.0.0.1:0";
+  std::string data_listen = "127.0.0.1:0";
+  Transport transport = Transport::kZeroCopy;
+  uint32_t max_payload = 1u << 20;
+  absl::Duration heartbeat = absl::Seconds(1);
+  absl::Duration token_ttl = absl::Seconds(30);
+  absl::Duration io_timeout = absl::Seconds(30);
+  // Written (atomically) with the bound ports once listening, for scripts.
+  std::string port_file;
+
+  // kInvalidArgument naming the first bad field.
+  absl::Status Validate() const;
+};
+
+}  // namespace walship::agent
+
+#endif  // WALSHIP_AGENT_AGENT_OPTIONS_H_

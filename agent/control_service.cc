@@ -1,0 +1,234 @@
+#include "agent/control_service.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/wire/segment_name.h"
+#include "spdlog/spdlog.h"
+
+namespace walship::agent {
+namespace {
+
+bool ValidReplicaName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    if (!(isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void SetPos(const Position& p, walship::v1::Position* out) {
+  out->set_segment(p.segment);
+  out->set_offset(p.offset);
+}
+
+}  // namespace
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+ControlServiceImpl::ControlServiceImpl(const AgentOptions& options,
+                                       const WalSource& source,
+                                       const SegmentCatalog& catalog,
+                                       SegmentChecksums& checksums,
+                                       SessionRegistry& registry,
+                                       const uint16_t& data_port)
+    : options_(options),
+      source_(source),
+      catalog_(catalog),
+      checksums_(checksums),
+      registry_(registry),
+      data_port_(data_port) {}
+
+absl::StatusOr<Position> ControlServiceImpl::StartPosition(
+    const walship::v1::HandshakeRequest& req) {
+  const Position durable{req.durable().segment(), req.durable().offset()};
+  if (durable.segment.empty()) {
+    if (durable.offset != 0) {
+      return absl::InvalidArgumentError("durable offset without a segment");
+    }
+    return durable;  // from the oldest segment the shipper finds
+  }
+  if (absl::Status s = wire::ValidateSegmentName(durable.segment); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("durable position: ", s.message()));
+  }
+  CatalogSnapshot snap = catalog_.Get();
+  if (!snap.source_status.ok()) return snap.source_status;
+  const auto& segs = *snap.segments;
+  int i = snap.Find(durable.segment);
+  if (i < 0) {
+    if (!segs.empty() && durable.segment < segs.front().name) {
+      if (req.durable_segment_complete()) {
+        // The replica holds all of it; the stream has moved on since.
+        for (const SegmentInfo& s : segs) {
+          if (s.name > durable.segment) return Position{s.name, 0};
+        }
+      }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "gap: the replica is durable at ", durable.ToString(),
+          " but that segment is no longer in the WAL directory (oldest is ",
+          segs.front().name, "); rebuild the replica from a newer base"));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "divergent history: the replica is durable at ", durable.ToString(),
+        " but the source has no segment of that name (newest is ",
+        segs.empty() ? std::string("none") : segs.back().name,
+        "); is the replica following another primary?"));
+  }
+  const SegmentInfo& seg = segs[i];
+  if (durable.offset > seg.shippable) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "divergent history: the replica holds ", durable.offset, " bytes of ",
+        seg.name, " but the source shows only ", seg.shippable));
+  }
+  auto crc = checksums_.Prefix(seg.name, durable.offset);
+  if (!crc.ok()) return crc.status();
+  if (*crc != req.durable_prefix_crc32c()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "divergent history: the replica's first %d bytes of %s have CRC32C %08x, "
+        "the source's have %08x; the replica's copy differs from the primary",
+        durable.offset, seg.name, req.durable_prefix_crc32c(), *crc));
+  }
+  return durable;
+}
+
+grpc::Status ControlServiceImpl::Handshake(grpc::ServerContext* ctx,
+                                           const walship::v1::HandshakeRequest* req,
+                                           walship::v1::HandshakeResponse* resp) {
+  if (req->protocol_version() != walship::v1::PROTOCOL_VERSION_1) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat("unsupported protocol version ",
+                                     req->protocol_version(), " (agent speaks 1)"));
+  }
+  if (!ValidReplicaName(req->replica_name())) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "replica name must be 1..64 characters of [A-Za-z0-9._-]");
+  }
+  const std::string stream_id = source_.StreamId();
+  if (!req->stream_id().empty() && req->stream_id() != stream_id) {
+    std::string msg = absl::StrCat(
+        "replica ", req->replica_name(), " belongs to stream ", req->stream_id(),
+        " but this agent serves stream ", stream_id,
+        "; refusing to mix two primaries' WAL");
+    spdlog::error("handshake from {}: {}", ctx->peer(), msg);
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, msg);
+  }
+  absl::StatusOr<Position> start = StartPosition(*req);
+  if (!start.ok()) {
+    spdlog::error("handshake from replica {} ({}): {}", req->replica_name(), ctx->peer(),
+                  start.status().ToString());
+    return ToGrpc(start.status());
+  }
+  std::string token;
+  auto session = registry_.Create(req->replica_name(), *start, req->transport(),
+                                  options_.token_ttl, &token);
+  resp->set_protocol_version(walship::v1::PROTOCOL_VERSION_1);
+  resp->set_stream_id(stream_id);
+  SetPos(*start, resp->mutable_start());
+  resp->set_data_token(token);
+  resp->set_session_id(session->id());
+  resp->set_token_ttl_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.token_ttl)));
+  resp->set_max_payload_bytes(options_.max_payload);
+  resp->set_heartbeat_interval_ms(
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.heartbeat)));
+  resp->set_data_port(data_port_);
+  resp->set_source_format(source_.FormatName());
+  spdlog::info("replica {} (session {}) from {}: shipping from {}", req->replica_name(),
+               session->id(), ctx->peer(), start->ToString());
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlServiceImpl::Session(
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<walship::v1::SessionEvent, walship::v1::SessionRequest>*
+        stream) {
+  walship::v1::SessionRequest first;
+  if (!stream->Read(&first) || !first.has_open()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the first Session message must be SessionOpen");
+  }
+  std::shared_ptr<ReplicaSession> session = registry_.Find(first.open().session_id());
+  if (!session || session->finished()) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("no live session ", first.open().session_id(),
+                                     "; handshake again"));
+  }
+  std::thread reader([&] {
+    walship::v1::SessionRequest req;
+    while (stream->Read(&req)) {
+      if (req.has_ack()) session->OnAck(req.ack());
+    }
+    session->Fail(absl::UnavailableError("replica closed the control stream"));
+  });
+  absl::Status end;
+  for (;;) {
+    walship::v1::SessionEvent ev;
+    if (!session->NextEvent(&ev, options_.heartbeat)) {
+      if (ctx->IsCancelled()) {
+        session->Fail(absl::CancelledError("control stream cancelled"));
+        continue;
+      }
+      if (!session->has_data_socket() && absl::Now() > session->token_deadline()) {
+        session->Fail(absl::DeadlineExceededError(
+            "the replica never connected its data socket"));
+        continue;
+      }
+      CatalogSnapshot snap = catalog_.Get();
+      Position endpos = snap.End();
+      session->NoteCaughtUp(endpos);
+      ev.mutable_heartbeat()->set_agent_unix_nanos(absl::ToUnixNanos(absl::Now()));
+      SetPos(endpos, ev.mutable_heartbeat()->mutable_source_end());
+    }
+    const bool is_error = ev.has_error();
+    if (!stream->Write(ev)) {
+      session->Fail(absl::UnavailableError("control stream write failed"));
+      if (is_error) break;
+      continue;
+    }
+    if (is_error) {
+      end = absl::Status(static_cast<absl::StatusCode>(ev.error().code()),
+                         ev.error().message());
+      break;
+    }
+  }
+  session->Close();
+  ctx->TryCancel();
+  reader.join();
+  return ToGrpc(end);
+}
+
+grpc::Status ControlServiceImpl::Status(grpc::ServerContext*,
+                                        const walship::v1::StatusRequest*,
+                                        walship::v1::StatusResponse* resp) {
+  CatalogSnapshot snap = catalog_.Get();
+  Position endpos = snap.End();
+  resp->set_stream_id(source_.StreamId());
+  resp->set_source_format(source_.FormatName());
+  SetPos(endpos, resp->mutable_source_end());
+  uint64_t zc = 0, cp = 0;
+  for (const auto& session : registry_.All()) {
+    walship::v1::ReplicaStatus* r = resp->add_replicas();
+    *r = session->Snapshot();
+    Position flushed = session->flushed();
+    uint64_t lag = snap.BytesAfter(flushed);
+    r->set_lag_bytes(lag);
+    if (lag == 0) {
+      r->set_lag_ms(0);
+    } else {
+      r->set_lag_ms(static_cast<uint64_t>(
+          absl::ToInt64Milliseconds(absl::Now() - session->last_caught_up())));
+    }
+    zc += r->agent_counters().bytes_zerocopy();
+    cp += r->agent_counters().bytes_copy();
+  }
+  resp->mutable_agent_counters()->set_bytes_zerocopy(zc);
+  resp->mutable_agent_counters()->set_bytes_copy(cp);
+  return grpc::Status::OK;
+}
+
+}  // namespace walship::agent

@@ -1,0 +1,59 @@
+// control_service.h: the gRPC Control service (proto/walship.proto).
+//
+// Handshake validates the replica's claims against the source before any
+// byte moves: the stream identity, that its durable segment still exists (or
+// it is complete and the stream moved on), that it does not hold more bytes
+// than the source shows, and that the CRC of its durable prefix equals the
+// source's. Any mismatch is FAILED_PRECONDITION with a message an operator can
+// act on; the replica must not retry it blindly.
+//
+// Thread-safety: gRPC calls the methods concurrently; all state lives in the
+// thread-safe catalog and registry.
+#ifndef WALSHIP_AGENT_CONTROL_SERVICE_H_
+#define WALSHIP_AGENT_CONTROL_SERVICE_H_
+
+#include <string>
+
+#include "agent/agent_options.h"
+#include "agent/replica_session.h"
+#include "agent/segment_catalog.h"
+#include "agent/segment_checksums.h"
+#include "agent/wal_source.h"
+#include "proto/walship.grpc.pb.h"
+
+namespace walship::agent {
+
+class ControlServiceImpl final : public walship::v1::Control::Service {
+ public:
+  ControlServiceImpl(const AgentOptions& options, const WalSource& source,
+                     const SegmentCatalog& catalog, SegmentChecksums& checksums,
+                     SessionRegistry& registry, const uint16_t& data_port);
+
+  grpc::Status Handshake(grpc::ServerContext* ctx,
+                         const walship::v1::HandshakeRequest* req,
+                         walship::v1::HandshakeResponse* resp) override;
+  grpc::Status Session(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<walship::v1::SessionEvent, walship::v1::SessionRequest>*
+          stream) override;
+  grpc::Status Status(grpc::ServerContext* ctx, const walship::v1::StatusRequest* req,
+                      walship::v1::StatusResponse* resp) override;
+
+ private:
+  // Where shipping starts for a replica durable at `durable`, or why not.
+  absl::StatusOr<Position> StartPosition(const walship::v1::HandshakeRequest& req);
+
+  const AgentOptions& options_;
+  const WalSource& source_;
+  const SegmentCatalog& catalog_;
+  SegmentChecksums& checksums_;
+  SessionRegistry& registry_;
+  const uint16_t& data_port_;
+};
+
+// absl::Status -> grpc::Status with the same code and message.
+grpc::Status ToGrpc(const absl::Status& s);
+
+}  // namespace walship::agent
+
+#endif  // WALSHIP_AGENT_CONTROL_SERVICE_H_

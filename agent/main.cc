@@ -1,0 +1,101 @@
+// walship-agent: ships WAL segment files to subscribed replicas.
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+
+#include "agent/agent.h"
+#include "common/flags.h"
+#include "common/logging.h"
+#include "common/sys/transfer.h"
+#include "spdlog/spdlog.h"
+
+int main(int argc, char** argv) {
+  walship::agent::AgentOptions o;
+  std::string transport = "zerocopy";
+  std::string log_level = "info";
+  uint64_t max_frame = o.max_payload;
+  int64_t heartbeat_ms = 1000, io_timeout_ms = 30000;
+
+  walship::FlagSet flags(
+      "walship-agent: ships WAL segment files to walship-replica subscribers.\n"
+      "Usage: walship-agent --wal-dir=DIR [--listen=HOST:PORT] "
+      "[--data-listen=HOST:PORT] [flags]");
+  flags.String("wal-dir", &o.wal_dir, "Directory of WAL segment files to ship (required).");
+  flags.String("format", &o.format,
+               "WAL source format. append: segment files sort by name in WAL order and "
+               "grow only by appends; a segment is complete once a later one exists.");
+  flags.String("stream-id", &o.stream_id,
+               "Identity of the WAL stream reported to replicas. Default: derived from "
+               "the host name and the WAL directory's path, device and inode.");
+  flags.String("listen", &o.listen,
+               "HOST:PORT of the gRPC control service; port 0 picks a free port (logged).");
+  flags.String("data-listen", &o.data_listen,
+               "HOST:PORT of the data socket; port 0 picks a free port (logged).");
+  flags.String("transport", &transport,
+               "zerocopy: sendfile(2) from the page cache; copy: pread/write through one "
+               "buffer, for kernels or filesystems where sendfile misbehaves.");
+  flags.Uint("max-frame-bytes", &max_frame,
+             "Largest DATA frame payload; appends are coalesced up to this size.");
+  flags.Int("heartbeat-ms", &heartbeat_ms, "Heartbeat interval on each control stream.");
+  flags.Int("io-timeout-ms", &io_timeout_ms,
+            "Longest wait for a replica's socket to take bytes before its session is "
+            "dropped (other replicas are unaffected).");
+  flags.String("port-file", &o.port_file,
+               "If set, write 'control=HOST:PORT' and 'data=HOST:PORT' lines to this file "
+               "once listening.");
+  flags.String("log-level", &log_level, "trace, debug, info, warn or error.");
+
+  auto args = flags.Parse(argc, argv);
+  if (flags.help_requested()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return 0;
+  }
+  if (!args.ok()) {
+    std::fprintf(stderr, "walship-agent: %s\n", std::string(args.status().message()).c_str());
+    return 2;
+  }
+  if (!args->empty()) {
+    std::fprintf(stderr, "walship-agent: unexpected argument \"%s\" (see --help)\n",
+                 (*args)[0].c_str());
+    return 2;
+  }
+  if (absl::Status s = walship::InitLogging("walship-agent", log_level); !s.ok()) {
+    std::fprintf(stderr, "walship-agent: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  auto t = walship::ParseTransport(transport);
+  if (!t.ok()) {
+    spdlog::error("--transport: {}", std::string(t.status().message()));
+    return 2;
+  }
+  o.transport = *t;
+  o.max_payload = static_cast<uint32_t>(std::min<uint64_t>(max_frame, UINT32_MAX));
+  o.heartbeat = absl::Milliseconds(heartbeat_ms);
+  o.io_timeout = absl::Milliseconds(io_timeout_ms);
+  if (absl::Status s = o.Validate(); !s.ok()) {
+    spdlog::error("{}", std::string(s.message()));
+    return 2;
+  }
+
+  // Signals are taken synchronously by the main thread; every thread started
+  // later inherits the blocked mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  walship::sys::IgnoreSigpipe();
+
+  walship::agent::Agent agent(walship::sys::DefaultSysCalls(), o);
+  if (absl::Status s = agent.Start(); !s.ok()) {
+    spdlog::error("cannot start: {}", s.ToString());
+    return 1;
+  }
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  agent.Shutdown();
+  spdlog::info("stopped");
+  return 0;
+}

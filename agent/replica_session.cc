@@ -1,0 +1,250 @@
+#include "agent/replica_session.h"
+
+#include <sys/random.h>
+#include <sys/socket.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace walship::agent {
+namespace {
+
+void ToProto(const Position& p, walship::v1::Position* out) {
+  out->set_segment(p.segment);
+  out->set_offset(p.offset);
+}
+
+Position FromProto(const walship::v1::Position& p) {
+  return Position{p.segment(), p.offset()};
+}
+
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+std::string RandomToken() {
+  std::string t(32, '\0');
+  size_t got = 0;
+  while (got < t.size()) {
+    ssize_t n = getrandom(&t[got], t.size() - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  return t;
+}
+
+}  // namespace
+
+ReplicaSession::ReplicaSession(uint64_t id, std::string name, Position start,
+                               std::string token, absl::Time token_deadline,
+                               std::string replica_transport)
+    : id_(id),
+      name_(std::move(name)),
+      start_(std::move(start)),
+      token_deadline_(token_deadline),
+      replica_transport_(std::move(replica_transport)),
+      token_(std::move(token)) {
+  sent_ = start_;
+  written_ = start_;
+  flushed_ = start_;
+  last_caught_up_ = absl::Now();
+}
+
+ReplicaSession::~ReplicaSession() { Close(); }
+
+absl::Status ReplicaSession::ClaimToken(absl::string_view token) {
+  absl::MutexLock lock(&mu_);
+  if (finished_) return absl::UnauthenticatedError("session has ended");
+  if (token_used_) return absl::UnauthenticatedError("token already used (replayed)");
+  if (absl::Now() > token_deadline_) return absl::UnauthenticatedError("token expired");
+  // Any attempt consumes the token, so it cannot be guessed by retrying.
+  const bool match = ConstantTimeEquals(token, token_);
+  token_used_ = true;
+  token_.clear();
+  if (!match) return absl::UnauthenticatedError("wrong token");
+  return absl::OkStatus();
+}
+
+void ReplicaSession::StartShipping(sys::UniqueFd data_fd, ShipperRunner runner) {
+  int fd;
+  {
+    absl::MutexLock lock(&mu_);
+    data_fd_ = std::move(data_fd);
+    fd = data_fd_.get();
+    if (finished_) return;
+  }
+  absl::MutexLock tl(&thread_mu_);
+  shipper_thread_ = std::thread([this, fd, runner = std::move(runner)] {
+    absl::Status s = runner(fd, start_, this, stop_);
+    if (!s.ok() && !stop_.load()) {
+      spdlog::error("replica {} (session {}): shipping stopped: {}", name_, id_,
+                    s.ToString());
+      Fail(s);
+    }
+  });
+}
+
+void ReplicaSession::Push(walship::v1::SessionEvent event) {
+  if (events_.size() >= kMaxQueuedEvents) {
+    if (failure_.ok()) {
+      failure_ = absl::ResourceExhaustedError(
+          "control stream is not being read: event queue full");
+    }
+    return;
+  }
+  events_.push_back(std::move(event));
+}
+
+bool ReplicaSession::NextEvent(walship::v1::SessionEvent* event,
+                               absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return !events_.empty() || finished_;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+  if (!events_.empty()) {
+    *event = std::move(events_.front());
+    events_.pop_front();
+    return true;
+  }
+  if (finished_) {
+    event->mutable_error()->set_code(static_cast<int>(failure_.code()));
+    event->mutable_error()->set_message(std::string(failure_.message()));
+    return true;
+  }
+  return false;
+}
+
+void ReplicaSession::OnAck(const walship::v1::Ack& ack) {
+  absl::MutexLock lock(&mu_);
+  Position w = FromProto(ack.written());
+  Position f = FromProto(ack.flushed());
+  if (written_ < w) written_ = w;
+  if (flushed_ < f) flushed_ = f;
+  replica_counters_ = ack.counters();
+}
+
+void ReplicaSession::Fail(absl::Status status) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    finished_ = true;
+    if (failure_.ok()) failure_ = std::move(status);
+    if (data_fd_.valid()) ::shutdown(data_fd_.get(), SHUT_RDWR);
+  }
+  stop_.store(true);
+}
+
+void ReplicaSession::Close() {
+  Fail(absl::CancelledError("session closed"));
+  absl::MutexLock tl(&thread_mu_);
+  if (shipper_thread_.joinable()) shipper_thread_.join();
+}
+
+bool ReplicaSession::finished() const {
+  absl::MutexLock lock(&mu_);
+  return finished_;
+}
+
+bool ReplicaSession::has_data_socket() const {
+  absl::MutexLock lock(&mu_);
+  return data_fd_.valid();
+}
+
+walship::v1::ReplicaStatus ReplicaSession::Snapshot() const {
+  absl::MutexLock lock(&mu_);
+  walship::v1::ReplicaStatus s;
+  s.set_name(name_);
+  s.set_session_id(id_);
+  s.set_connected(!finished_ && data_fd_.valid());
+  s.set_transport(replica_transport_);
+  ToProto(sent_, s.mutable_sent());
+  ToProto(written_, s.mutable_written());
+  ToProto(flushed_, s.mutable_flushed());
+  *s.mutable_agent_counters() = agent_counters_;
+  *s.mutable_replica_counters() = replica_counters_;
+  if (!failure_.ok()) s.set_last_error(failure_.ToString());
+  return s;
+}
+
+Position ReplicaSession::flushed() const {
+  absl::MutexLock lock(&mu_);
+  return flushed_;
+}
+
+absl::Time ReplicaSession::last_caught_up() const {
+  absl::MutexLock lock(&mu_);
+  return last_caught_up_;
+}
+
+void ReplicaSession::NoteCaughtUp(const Position& source_end) {
+  absl::MutexLock lock(&mu_);
+  if (source_end <= flushed_) last_caught_up_ = absl::Now();
+}
+
+void ReplicaSession::OnCheckpoint(const std::string& segment, uint64_t length,
+                                  uint32_t crc32c) {
+  walship::v1::SessionEvent e;
+  e.mutable_checkpoint()->set_segment(segment);
+  e.mutable_checkpoint()->set_length(length);
+  e.mutable_checkpoint()->set_crc32c(crc32c);
+  absl::MutexLock lock(&mu_);
+  Push(std::move(e));
+}
+
+void ReplicaSession::OnSent(const Position& sent, uint64_t bytes, bool zerocopy) {
+  absl::MutexLock lock(&mu_);
+  sent_ = sent;
+  if (zerocopy) {
+    agent_counters_.set_bytes_zerocopy(agent_counters_.bytes_zerocopy() + bytes);
+  } else {
+    agent_counters_.set_bytes_copy(agent_counters_.bytes_copy() + bytes);
+  }
+}
+
+std::shared_ptr<ReplicaSession> SessionRegistry::Create(
+    const std::string& name, const Position& start,
+    const std::string& replica_transport, absl::Duration token_ttl,
+    std::string* token_out) {
+  std::shared_ptr<ReplicaSession> old;
+  std::shared_ptr<ReplicaSession> s;
+  {
+    absl::MutexLock lock(&mu_);
+    *token_out = RandomToken();
+    s = std::make_shared<ReplicaSession>(next_id_++, name, start, *token_out,
+                                         absl::Now() + token_ttl, replica_transport);
+    auto it = by_name_.find(name);
+    if (it != by_name_.end()) old = it->second;
+    by_name_[name] = s;
+  }
+  if (old) {
+    old->Fail(absl::AbortedError("replaced by a new session of the same replica"));
+    old->Close();
+  }
+  return s;
+}
+
+std::shared_ptr<ReplicaSession> SessionRegistry::Find(uint64_t id) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [name, s] : by_name_) {
+    if (s->id() == id) return s;
+  }
+  return nullptr;
+}
+
+std::vector<std::shared_ptr<ReplicaSession>> SessionRegistry::All() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<ReplicaSession>> out;
+  for (const auto& [name, s] : by_name_) out.push_back(s);
+  return out;
+}
+
+void SessionRegistry::CloseAll() {
+  for (auto& s : All()) s->Close();
+}
+
+}  // namespace walship::agent

@@ -1,0 +1,140 @@
+// replica_session.h: the agent's state for one subscribed replica.
+//
+// A session is created by a Handshake, gets its data socket when the replica
+// presents the session's one-time token on the data port, and is driven by
+// the replica's Session stream. It owns:
+//   - the data socket and the shipper thread writing it;
+//   - a bounded queue of events (checkpoints, errors) for the Session stream;
+//   - the positions the replica acknowledged, and transfer counters.
+// A session that fails (socket error, source error, stream gone) stops its
+// shipper, queues a SessionError for the stream, and stays readable for
+// Status until a new handshake under the same name replaces it. Sessions are
+// independent: a stalled replica blocks only its own shipper thread.
+//
+// Thread-safety: all methods are thread-safe.
+#ifndef WALSHIP_AGENT_REPLICA_SESSION_H_
+#define WALSHIP_AGENT_REPLICA_SESSION_H_
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/shipper.h"
+#include "common/position.h"
+#include "common/sys/unique_fd.h"
+#include "proto/walship.pb.h"
+
+namespace walship::agent {
+
+// Builds and runs the shipper for a session's data socket.
+using ShipperRunner =
+    std::function<absl::Status(int data_fd, const Position& start,
+                               ShipperEvents* events, const std::atomic<bool>& stop)>;
+
+class ReplicaSession final : public ShipperEvents {
+ public:
+  ReplicaSession(uint64_t id, std::string name, Position start, std::string token,
+                 absl::Time token_deadline, std::string replica_transport);
+  ~ReplicaSession() override;
+
+  uint64_t id() const { return id_; }
+  const std::string& name() const { return name_; }
+
+  // Consumes the token. kUnauthenticated for a wrong, expired or already
+  // used token (the message never echoes the token).
+  absl::Status ClaimToken(absl::string_view token);
+
+  // Takes ownership of the data socket and starts shipping on a new thread.
+  void StartShipping(sys::UniqueFd data_fd, ShipperRunner runner);
+
+  // Next event for the Session stream. Returns false on timeout. After a
+  // SessionError has been returned, the session is finished.
+  bool NextEvent(walship::v1::SessionEvent* event, absl::Duration timeout);
+
+  void OnAck(const walship::v1::Ack& ack);
+  // Stops shipping with `status` (logged once by the caller); queues a
+  // SessionError for the stream. Idempotent: the first status wins.
+  void Fail(absl::Status status);
+  // Stops shipping and joins the shipper thread.
+  void Close();
+
+  bool finished() const;
+  absl::Time token_deadline() const { return token_deadline_; }
+  bool has_data_socket() const;
+
+  // Fills everything but lag, which needs the catalog.
+  walship::v1::ReplicaStatus Snapshot() const;
+  Position flushed() const;
+  absl::Time last_caught_up() const;
+  void NoteCaughtUp(const Position& source_end);
+
+  // ShipperEvents (shipper thread).
+  void OnCheckpoint(const std::string& segment, uint64_t length,
+                    uint32_t crc32c) override;
+  void OnSent(const Position& sent, uint64_t bytes, bool zerocopy) override;
+
+ private:
+  void Push(walship::v1::SessionEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const uint64_t id_;
+  const std::string name_;
+  const Position start_;
+  const absl::Time token_deadline_;
+  const std::string replica_transport_;
+
+  mutable absl::Mutex mu_;
+  std::string token_ ABSL_GUARDED_BY(mu_);
+  bool token_used_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<walship::v1::SessionEvent> events_ ABSL_GUARDED_BY(mu_);
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  Position sent_ ABSL_GUARDED_BY(mu_);
+  Position written_ ABSL_GUARDED_BY(mu_);
+  Position flushed_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_caught_up_ ABSL_GUARDED_BY(mu_);
+  walship::v1::TransferCounters agent_counters_ ABSL_GUARDED_BY(mu_);
+  walship::v1::TransferCounters replica_counters_ ABSL_GUARDED_BY(mu_);
+
+  sys::UniqueFd data_fd_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> stop_{false};
+  std::thread shipper_thread_;
+  absl::Mutex thread_mu_;
+};
+
+// All sessions, by id and by replica name.
+class SessionRegistry {
+ public:
+  // Creates a session with a fresh random token, replacing (and closing) any
+  // earlier session of the same replica name.
+  std::shared_ptr<ReplicaSession> Create(const std::string& name, const Position& start,
+                                         const std::string& replica_transport,
+                                         absl::Duration token_ttl,
+                                         std::string* token_out);
+  std::shared_ptr<ReplicaSession> Find(uint64_t id) const;
+  // The latest session of every replica name.
+  std::vector<std::shared_ptr<ReplicaSession>> All() const;
+  void CloseAll();
+
+ private:
+  mutable absl::Mutex mu_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<std::string, std::shared_ptr<ReplicaSession>> by_name_ ABSL_GUARDED_BY(mu_);
+};
+
+// Bounded event queue: checkpoints are one per segment, so a stream that
+// stops reading is failed rather than allowed to grow without limit.
+inline constexpr size_t kMaxQueuedEvents = 4096;
+
+}  // namespace walship::agent
+
+#endif  // WALSHIP_AGENT_REPLICA_SESSION_H_

@@ -1,0 +1,75 @@
+#include "agent/segment_catalog.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace walship::agent {
+
+int CatalogSnapshot::Find(const std::string& name) const {
+  if (!segments) return -1;
+  auto it = std::lower_bound(
+      segments->begin(), segments->end(), name,
+      [](const SegmentInfo& s, const std::string& n) { return s.name < n; });
+  if (it == segments->end() || it->name != name) return -1;
+  return static_cast<int>(it - segments->begin());
+}
+
+Position CatalogSnapshot::End() const {
+  if (!segments || segments->empty()) return Position{};
+  return Position{segments->back().name, segments->back().shippable};
+}
+
+uint64_t CatalogSnapshot::BytesAfter(const Position& from) const {
+  if (!segments) return 0;
+  uint64_t total = 0;
+  for (const SegmentInfo& s : *segments) {
+    if (s.name < from.segment) continue;
+    if (s.name == from.segment) {
+      if (s.shippable > from.offset) total += s.shippable - from.offset;
+    } else {
+      total += s.shippable;
+    }
+  }
+  return total;
+}
+
+SegmentCatalog::SegmentCatalog() {
+  current_.segments = std::make_shared<const std::vector<SegmentInfo>>();
+  current_.published = absl::Now();
+}
+
+void SegmentCatalog::Publish(std::vector<SegmentInfo> segments) {
+  absl::MutexLock lock(&mu_);
+  current_.version++;
+  current_.segments =
+      std::make_shared<const std::vector<SegmentInfo>>(std::move(segments));
+  current_.published = absl::Now();
+}
+
+void SegmentCatalog::Fail(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  current_.version++;
+  current_.source_status = std::move(status);
+}
+
+void SegmentCatalog::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shutdown_ = true;
+  current_.version++;
+}
+
+CatalogSnapshot SegmentCatalog::Get() const {
+  absl::MutexLock lock(&mu_);
+  return current_;
+}
+
+bool SegmentCatalog::WaitForChange(uint64_t seen_version, absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  auto changed = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return shutdown_ || current_.version != seen_version;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&changed), deadline);
+  return !shutdown_;
+}
+
+}  // namespace walship::agent

@@ -1,0 +1,83 @@
+// segment_catalog.h: the agent's view of which WAL bytes may be shipped.
+//
+// A source (append-mode tailer, PostgreSQL flush-LSN follower, ...) publishes
+// the list of segments in WAL order, each with the number of bytes that are
+// safe to ship ("shippable": durable on the primary and validated) and
+// whether the segment is complete (no byte will ever be added). Shippers read
+// snapshots and wait for changes. Data flows one way: source -> catalog ->
+// shippers; the catalog never calls back into a source.
+//
+// Thread-safety: all methods are thread-safe. Snapshots are immutable and
+// shared; holding one never blocks Publish.
+#ifndef WALSHIP_AGENT_SEGMENT_CATALOG_H_
+#define WALSHIP_AGENT_SEGMENT_CATALOG_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/position.h"
+
+namespace walship::agent {
+
+struct SegmentInfo {
+  std::string name;
+  // Bytes [0, shippable) may be shipped.
+  uint64_t shippable = 0;
+  // True once no further bytes will be appended; `shippable` is then the
+  // segment's final length.
+  bool complete = false;
+};
+
+struct CatalogSnapshot {
+  uint64_t version = 0;
+  // Sorted by name (WAL order).
+  std::shared_ptr<const std::vector<SegmentInfo>> segments;
+  // Non-OK once the source has failed (e.g. a segment shrank); shipping must
+  // stop with this status.
+  absl::Status source_status;
+  // When this snapshot was published.
+  absl::Time published;
+
+  // Index of `name` in `segments`, or -1.
+  int Find(const std::string& name) const;
+  // The end of shippable WAL: (last segment, its shippable bytes).
+  Position End() const;
+  // Bytes from `from` to End(); 0 when `from` is at or past the end.
+  uint64_t BytesAfter(const Position& from) const;
+};
+
+class SegmentCatalog {
+ public:
+  SegmentCatalog();
+  SegmentCatalog(const SegmentCatalog&) = delete;
+  SegmentCatalog& operator=(const SegmentCatalog&) = delete;
+
+  // Replaces the view and wakes waiters. `segments` must be sorted by name;
+  // a segment's shippable count must never decrease (the source reports that
+  // as an error instead).
+  void Publish(std::vector<SegmentInfo> segments);
+  // Marks the source failed; every waiter wakes and sees the status.
+  void Fail(absl::Status status);
+  // Wakes all waiters permanently; WaitForChange returns at once afterwards.
+  void Shutdown();
+
+  CatalogSnapshot Get() const;
+  // Blocks until the version differs from `seen_version`, `deadline` passes
+  // or Shutdown is called. Returns false only on shutdown.
+  bool WaitForChange(uint64_t seen_version, absl::Time deadline) const;
+
+ private:
+  mutable absl::Mutex mu_;
+  CatalogSnapshot current_ ABSL_GUARDED_BY(mu_);
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace walship::agent
+
+#endif  // WALSHIP_AGENT_SEGMENT_CATALOG_H_

@@ -1,0 +1,125 @@
+#include "agent/shipper.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/file_crc.h"
+#include "common/status_macros.h"
+#include "common/sys/file_util.h"
+#include "common/wire/frame.h"
+
+namespace walship::agent {
+
+Shipper::Shipper(sys::SysCalls& sys, const SegmentCatalog& catalog,
+                 SegmentChecksums& checksums, std::string wal_dir, int data_fd,
+                 Position start, ShipperOptions options, ShipperEvents* events)
+    : sys_(sys),
+      catalog_(catalog),
+      checksums_(checksums),
+      wal_dir_(std::move(wal_dir)),
+      fd_(data_fd),
+      pos_(std::move(start)),
+      options_(options),
+      events_(events) {
+  if (options_.transport == Transport::kCopy) {
+    copy_buffer_.resize(options_.copy_buffer_bytes);
+  }
+}
+
+absl::Status Shipper::EnterSegment(const std::string& name) {
+  std::string path = absl::StrCat(wal_dir_, "/", name);
+  WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd file, sys::OpenFile(sys_, path, O_RDONLY));
+  segment_file_ = std::move(file);
+  std::string frame = wire::EncodeFrame(wire::FrameType::kSegment, ++handle_,
+                                        pos_.offset, name);
+  WALSHIP_RETURN_IF_ERROR(
+      sys::SendFully(sys_, fd_, frame.data(), frame.size(), 0, options_.io));
+  entered_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Shipper::SendData(uint64_t length) {
+  const std::string context = absl::StrCat(wal_dir_, "/", pos_.segment);
+  WALSHIP_ASSIGN_OR_RETURN(
+      uint32_t crc, Crc32cOfFileRange(sys_, segment_file_.get(), pos_.offset,
+                                      length, context));
+  wire::FrameHeader h;
+  h.type = wire::FrameType::kData;
+  h.segment_id = handle_;
+  h.offset = pos_.offset;
+  h.payload_length = static_cast<uint32_t>(length);
+  h.payload_crc32c = crc;
+  uint8_t header[wire::kFrameHeaderSize];
+  wire::EncodeFrameHeader(h, header);
+  // MSG_MORE keeps the header in the same TCP segment as the payload.
+  WALSHIP_RETURN_IF_ERROR(
+      sys::SendFully(sys_, fd_, header, sizeof(header), MSG_MORE, options_.io));
+  const bool zerocopy = options_.transport == Transport::kZeroCopy;
+  if (zerocopy) {
+    WALSHIP_RETURN_IF_ERROR(sys::SendFileFully(sys_, fd_, segment_file_.get(),
+                                               pos_.offset, length, options_.io));
+  } else {
+    WALSHIP_RETURN_IF_ERROR(sys::CopyFileToSocket(
+        sys_, fd_, segment_file_.get(), pos_.offset, length,
+        absl::MakeSpan(copy_buffer_), options_.io));
+  }
+  pos_.offset += length;
+  events_->OnSent(pos_, length, zerocopy);
+  return absl::OkStatus();
+}
+
+absl::Status Shipper::Run(const std::atomic<bool>& stop) {
+  while (!stop.load()) {
+    CatalogSnapshot snap = catalog_.Get();
+    if (!snap.source_status.ok()) return snap.source_status;
+    const auto& segs = *snap.segments;
+    if (pos_.segment.empty()) {
+      if (segs.empty()) {
+        catalog_.WaitForChange(snap.version, absl::Now() + options_.idle_wait);
+        continue;
+      }
+      pos_ = Position{segs.front().name, 0};
+    }
+    int i = snap.Find(pos_.segment);
+    if (i < 0) {
+      if (!segs.empty() && pos_.segment < segs.front().name) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "segment ", pos_.segment, " is no longer in the WAL directory (oldest is ",
+            segs.front().name, "): the replica fell behind retention"));
+      }
+      if (segs.empty() || pos_.segment > segs.back().name) {
+        // Not visible yet (e.g. the directory was emptied and is refilling):
+        // keep waiting rather than guess.
+        catalog_.WaitForChange(snap.version, absl::Now() + options_.idle_wait);
+        continue;
+      }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "segment ", pos_.segment, " disappeared from the WAL directory"));
+    }
+    const SegmentInfo& seg = segs[i];
+    if (!entered_) WALSHIP_RETURN_IF_ERROR(EnterSegment(seg.name));
+    if (pos_.offset > seg.shippable) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "position ", pos_.ToString(), " is past the shippable end of ", seg.name,
+          " (", seg.shippable, " bytes)"));
+    }
+    if (pos_.offset < seg.shippable) {
+      uint64_t n = std::min<uint64_t>(seg.shippable - pos_.offset, options_.max_payload);
+      WALSHIP_RETURN_IF_ERROR(SendData(n));
+      continue;
+    }
+    if (seg.complete && static_cast<size_t>(i) + 1 < segs.size()) {
+      WALSHIP_ASSIGN_OR_RETURN(uint32_t crc, checksums_.Get(seg.name, seg.shippable));
+      events_->OnCheckpoint(seg.name, seg.shippable, crc);
+      pos_ = Position{segs[i + 1].name, 0};
+      entered_ = false;
+      segment_file_.reset();
+      continue;
+    }
+    catalog_.WaitForChange(snap.version, absl::Now() + options_.idle_wait);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace walship::agent

@@ -1,0 +1,86 @@
+// shipper.h: writes one replica's data socket.
+//
+// A Shipper follows the SegmentCatalog from a start position and writes
+// frames (common/wire/wire_format.md) to the replica's data socket: a SEGMENT
+// frame when it enters a segment, then DATA frames whose payload goes from
+// the segment file to the socket with sendfile(2) (or pread/write with the
+// copy transport). Everything shippable at the moment of sending is coalesced
+// into frames of up to `max_payload` bytes, so a busy stream sends large
+// frames and an idle one sends each append as soon as it is visible. When
+// every byte of a complete segment has been sent, the Shipper reports a
+// checkpoint (name, length, CRC32C) through ShipperEvents, and moves on.
+//
+// Threading: Run() blocks on the calling thread until `stop` is set (then it
+// returns OK within `idle_wait`), the socket fails (kUnavailable), or the
+// source fails or is inconsistent with the replica's position
+// (kFailedPrecondition, kDataLoss, kOutOfRange). To interrupt a blocked
+// send, the owner shuts the socket down. The socket is borrowed.
+//
+// Memory: constant per shipper (one copy buffer for the copy transport).
+#ifndef WALSHIP_AGENT_SHIPPER_H_
+#define WALSHIP_AGENT_SHIPPER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "agent/segment_catalog.h"
+#include "agent/segment_checksums.h"
+#include "common/position.h"
+#include "common/sys/syscalls.h"
+#include "common/sys/transfer.h"
+#include "common/transport.h"
+
+namespace walship::agent {
+
+struct ShipperOptions {
+  Transport transport = Transport::kZeroCopy;
+  uint32_t max_payload = 1u << 20;
+  size_t copy_buffer_bytes = 256u << 10;
+  absl::Duration idle_wait = absl::Milliseconds(200);
+  sys::TransferOptions io;
+};
+
+class ShipperEvents {
+ public:
+  virtual ~ShipperEvents() = default;
+  // All bytes of `segment` up to `length` have been written to the socket.
+  virtual void OnCheckpoint(const std::string& segment, uint64_t length,
+                            uint32_t crc32c) = 0;
+  // `bytes` payload bytes were written; `sent` is the new send position.
+  virtual void OnSent(const Position& sent, uint64_t bytes, bool zerocopy) = 0;
+};
+
+class Shipper {
+ public:
+  Shipper(sys::SysCalls& sys, const SegmentCatalog& catalog,
+          SegmentChecksums& checksums, std::string wal_dir, int data_fd,
+          Position start, ShipperOptions options, ShipperEvents* events);
+
+  absl::Status Run(const std::atomic<bool>& stop);
+
+ private:
+  absl::Status EnterSegment(const std::string& name);
+  absl::Status SendData(uint64_t length);
+
+  sys::SysCalls& sys_;
+  const SegmentCatalog& catalog_;
+  SegmentChecksums& checksums_;
+  const std::string wal_dir_;
+  const int fd_;
+  Position pos_;
+  const ShipperOptions options_;
+  ShipperEvents* const events_;
+  uint64_t handle_ = 0;
+  bool entered_ = false;
+  int segment_fd_ = -1;
+  sys::UniqueFd segment_file_;
+  std::vector<char> copy_buffer_;
+};
+
+}  // namespace walship::agent
+
+#endif  // WALSHIP_AGENT_SHIPPER_H_

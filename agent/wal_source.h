@@ -1,0 +1,39 @@
+// wal_source.h: the seam between WAL formats and the shipping machinery.
+//
+// A WalSource watches a primary's WAL and publishes what may be shipped into
+// a SegmentCatalog. Each format (append-only segment directories, PostgreSQL
+// pg_wal, ...) is one implementation; shippers only ever see the catalog and
+// read segment files from `wal_dir()`.
+//
+// Lifecycle: Start() once, then Stop() once (idempotent); the object must
+// outlive neither its catalog nor its SysCalls. Methods are thread-safe.
+#ifndef WALSHIP_AGENT_WAL_SOURCE_H_
+#define WALSHIP_AGENT_WAL_SOURCE_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace walship::agent {
+
+class WalSource {
+ public:
+  virtual ~WalSource() = default;
+
+  // Scans the WAL once synchronously (so the catalog is populated when Start
+  // returns), then follows changes on a background thread.
+  virtual absl::Status Start() = 0;
+  virtual void Stop() = 0;
+
+  // Identity of the WAL stream, stable across agent restarts: a replica
+  // refuses to mix bytes of two streams.
+  virtual std::string StreamId() const = 0;
+  // "append", "postgres", ...
+  virtual std::string FormatName() const = 0;
+  // Directory holding the segment files named in the catalog.
+  virtual std::string wal_dir() const = 0;
+};
+
+}  // namespace walship::agent
+
+#endif  // WALSHIP_AGENT_WAL_SOURCE_H_

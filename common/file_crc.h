@@ -1,0 +1,32 @@
+// file_crc.h: CRC32C of a byte range of an open file, read through mmap.
+//
+// Used by the agent to checksum payloads and whole segments before they are
+// sent, and by the replica to verify what it wrote, without copying the bytes
+// through a user-space buffer: the CRC reads the page cache directly.
+//
+// Thread-safety: stateless; safe from any thread. The file may grow while it
+// is read, but the range [offset, offset + length) must exist: a range past
+// the end of the file returns kOutOfRange and never touches unmapped memory
+// (the size is checked with fstat first; a concurrent truncation is the
+// caller's contract to prevent, as with any mmap reader).
+#ifndef WALSHIP_COMMON_FILE_CRC_H_
+#define WALSHIP_COMMON_FILE_CRC_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/sys/syscalls.h"
+
+namespace walship {
+
+// Returns Crc32cExtend(seed, bytes [offset, offset + length) of `fd`).
+// `context` names the file in error messages.
+absl::StatusOr<uint32_t> Crc32cOfFileRange(sys::SysCalls& sys, int fd,
+                                           uint64_t offset, uint64_t length,
+                                           const std::string& context,
+                                           uint32_t seed = 0);
+
+}  // namespace walship
+
+#endif  // WALSHIP_COMMON_FILE_CRC_H_

@@ -1,0 +1,113 @@
+// Copyright walship authors.
+
+#include "common/sys/file_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/sys/errors.h"
+#include "common/sys/transfer.h"
+
+namespace walship {
+namespace sys {
+namespace {
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  if (absl::EndsWith(dir, "/")) return absl::StrCat(dir, name);
+  return absl::StrCat(dir, "/", name);
+}
+
+// Writes, syncs and closes the temp file; leaves removing it to the caller.
+absl::Status WriteAndSync(SysCalls& sys, const std::string& path,
+                          absl::string_view contents) {
+  WALSHIP_ASSIGN_OR_RETURN(
+      UniqueFd fd, OpenFile(sys, path, O_WRONLY | O_CREAT | O_TRUNC, 0644));
+  absl::Status written =
+      WriteFully(sys, fd.get(), contents.data(), contents.size());
+  if (!written.ok()) {
+    return absl::Status(written.code(),
+                        absl::StrCat(path, ": ", written.message()));
+  }
+  WALSHIP_RETURN_IF_ERROR(
+      SysError(sys.Fsync(fd.get()), absl::StrCat("fsync ", path)));
+  // close(2) can still report a deferred write error (NFS); don't ignore it.
+  const int close_err = fd.Close();
+  if (close_err != 0) {
+    return sys::ErrnoToStatus(close_err, absl::StrCat("close ", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<UniqueFd> OpenFile(SysCalls& sys, const std::string& path,
+                                  int flags, mode_t mode) {
+  for (;;) {
+    const SysResult r = sys.Open(path.c_str(), flags | O_CLOEXEC, mode);
+    if (r.ok()) return UniqueFd(static_cast<int>(r.rc));
+    if (r.err == EINTR) continue;  // Possible on FIFOs and some NFS mounts.
+    return sys::ErrnoToStatus(r.err, absl::StrCat("open ", path));
+  }
+}
+
+absl::Status FsyncDir(SysCalls& sys, const std::string& dir) {
+  WALSHIP_ASSIGN_OR_RETURN(
+      UniqueFd fd, OpenFile(sys, dir, O_RDONLY | O_DIRECTORY));
+  return SysError(sys.Fsync(fd.get()), absl::StrCat("fsync directory ", dir));
+}
+
+absl::Status WriteFileAtomically(SysCalls& sys, const std::string& dir,
+                                 const std::string& name,
+                                 absl::string_view contents) {
+  if (name.empty() || absl::StrContains(name, '/')) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("WriteFileAtomically: bad file name \"", name, "\""));
+  }
+  const std::string final_path = JoinPath(dir, name);
+  const std::string temp_path = absl::StrCat(final_path, ".tmp");
+
+  absl::Status status = WriteAndSync(sys, temp_path, contents);
+  if (status.ok()) {
+    status = SysError(sys.Rename(temp_path.c_str(), final_path.c_str()),
+                      absl::StrCat("rename ", temp_path, " to ", final_path));
+  }
+  if (!status.ok()) {
+    // Best effort: the original error is the one worth reporting.
+    (void)sys.Unlink(temp_path.c_str());
+    return status;
+  }
+  // The rename is only durable once the directory entry is.
+  return FsyncDir(sys, dir.empty() ? "." : dir);
+}
+
+absl::StatusOr<std::string> ReadFileToString(SysCalls& sys,
+                                             const std::string& path) {
+  WALSHIP_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(sys, path, O_RDONLY));
+  std::string out;
+  struct stat st;
+  if (sys.Fstat(fd.get(), &st).ok() && st.st_size > 0) {
+    out.reserve(static_cast<size_t>(st.st_size));
+  }
+  // Read to EOF rather than trusting st_size: the file may be growing, and
+  // procfs-style files report 0.
+  char chunk[64 * 1024];
+  for (;;) {
+    const SysResult r = sys.Read(fd.get(), chunk, sizeof(chunk));
+    if (!r.ok()) {
+      if (r.err == EINTR) continue;
+      return sys::ErrnoToStatus(r.err, absl::StrCat("read ", path, " at offset ",
+                                               out.size()));
+    }
+    if (r.rc == 0) return out;
+    out.append(chunk, static_cast<size_t>(r.rc));
+  }
+}
+
+}  // namespace sys
+}  // namespace walship

@@ -1,0 +1,81 @@
+// Copyright walship authors.
+//
+// -----------------------------------------------------------------------------
+// File: file_util.h
+// -----------------------------------------------------------------------------
+//
+// Small whole-file helpers on top of the syscall seam: opening with
+// O_CLOEXEC, reading a small file, and the crash-safe replacement of a state
+// file (temp + fsync + rename + fsync dir) that every durable state file in
+// walship uses.
+//
+// All functions take the `SysCalls&` to use; errors are converted by
+// ErrnoToStatus with the path in the message (ENOENT -> kNotFound, ENOSPC ->
+// kResourceExhausted, EIO -> kDataLoss, ...).
+//
+// Thread-safety: the functions hold no state and may be called concurrently,
+// except that concurrent WriteFileAtomically calls for the same dir/name race
+// on the shared temp file and must be serialized by the caller.
+
+#ifndef WALSHIP_COMMON_SYS_FILE_UTIL_H_
+#define WALSHIP_COMMON_SYS_FILE_UTIL_H_
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/sys/syscalls.h"
+#include "common/sys/unique_fd.h"
+
+namespace walship {
+namespace sys {
+
+// OpenFile()
+//
+// open(2)s `path` with `flags | O_CLOEXEC` (retrying EINTR) and returns the
+// owned descriptor. `mode` only matters with O_CREAT/O_TMPFILE.
+absl::StatusOr<UniqueFd> OpenFile(SysCalls& sys, const std::string& path,
+                                  int flags, mode_t mode = 0644);
+
+// FsyncDir()
+//
+// fsync(2)s the directory `dir`, making previously created, renamed or
+// removed entries in it durable. Needed after every create/rename whose
+// survival across a crash matters.
+absl::Status FsyncDir(SysCalls& sys, const std::string& dir);
+
+// WriteFileAtomically()
+//
+// Replaces `dir`/`name` with `contents`: writes `dir`/`name`.tmp (truncating
+// any leftover from an earlier crash), fsyncs it, closes it, renames it over
+// `dir`/`name` and fsyncs `dir`. `name` must be a plain file name (no '/').
+//
+// Guarantee:
+//   * After OK, the new contents are what a reader sees, and they survive a
+//     crash or power loss.
+//   * After a failure, or a crash at any point, `dir`/`name` holds either the
+//     complete old contents (or is absent, if it never existed) or the
+//     complete new contents, never a mix or a prefix. A failure after the
+//     rename (the directory fsync) leaves the new contents visible but
+//     possibly not yet durable.
+//   * On failure the temp file is removed (best effort); a crash may leave
+//     it behind, and the next call overwrites it.
+absl::Status WriteFileAtomically(SysCalls& sys, const std::string& dir,
+                                 const std::string& name,
+                                 absl::string_view contents);
+
+// ReadFileToString()
+//
+// Returns the whole contents of `path` (meant for small state/config files;
+// it reads until end of file, whatever its size). kNotFound when the file
+// does not exist.
+absl::StatusOr<std::string> ReadFileToString(SysCalls& sys,
+                                             const std::string& path);
+
+}  // namespace sys
+}  // namespace walship
+
+#endif  // WALSHIP_COMMON_SYS_FILE_UTIL_H_

@@ -1,0 +1,176 @@
+// Copyright walship authors.
+
+#include "common/sys/syscalls.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/inotify.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "common/sys/unique_fd.h"
+
+namespace walship {
+namespace sys {
+namespace {
+
+// Called as `Capture(::call(...))`: the argument is evaluated first, so errno
+// is read before any other library code runs.
+inline SysResult Capture(int64_t rc) {
+  if (rc < 0) return SysResult{-1, errno};
+  return SysResult{rc, 0};
+}
+
+}  // namespace
+
+SysResult RealSysCalls::Open(const char* path, int flags, mode_t mode) {
+  return Capture(::open(path, flags, mode));
+}
+
+SysResult RealSysCalls::Close(int fd) {
+  // UniqueFd owns the one call to close(2) in the project.
+  const int err = UniqueFd(fd).Close();
+  if (err != 0) return SysResult{-1, err};
+  return SysResult{0, 0};
+}
+
+SysResult RealSysCalls::Read(int fd, void* buf, size_t n) {
+  return Capture(::read(fd, buf, n));
+}
+
+SysResult RealSysCalls::Write(int fd, const void* buf, size_t n) {
+  return Capture(::write(fd, buf, n));
+}
+
+SysResult RealSysCalls::Pread(int fd, void* buf, size_t n, off_t off) {
+  return Capture(::pread(fd, buf, n, off));
+}
+
+SysResult RealSysCalls::Pwrite(int fd, const void* buf, size_t n, off_t off) {
+  return Capture(::pwrite(fd, buf, n, off));
+}
+
+SysResult RealSysCalls::Fstat(int fd, struct stat* st) {
+  return Capture(::fstat(fd, st));
+}
+
+SysResult RealSysCalls::Stat(const char* path, struct stat* st) {
+  return Capture(::stat(path, st));
+}
+
+SysResult RealSysCalls::Fcntl(int fd, int cmd, long arg) {  // NOLINT
+  return Capture(::fcntl(fd, cmd, arg));
+}
+
+SysResult RealSysCalls::Fdatasync(int fd) { return Capture(::fdatasync(fd)); }
+
+SysResult RealSysCalls::Fsync(int fd) { return Capture(::fsync(fd)); }
+
+SysResult RealSysCalls::Ftruncate(int fd, off_t len) {
+  return Capture(::ftruncate(fd, len));
+}
+
+SysResult RealSysCalls::Fallocate(int fd, int mode, off_t off, off_t len) {
+  return Capture(::fallocate(fd, mode, off, len));
+}
+
+SysResult RealSysCalls::Rename(const char* from, const char* to) {
+  return Capture(::rename(from, to));
+}
+
+SysResult RealSysCalls::Unlink(const char* path) {
+  return Capture(::unlink(path));
+}
+
+SysResult RealSysCalls::Mkdir(const char* path, mode_t mode) {
+  return Capture(::mkdir(path, mode));
+}
+
+SysResult RealSysCalls::SendFile(int out_fd, int in_fd, off_t* offset,
+                                 size_t count) {
+  return Capture(::sendfile(out_fd, in_fd, offset, count));
+}
+
+SysResult RealSysCalls::Splice(int fd_in, off_t* off_in, int fd_out,
+                               off_t* off_out, size_t len,
+                               unsigned int flags) {
+  return Capture(::splice(fd_in, off_in, fd_out, off_out, len, flags));
+}
+
+SysResult RealSysCalls::Pipe2(int fds[2], int flags) {
+  return Capture(::pipe2(fds, flags));
+}
+
+SysResult RealSysCalls::Poll(struct pollfd* fds, nfds_t n, int timeout_ms) {
+  return Capture(::poll(fds, n, timeout_ms));
+}
+
+SysResult RealSysCalls::Socket(int domain, int type, int protocol) {
+  return Capture(::socket(domain, type, protocol));
+}
+
+SysResult RealSysCalls::Bind(int fd, const sockaddr* addr, socklen_t len) {
+  return Capture(::bind(fd, addr, len));
+}
+
+SysResult RealSysCalls::Listen(int fd, int backlog) {
+  return Capture(::listen(fd, backlog));
+}
+
+SysResult RealSysCalls::Accept4(int fd, sockaddr* addr, socklen_t* len,
+                                int flags) {
+  return Capture(::accept4(fd, addr, len, flags));
+}
+
+SysResult RealSysCalls::Connect(int fd, const sockaddr* addr, socklen_t len) {
+  return Capture(::connect(fd, addr, len));
+}
+
+SysResult RealSysCalls::Send(int fd, const void* buf, size_t n, int flags) {
+  return Capture(::send(fd, buf, n, flags));
+}
+
+SysResult RealSysCalls::Setsockopt(int fd, int level, int name,
+                                   const void* val, socklen_t len) {
+  return Capture(::setsockopt(fd, level, name, val, len));
+}
+
+SysResult RealSysCalls::Getsockname(int fd, sockaddr* addr, socklen_t* len) {
+  return Capture(::getsockname(fd, addr, len));
+}
+
+SysResult RealSysCalls::Shutdown(int fd, int how) {
+  return Capture(::shutdown(fd, how));
+}
+
+SysResult RealSysCalls::Mmap(void* addr, size_t len, int prot, int flags,
+                             int fd, off_t off, void** out) {
+  void* p = ::mmap(addr, len, prot, flags, fd, off);
+  if (p == MAP_FAILED) return SysResult{-1, errno};
+  *out = p;
+  return SysResult{0, 0};
+}
+
+SysResult RealSysCalls::Munmap(void* addr, size_t len) {
+  return Capture(::munmap(addr, len));
+}
+
+SysResult RealSysCalls::InotifyInit1(int flags) {
+  return Capture(::inotify_init1(flags));
+}
+
+SysResult RealSysCalls::InotifyAddWatch(int fd, const char* path,
+                                        uint32_t mask) {
+  return Capture(::inotify_add_watch(fd, path, mask));
+}
+
+SysCalls& DefaultSysCalls() {
+  static RealSysCalls* const kReal = new RealSysCalls();
+  return *kReal;
+}
+
+}  // namespace sys
+}  // namespace walship

@@ -1,0 +1,188 @@
+// Copyright walship authors.
+//
+// -----------------------------------------------------------------------------
+// File: syscalls.h
+// -----------------------------------------------------------------------------
+//
+// The syscall seam. Every operating-system call walship makes on a descriptor
+// or path goes through a `SysCalls` object, so that tests can script the
+// kernel's answers (short transfers, EINTR, EAGAIN, EPIPE, EIO, ...) and fault
+// injectors can decorate single calls.
+//
+// Contract of every method:
+//   * It performs exactly one system call with the given arguments; it never
+//     retries (not even on EINTR), loops, logs or allocates. Retry and loop
+//     policy live above the seam (see transfer.h).
+//   * It returns a `SysResult`: `rc` is the kernel's return value (a byte
+//     count, a new descriptor, or 0) and `err` is errno captured immediately
+//     after the call, before anything else could clobber it. On success
+//     `err == 0` and `rc >= 0`; on failure `rc == -1` and `err != 0`.
+//   * Descriptors returned in `rc` (Open, Socket, Accept4, Pipe2,
+//     InotifyInit1) are owned by the caller, who should wrap them in a
+//     `UniqueFd` at once. Pass O_CLOEXEC / SOCK_CLOEXEC yourself: the seam
+//     does not add flags (file_util.h's OpenFile does).
+//
+// Ownership and lifetime: objects that do I/O receive a `SysCalls&` through
+// their constructor and must not outlive it. Only `main()` (and tests) call
+// `DefaultSysCalls()`; library code never reaches for the global.
+//
+// Thread-safety: `RealSysCalls` is stateless and safe to use from any number
+// of threads at once; the calls are exactly as thread-safe as the syscalls
+// themselves. Subclasses (fakes, fault injectors) document their own rules.
+
+#ifndef WALSHIP_COMMON_SYS_SYSCALLS_H_
+#define WALSHIP_COMMON_SYS_SYSCALLS_H_
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace walship {
+namespace sys {
+
+// SysResult
+//
+// The raw outcome of one system call. See the file comment for the meaning of
+// the fields; convert a failure to an absl::Status with `SysError()` from
+// errors.h, the one place errno becomes a Status.
+struct SysResult {
+  int64_t rc;
+  int err;
+
+  bool ok() const { return rc >= 0; }
+};
+
+// SysCalls
+//
+// Abstract syscall interface. Method names and argument orders follow the
+// corresponding man pages (sendfile(2), splice(2), ...).
+class SysCalls {
+ public:
+  SysCalls() = default;
+  SysCalls(const SysCalls&) = delete;
+  SysCalls& operator=(const SysCalls&) = delete;
+  virtual ~SysCalls() = default;
+
+  // Files and descriptors.
+  virtual SysResult Open(const char* path, int flags, mode_t mode) = 0;
+  // Never retry a failed Close: the descriptor is released regardless.
+  virtual SysResult Close(int fd) = 0;
+  virtual SysResult Read(int fd, void* buf, size_t n) = 0;
+  virtual SysResult Write(int fd, const void* buf, size_t n) = 0;
+  virtual SysResult Pread(int fd, void* buf, size_t n, off_t off) = 0;
+  virtual SysResult Pwrite(int fd, const void* buf, size_t n, off_t off) = 0;
+  virtual SysResult Fstat(int fd, struct stat* st) = 0;
+  virtual SysResult Stat(const char* path, struct stat* st) = 0;
+  virtual SysResult Fcntl(int fd, int cmd, long arg) = 0;  // NOLINT(runtime/int)
+  virtual SysResult Fdatasync(int fd) = 0;
+  virtual SysResult Fsync(int fd) = 0;
+  virtual SysResult Ftruncate(int fd, off_t len) = 0;
+  virtual SysResult Fallocate(int fd, int mode, off_t off, off_t len) = 0;
+  virtual SysResult Rename(const char* from, const char* to) = 0;
+  virtual SysResult Unlink(const char* path) = 0;
+  virtual SysResult Mkdir(const char* path, mode_t mode) = 0;
+
+  // Zero-copy transfer. `offset`, `off_in` and `off_out` follow the man
+  // pages: when non-null the kernel reads the offset from, and writes the
+  // advanced offset back to, the pointed-to value, and the file position is
+  // left alone.
+  virtual SysResult SendFile(int out_fd, int in_fd, off_t* offset,
+                             size_t count) = 0;
+  virtual SysResult Splice(int fd_in, off_t* off_in, int fd_out,
+                           off_t* off_out, size_t len, unsigned int flags) = 0;
+  // On success rc == 0 and fds[0] (read end) / fds[1] (write end) are set.
+  virtual SysResult Pipe2(int fds[2], int flags) = 0;
+
+  // Readiness. rc is the number of ready descriptors; 0 means timed out.
+  virtual SysResult Poll(struct pollfd* fds, nfds_t n, int timeout_ms) = 0;
+
+  // Sockets.
+  virtual SysResult Socket(int domain, int type, int protocol) = 0;
+  virtual SysResult Bind(int fd, const sockaddr* addr, socklen_t len) = 0;
+  virtual SysResult Listen(int fd, int backlog) = 0;
+  virtual SysResult Accept4(int fd, sockaddr* addr, socklen_t* len,
+                            int flags) = 0;
+  virtual SysResult Connect(int fd, const sockaddr* addr, socklen_t len) = 0;
+  virtual SysResult Send(int fd, const void* buf, size_t n, int flags) = 0;
+  virtual SysResult Setsockopt(int fd, int level, int name, const void* val,
+                               socklen_t len) = 0;
+  virtual SysResult Getsockname(int fd, sockaddr* addr, socklen_t* len) = 0;
+  virtual SysResult Shutdown(int fd, int how) = 0;
+
+  // Memory mapping. On success rc == 0 and *out holds the mapping address;
+  // on failure *out is left untouched.
+  virtual SysResult Mmap(void* addr, size_t len, int prot, int flags, int fd,
+                         off_t off, void** out) = 0;
+  virtual SysResult Munmap(void* addr, size_t len) = 0;
+
+  // inotify(7).
+  virtual SysResult InotifyInit1(int flags) = 0;
+  virtual SysResult InotifyAddWatch(int fd, const char* path,
+                                    uint32_t mask) = 0;
+};
+
+// RealSysCalls
+//
+// The production implementation: each method is the libc call of the same
+// name. Deliberately not `final`, so that a test decorator can override one
+// method (say, fail Fsync with EIO) and inherit the real behaviour for the
+// rest.
+class RealSysCalls : public SysCalls {
+ public:
+  RealSysCalls() = default;
+
+  SysResult Open(const char* path, int flags, mode_t mode) override;
+  SysResult Close(int fd) override;
+  SysResult Read(int fd, void* buf, size_t n) override;
+  SysResult Write(int fd, const void* buf, size_t n) override;
+  SysResult Pread(int fd, void* buf, size_t n, off_t off) override;
+  SysResult Pwrite(int fd, const void* buf, size_t n, off_t off) override;
+  SysResult Fstat(int fd, struct stat* st) override;
+  SysResult Stat(const char* path, struct stat* st) override;
+  SysResult Fcntl(int fd, int cmd, long arg) override;  // NOLINT(runtime/int)
+  SysResult Fdatasync(int fd) override;
+  SysResult Fsync(int fd) override;
+  SysResult Ftruncate(int fd, off_t len) override;
+  SysResult Fallocate(int fd, int mode, off_t off, off_t len) override;
+  SysResult Rename(const char* from, const char* to) override;
+  SysResult Unlink(const char* path) override;
+  SysResult Mkdir(const char* path, mode_t mode) override;
+  SysResult SendFile(int out_fd, int in_fd, off_t* offset,
+                     size_t count) override;
+  SysResult Splice(int fd_in, off_t* off_in, int fd_out, off_t* off_out,
+                   size_t len, unsigned int flags) override;
+  SysResult Pipe2(int fds[2], int flags) override;
+  SysResult Poll(struct pollfd* fds, nfds_t n, int timeout_ms) override;
+  SysResult Socket(int domain, int type, int protocol) override;
+  SysResult Bind(int fd, const sockaddr* addr, socklen_t len) override;
+  SysResult Listen(int fd, int backlog) override;
+  SysResult Accept4(int fd, sockaddr* addr, socklen_t* len,
+                    int flags) override;
+  SysResult Connect(int fd, const sockaddr* addr, socklen_t len) override;
+  SysResult Send(int fd, const void* buf, size_t n, int flags) override;
+  SysResult Setsockopt(int fd, int level, int name, const void* val,
+                       socklen_t len) override;
+  SysResult Getsockname(int fd, sockaddr* addr, socklen_t* len) override;
+  SysResult Shutdown(int fd, int how) override;
+  SysResult Mmap(void* addr, size_t len, int prot, int flags, int fd,
+                 off_t off, void** out) override;
+  SysResult Munmap(void* addr, size_t len) override;
+  SysResult InotifyInit1(int flags) override;
+  SysResult InotifyAddWatch(int fd, const char* path, uint32_t mask) override;
+};
+
+// DefaultSysCalls()
+//
+// The process-lifetime `RealSysCalls` instance (never destroyed, so it is
+// safe to use during static destruction). For `main()` and tests only;
+// libraries take a `SysCalls&` instead.
+SysCalls& DefaultSysCalls();
+
+}  // namespace sys
+}  // namespace walship
+
+#endif  // WALSHIP_COMMON_SYS_SYSCALLS_H_

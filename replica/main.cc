@@ -1,0 +1,103 @@
+// walship-replica: keeps a durable, byte-exact copy of an agent's WAL stream.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "common/flags.h"
+#include "common/logging.h"
+#include "common/sys/transfer.h"
+#include "replica/replica.h"
+#include "spdlog/spdlog.h"
+
+int main(int argc, char** argv) {
+  walship::replica::ReplicaOptions o;
+  std::string transport = "zerocopy";
+  std::string log_level = "info";
+  uint64_t pipe_bytes = o.pipe_bytes;
+  int64_t flush_interval_us = absl::ToInt64Microseconds(o.flush_interval);
+  int64_t io_timeout_ms = absl::ToInt64Milliseconds(o.io_timeout);
+
+  walship::FlagSet flags(
+      "walship-replica: subscribes to a walship-agent and keeps a durable, byte-exact\n"
+      "copy of its WAL segments in --dest (complete segments under their own names,\n"
+      "the one being received as NAME.partial).\n"
+      "Usage: walship-replica --agent=HOST:PORT --dest=DIR --name=NAME [flags]\n"
+      "Exit status: 0 after SIGTERM/SIGINT; 1 bad set-up; 3 an operator must act\n"
+      "(another stream, divergent history, a gap behind the agent's retention).");
+  flags.String("agent", &o.agent, "HOST:PORT of the agent's control (gRPC) port (required).");
+  flags.String("dest", &o.dest, "Destination directory; created if missing (required).");
+  flags.String("name", &o.name,
+               "Replica name, [A-Za-z0-9._-]{1,64}, unique per agent (required).");
+  flags.String("transport", &transport,
+               "zerocopy: splice(2) socket -> pipe -> file; copy: read/pwrite through one "
+               "buffer, for kernels or filesystems where splice misbehaves.");
+  flags.Uint("pipe-bytes", &pipe_bytes, "Pipe capacity for the zerocopy transport.");
+  flags.Int("flush-interval-us", &flush_interval_us,
+            "Longest pause between fdatasyncs while bytes are pending.");
+  flags.Int("io-timeout-ms", &io_timeout_ms,
+            "Longest wait inside a frame for the agent's bytes before reconnecting.");
+  flags.String("log-level", &log_level, "trace, debug, info, warn or error.");
+
+  auto args = flags.Parse(argc, argv);
+  if (flags.help_requested()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return 0;
+  }
+  if (!args.ok()) {
+    std::fprintf(stderr, "walship-replica: %s\n", std::string(args.status().message()).c_str());
+    return 1;
+  }
+  if (!args->empty()) {
+    std::fprintf(stderr, "walship-replica: unexpected argument \"%s\" (see --help)\n",
+                 (*args)[0].c_str());
+    return 1;
+  }
+  if (absl::Status s = walship::InitLogging("walship-replica", log_level); !s.ok()) {
+    std::fprintf(stderr, "walship-replica: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  auto t = walship::ParseTransport(transport);
+  if (!t.ok()) {
+    spdlog::error("--transport: {}", std::string(t.status().message()));
+    return 1;
+  }
+  o.transport = *t;
+  o.pipe_bytes = pipe_bytes;
+  o.flush_interval = absl::Microseconds(flush_interval_us);
+  o.io_timeout = absl::Milliseconds(io_timeout_ms);
+  if (absl::Status s = o.Validate(); !s.ok()) {
+    spdlog::error("{}", std::string(s.message()));
+    return 1;
+  }
+  if (mkdir(o.dest.c_str(), 0755) != 0 && errno != EEXIST) {
+    spdlog::error("cannot create --dest {}: {}", o.dest, std::strerror(errno));
+    return 1;
+  }
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  walship::sys::IgnoreSigpipe();
+
+  walship::replica::Replica replica(walship::sys::DefaultSysCalls(), o);
+  std::thread([&replica, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    replica.Stop();
+  }).detach();
+  spdlog::info("replica {} following {} into {} (transport {})", o.name, o.agent, o.dest,
+               walship::TransportName(o.transport));
+  absl::Status s = replica.Run();
+  if (!s.ok()) {
+    spdlog::error("stopped: {}", s.ToString());
+    return walship::replica::Replica::IsFatal(s) ? 3 : 1;
+  }
+  spdlog::info("stopped");
+  return 0;
+}

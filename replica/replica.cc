@@ -1,0 +1,377 @@
+#include "replica/replica.h"
+
+#include <grpcpp/grpcpp.h>
+#include <sys/socket.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/net.h"
+#include "common/status_macros.h"
+#include "common/sys/errors.h"
+#include "common/sys/transfer.h"
+#include "common/wire/frame.h"
+#include "proto/walship.grpc.pb.h"
+#include "replica/segment_writer.h"
+#include "replica/state_store.h"
+#include "spdlog/spdlog.h"
+
+namespace walship::replica {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& s, absl::string_view what) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      absl::StrCat(what, ": ", s.error_message()));
+}
+
+void SetPos(const Position& p, walship::v1::Position* out) {
+  out->set_segment(p.segment);
+  out->set_offset(p.offset);
+}
+
+// A long wait is normal between frames: the primary may be idle. The agent's
+// heartbeats on the control stream detect a dead peer instead.
+constexpr absl::Duration kIdleFrameWait = absl::Hours(24 * 365);
+
+}  // namespace
+
+// One session: the threads and the state they share. Fail() records the
+// first error and unblocks every thread.
+class SessionRun {
+ public:
+  SessionRun(sys::SysCalls& sys, const ReplicaOptions& options)
+      : sys_(sys), options_(options) {}
+
+  void Fail(absl::Status s) {
+    absl::MutexLock lock(&mu_);
+    if (failed_) return;
+    failed_ = true;
+    status_ = std::move(s);
+    if (data_fd_ >= 0) ::shutdown(data_fd_, SHUT_RDWR);
+    if (ctx_ != nullptr) ctx_->TryCancel();
+  }
+  bool failed() {
+    absl::MutexLock lock(&mu_);
+    return failed_;
+  }
+  absl::Status status() {
+    absl::MutexLock lock(&mu_);
+    return status_;
+  }
+  void Attach(int data_fd, grpc::ClientContext* ctx) {
+    absl::MutexLock lock(&mu_);
+    data_fd_ = data_fd;
+    ctx_ = ctx;
+    if (failed_) {
+      if (data_fd_ >= 0) ::shutdown(data_fd_, SHUT_RDWR);
+      if (ctx_ != nullptr) ctx_->TryCancel();
+    }
+  }
+  void Detach() {
+    absl::MutexLock lock(&mu_);
+    data_fd_ = -1;
+    ctx_ = nullptr;
+  }
+  // Wakes the flusher.
+  void Kick() {
+    absl::MutexLock lock(&kick_mu_);
+    kicked_ = true;
+  }
+  // Waits for a kick or the timeout.
+  void WaitKick(absl::Duration timeout) {
+    absl::MutexLock lock(&kick_mu_);
+    kick_mu_.AwaitWithTimeout(absl::Condition(&kicked_), timeout);
+    kicked_ = false;
+  }
+  void Heard() {
+    absl::MutexLock lock(&mu_);
+    last_heard_ = absl::Now();
+  }
+  absl::Time last_heard() {
+    absl::MutexLock lock(&mu_);
+    return last_heard_;
+  }
+
+ private:
+  sys::SysCalls& sys_;
+  const ReplicaOptions& options_;
+  absl::Mutex mu_;
+  bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  int data_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  grpc::ClientContext* ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
+  absl::Time last_heard_ ABSL_GUARDED_BY(mu_) = absl::Now();
+  absl::Mutex kick_mu_;
+  bool kicked_ ABSL_GUARDED_BY(kick_mu_) = false;
+};
+
+Replica::Replica(sys::SysCalls& sys, ReplicaOptions options)
+    : sys_(sys), options_(std::move(options)) {}
+
+Replica::~Replica() = default;
+
+bool Replica::IsFatal(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnimplemented:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void Replica::Stop() {
+  stopping_.store(true);
+  absl::MutexLock lock(&mu_);
+  if (current_ != nullptr) current_->Fail(absl::CancelledError("stopping"));
+}
+
+absl::Status Replica::Run() {
+  absl::Duration backoff = options_.min_backoff;
+  while (!stopping_.load()) {
+    absl::Time began = absl::Now();
+    absl::Status s = RunOnce();
+    if (stopping_.load()) break;
+    if (IsFatal(s)) {
+      spdlog::error("stopping: {} -- an operator must resolve this; restarting will "
+                    "not help until then",
+                    s.ToString());
+      return s;
+    }
+    if (absl::Now() - began > absl::Seconds(10)) backoff = options_.min_backoff;
+    spdlog::warn("session ended: {}; retrying in {}", s.ToString(),
+                 absl::FormatDuration(backoff));
+    absl::Time until = absl::Now() + backoff;
+    while (!stopping_.load() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(20));
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Replica::RunOnce() {
+  // 1. Recover.
+  StateStore store(sys_, options_.dest);
+  WALSHIP_ASSIGN_OR_RETURN(std::optional<ReplicaState> state, store.Load());
+  WriterOptions wo;
+  wo.transport = options_.transport;
+  wo.pipe_bytes = options_.pipe_bytes;
+  wo.io.io_timeout = options_.io_timeout;
+  SegmentWriter writer(sys_, options_.dest, wo);
+  WALSHIP_ASSIGN_OR_RETURN(DurablePoint durable, writer.Recover(state));
+  std::string stream_id = state.has_value() ? state->stream_id : std::string();
+
+  // 2. Handshake.
+  WALSHIP_ASSIGN_OR_RETURN(HostPort agent, ParseHostPort(options_.agent));
+  auto channel = grpc::CreateChannel(options_.agent, grpc::InsecureChannelCredentials());
+  auto stub = walship::v1::Control::NewStub(channel);
+  walship::v1::HandshakeRequest req;
+  req.set_protocol_version(walship::v1::PROTOCOL_VERSION_1);
+  req.set_replica_name(options_.name);
+  req.set_stream_id(stream_id);
+  SetPos(durable.position, req.mutable_durable());
+  req.set_durable_prefix_crc32c(durable.prefix_crc32c);
+  req.set_durable_segment_complete(durable.complete);
+  req.set_transport(TransportName(options_.transport));
+  walship::v1::HandshakeResponse resp;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
+    grpc::Status gs = stub->Handshake(&ctx, req, &resp);
+    if (!gs.ok()) {
+      absl::Status s = FromGrpc(gs, absl::StrCat("handshake with ", options_.agent));
+      // The server could not be reached or is shutting down: retry.
+      if (gs.error_code() == grpc::StatusCode::UNAVAILABLE ||
+          gs.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+        return absl::UnavailableError(s.message());
+      }
+      return s;
+    }
+  }
+  if (resp.protocol_version() != walship::v1::PROTOCOL_VERSION_1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("agent speaks protocol version ", resp.protocol_version()));
+  }
+  if (!stream_id.empty() && resp.stream_id() != stream_id) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "destination ", options_.dest, " holds stream ", stream_id,
+        " but the agent serves ", resp.stream_id()));
+  }
+  if (stream_id.empty()) {
+    // Bind the directory to the stream before any byte of it lands.
+    ReplicaState bound;
+    bound.stream_id = resp.stream_id();
+    bound.durable = durable.position;
+    bound.segment_complete = durable.complete;
+    WALSHIP_RETURN_IF_ERROR(store.Save(bound));
+    stream_id = resp.stream_id();
+  }
+  spdlog::info("session {} with {} (stream {}): durable at {}, shipping from {}",
+               resp.session_id(), options_.agent, resp.stream_id(),
+               durable.position.ToString(), resp.start().segment().empty()
+                                               ? std::string("the oldest segment")
+                                               : absl::StrCat(resp.start().segment(), "@",
+                                                              resp.start().offset()));
+
+  // 3. Data socket.
+  HostPort data{agent.host, static_cast<uint16_t>(resp.data_port())};
+  WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd sock,
+                           ConnectTcp(sys_, data, options_.connect_timeout));
+  WALSHIP_RETURN_IF_ERROR(SetNoDelay(sys_, sock.get()));
+  int rcvbuf = 4 << 20;
+  sys_.Setsockopt(sock.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+  std::string hello = wire::EncodeFrame(wire::FrameType::kHello, resp.session_id(), 0,
+                                        resp.data_token());
+  sys::TransferOptions io;
+  io.io_timeout = options_.io_timeout;
+  WALSHIP_RETURN_IF_ERROR(sys::SendFully(sys_, sock.get(), hello.data(), hello.size(), 0, io));
+
+  // 4. Session stream and threads.
+  SessionRun run(sys_, options_);
+  {
+    absl::MutexLock lock(&mu_);
+    current_ = &run;
+  }
+  if (stopping_.load()) run.Fail(absl::CancelledError("stopping"));
+  grpc::ClientContext sctx;
+  auto stream = stub->Session(&sctx);
+  run.Attach(sock.get(), &sctx);
+  walship::v1::SessionRequest open;
+  open.mutable_open()->set_session_id(resp.session_id());
+  absl::Mutex write_mu;  // the flusher and the final ack both write
+  if (!stream->Write(open)) run.Fail(absl::UnavailableError("control stream closed"));
+
+  const uint32_t max_payload =
+      std::min<uint32_t>(resp.max_payload_bytes() ? resp.max_payload_bytes()
+                                                  : wire::kMaxPayloadLength,
+                         wire::kMaxPayloadLength);
+  std::thread receiver([&] {
+    sys::TransferOptions idle;
+    idle.io_timeout = kIdleFrameWait;
+    std::string name;
+    for (;;) {
+      uint8_t hdr[wire::kFrameHeaderSize];
+      absl::Status s = sys::ReadFully(sys_, sock.get(), hdr, sizeof(hdr), idle);
+      if (absl::IsOutOfRange(s)) s = absl::UnavailableError("agent closed the data socket");
+      if (!s.ok()) return run.Fail(s);
+      absl::StatusOr<wire::FrameHeader> h =
+          wire::DecodeFrameHeader(absl::MakeConstSpan(hdr, sizeof(hdr)), max_payload);
+      if (!h.ok()) {
+        spdlog::error("data socket: rejected frame: {}", h.status().ToString());
+        return run.Fail(h.status());
+      }
+      if (h->type == wire::FrameType::kSegment) {
+        name.resize(h->payload_length);
+        s = sys::ReadFully(sys_, sock.get(), name.data(), name.size(), io);
+        if (s.ok()) {
+          s = wire::VerifyPayload(*h, absl::MakeConstSpan(
+                                          reinterpret_cast<const uint8_t*>(name.data()),
+                                          name.size()));
+        }
+        if (s.ok()) s = writer.BeginSegment(name, h->segment_id, h->offset);
+      } else if (h->type == wire::FrameType::kData) {
+        s = writer.WriteData(sock.get(), *h);
+        run.Kick();
+      } else {
+        s = absl::DataLossError(absl::StrCat("unexpected ",
+                                             wire::FrameTypeName(h->type),
+                                             " frame from the agent"));
+      }
+      if (!s.ok()) {
+        spdlog::error("data socket: {}", s.ToString());
+        return run.Fail(s);
+      }
+    }
+  });
+
+  auto send_ack = [&](const DurablePoint& dp) -> bool {
+    walship::v1::SessionRequest msg;
+    SetPos(writer.written(), msg.mutable_ack()->mutable_written());
+    SetPos(dp.position, msg.mutable_ack()->mutable_flushed());
+    WriterCounters c = writer.counters();
+    msg.mutable_ack()->mutable_counters()->set_bytes_zerocopy(c.bytes_zerocopy);
+    msg.mutable_ack()->mutable_counters()->set_bytes_copy(c.bytes_copy);
+    absl::MutexLock lock(&write_mu);
+    return stream->Write(msg);
+  };
+
+  // Persists `dp` if it moved; returns false on error (recorded in run).
+  ReplicaState saved;
+  saved.stream_id = stream_id;
+  saved.durable = durable.position;
+  saved.segment_complete = durable.complete;
+  auto persist = [&](const DurablePoint& dp) -> absl::Status {
+    ReplicaState next{stream_id, dp.position, dp.complete};
+    if (next == saved) return absl::OkStatus();
+    WALSHIP_RETURN_IF_ERROR(store.Save(next));
+    saved = next;
+    return absl::OkStatus();
+  };
+
+  std::thread flusher([&] {
+    absl::Time last_ack = absl::InfinitePast();
+    Position last_acked_flush = durable.position;
+    while (!run.failed()) {
+      run.WaitKick(options_.flush_interval);
+      if (run.failed()) break;
+      absl::StatusOr<DurablePoint> dp = writer.Flush();
+      if (!dp.ok()) {
+        spdlog::error("flush: {}", dp.status().ToString());
+        return run.Fail(dp.status());
+      }
+      if (absl::Status s = persist(*dp); !s.ok()) {
+        spdlog::error("persisting the durable position: {}", s.ToString());
+        return run.Fail(s);
+      }
+      // Only now, with the bytes and the position durable, acknowledge.
+      if (dp->position != last_acked_flush || absl::Now() - last_ack > absl::Seconds(1)) {
+        if (!send_ack(*dp)) return run.Fail(absl::UnavailableError("control stream closed"));
+        last_ack = absl::Now();
+        last_acked_flush = dp->position;
+      }
+      if (absl::Now() - run.last_heard() > options_.agent_silence_timeout) {
+        return run.Fail(absl::UnavailableError(absl::StrCat(
+            "agent silent for ", absl::FormatDuration(options_.agent_silence_timeout))));
+      }
+    }
+  });
+
+  walship::v1::SessionEvent ev;
+  while (stream->Read(&ev)) {
+    run.Heard();
+    if (ev.has_checkpoint()) {
+      writer.AddCheckpoint(ev.checkpoint().segment(), ev.checkpoint().length(),
+                           ev.checkpoint().crc32c());
+      run.Kick();
+    } else if (ev.has_error()) {
+      run.Fail(absl::Status(static_cast<absl::StatusCode>(ev.error().code()),
+                            absl::StrCat("agent ended the session: ", ev.error().message())));
+      break;
+    }
+  }
+  run.Fail(absl::UnavailableError("control stream closed"));
+  receiver.join();
+  flusher.join();
+  grpc::Status fin = stream->Finish();
+  (void)fin;
+  run.Detach();
+  {
+    absl::MutexLock lock(&mu_);
+    current_ = nullptr;
+  }
+  // Make what was received durable before leaving, so a restart re-fetches
+  // less. The writer is still consistent: every error path truncated its
+  // partial frame.
+  absl::StatusOr<DurablePoint> last = writer.Flush();
+  if (last.ok()) {
+    absl::Status s = persist(*last);
+    if (!s.ok()) spdlog::warn("persisting the durable position: {}", s.ToString());
+  }
+  absl::Status result = run.status();
+  if (!last.ok() && IsFatal(last.status())) return last.status();
+  return result;
+}
+
+}  // namespace walship::replica

@@ -1,0 +1,60 @@
+// replica.h: walship-replica, assembled.
+//
+// Run() subscribes to the agent and keeps the destination directory an exact,
+// durable copy of the agent's WAL stream until Stop() is called or a fatal
+// error occurs. Each session:
+//   1. recovers the durable position from the directory (state_store.h,
+//      segment_writer.h);
+//   2. handshakes over gRPC, presenting the stream identity, the durable
+//      position and the CRC of the durable prefix;
+//   3. connects the data socket and presents the one-time token;
+//   4. runs three threads: the receiver (frames -> SegmentWriter), the
+//      flusher (fdatasync, finalize, persist state, then Ack: only durable
+//      positions are ever acknowledged as flushed) and the control reader
+//      (checkpoints, heartbeats, errors).
+// Transient failures (network, agent restart, a corrupt frame) end the
+// session; the next one starts after a backoff from the durable position.
+// Failures an operator must resolve (another stream, divergent history, a gap
+// behind the agent's retention) stop Run() with kFailedPrecondition.
+//
+// Thread-safety: Run() on one thread; Stop() from any thread (e.g. a signal
+// watcher).
+#ifndef WALSHIP_REPLICA_REPLICA_H_
+#define WALSHIP_REPLICA_REPLICA_H_
+
+#include <atomic>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "common/sys/syscalls.h"
+#include "replica/replica_options.h"
+
+namespace walship::replica {
+
+class SessionRun;
+
+class Replica {
+ public:
+  Replica(sys::SysCalls& sys, ReplicaOptions options);
+  ~Replica();
+
+  absl::Status Run();
+  void Stop();
+
+  // True for statuses that end Run(): retrying cannot help.
+  static bool IsFatal(const absl::Status& s);
+
+ private:
+  absl::Status RunOnce();
+
+  sys::SysCalls& sys_;
+  const ReplicaOptions options_;
+  std::atomic<bool> stopping_{false};
+  absl::Mutex mu_;
+  SessionRun* current_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
+}  // namespace walship::replica
+
+#endif  // WALSHIP_REPLICA_REPLICA_H_

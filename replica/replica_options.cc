@@ -1,0 +1,26 @@
+#include "replica/replica_options.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/net.h"
+
+namespace walship::replica {
+
+absl::Status ReplicaOptions::Validate() const {
+  if (agent.empty()) return absl::InvalidArgumentError("--agent is required");
+  if (auto hp = ParseHostPort(agent); !hp.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--agent: ", hp.status().message()));
+  }
+  if (dest.empty()) return absl::InvalidArgumentError("--dest is required");
+  if (name.empty() || name.size() > 64) {
+    return absl::InvalidArgumentError("--name is required (1..64 characters)");
+  }
+  for (char c : name) {
+    if (!(isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) {
+      return absl::InvalidArgumentError("--name may use only [A-Za-z0-9._-]");
+    }
+  }
+  if (pipe_bytes < 4096) return absl::InvalidArgumentError("--pipe-bytes must be >= 4096");
+  return absl::OkStatus();
+}
+
+}  // namespace walship::replica

@@ -1,0 +1,37 @@
+// replica_options.h: walship-replica configuration, filled from flags by main.cc.
+#ifndef WALSHIP_REPLICA_REPLICA_OPTIONS_H_
+#define WALSHIP_REPLICA_REPLICA_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/transport.h"
+
+namespace walship::replica {
+
+struct ReplicaOptions {
+  // HOST:PORT of the agent's control service.
+  std::string agent;
+  std::string dest;
+  std::string name;
+  Transport transport = Transport::kZeroCopy;
+  size_t pipe_bytes = 1u << 20;
+  // Longest pause between fdatasyncs while bytes are pending; a flush starts
+  // as soon as the previous one ends when data keeps arriving.
+  absl::Duration flush_interval = absl::Milliseconds(2);
+  absl::Duration connect_timeout = absl::Seconds(10);
+  absl::Duration io_timeout = absl::Seconds(30);
+  // Retry backoff after a transient failure (doubles up to the maximum).
+  absl::Duration min_backoff = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(5);
+  // The session is dropped when the agent is silent this long.
+  absl::Duration agent_silence_timeout = absl::Seconds(15);
+
+  absl::Status Validate() const;
+};
+
+}  // namespace walship::replica
+
+#endif  // WALSHIP_REPLICA_REPLICA_OPTIONS_H_

@@ -1,0 +1,395 @@
+#include "replica/segment_writer.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/file_crc.h"
+#include "common/status_macros.h"
+#include "common/sys/errors.h"
+#include "common/sys/file_util.h"
+#include "common/wire/crc32c.h"
+#include "common/wire/segment_name.h"
+#include "spdlog/spdlog.h"
+
+namespace walship::replica {
+namespace {
+constexpr char kPartial[] = ".partial";
+
+absl::StatusOr<uint64_t> FileSize(sys::SysCalls& sys, int fd, const std::string& path) {
+  struct stat st;
+  sys::SysResult r = sys.Fstat(fd, &st);
+  if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fstat ", path));
+  return static_cast<uint64_t>(st.st_size);
+}
+}  // namespace
+
+SegmentWriter::SegmentWriter(sys::SysCalls& sys, std::string dest_dir,
+                             WriterOptions options)
+    : sys_(sys), dir_(std::move(dest_dir)), options_(options) {}
+
+std::string SegmentWriter::PathOf(const std::string& name, bool partial) const {
+  return absl::StrCat(dir_, "/", name, partial ? kPartial : "");
+}
+
+absl::StatusOr<DurablePoint> SegmentWriter::Recover(
+    const std::optional<ReplicaState>& state) {
+  // What is on disk: complete segments and partials.
+  std::vector<std::string> complete, partial;
+  DIR* d = opendir(dir_.c_str());
+  if (d == nullptr) {
+    return sys::ErrnoToStatus(errno, absl::StrCat("open destination ", dir_));
+  }
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (absl::EndsWith(n, kPartial)) {
+      partial.push_back(n.substr(0, n.size() - strlen(kPartial)));
+    } else if (wire::ValidateSegmentName(n).ok() && n != kStateFileName) {
+      complete.push_back(n);
+    }
+  }
+  closedir(d);
+  std::sort(complete.begin(), complete.end());
+
+  DurablePoint dp;
+  if (state.has_value() && !state->durable.segment.empty()) {
+    const std::string& s = state->durable.segment;
+    bool is_complete = std::binary_search(complete.begin(), complete.end(), s);
+    if (is_complete) {
+      dp.position.segment = s;
+      dp.complete = true;
+      auto fd = sys::OpenFile(sys_, PathOf(s, false), O_RDONLY);
+      if (!fd.ok()) return fd.status();
+      WALSHIP_ASSIGN_OR_RETURN(dp.position.offset, FileSize(sys_, fd->get(), s));
+    } else {
+      std::string path = PathOf(s, true);
+      auto fd = sys::OpenFile(sys_, path, O_RDWR);
+      if (absl::IsNotFound(fd.status())) {
+        if (state->durable.offset > 0) {
+          return absl::DataLossError(absl::StrCat(
+              "state says ", state->durable.ToString(), " is durable but ", path,
+              " is missing"));
+        }
+        dp.position = state->durable;
+      } else if (!fd.ok()) {
+        return fd.status();
+      } else {
+        WALSHIP_ASSIGN_OR_RETURN(uint64_t size, FileSize(sys_, fd->get(), path));
+        if (size < state->durable.offset) {
+          return absl::DataLossError(absl::StrCat(
+              "state says ", state->durable.ToString(), " is durable but ", path,
+              " holds only ", size, " bytes"));
+        }
+        if (size > state->durable.offset) {
+          // Written after the last flush, never acknowledged: discard.
+          sys::SysResult r = sys_.Ftruncate(fd->get(), state->durable.offset);
+          if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("truncate ", path));
+          r = sys_.Fdatasync(fd->get());
+          if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", path));
+        }
+        dp.position = state->durable;
+      }
+    }
+  } else if (!complete.empty()) {
+    // No state (lost or never written): everything complete is verified and
+    // durable, so resume after the newest complete segment.
+    dp.position.segment = complete.back();
+    dp.complete = true;
+    auto fd = sys::OpenFile(sys_, PathOf(complete.back(), false), O_RDONLY);
+    if (!fd.ok()) return fd.status();
+    WALSHIP_ASSIGN_OR_RETURN(dp.position.offset, FileSize(sys_, fd->get(), complete.back()));
+  }
+  bool removed = false;
+  for (const std::string& p : partial) {
+    if (!dp.complete && p == dp.position.segment) continue;
+    spdlog::info("removing {}{}: never acknowledged as durable", p, kPartial);
+    sys::SysResult r = sys_.Unlink(PathOf(p, true).c_str());
+    if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("unlink ", PathOf(p, true)));
+    removed = true;
+  }
+  if (removed) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
+  if (!dp.position.segment.empty() && dp.position.offset > 0) {
+    auto fd = sys::OpenFile(sys_, PathOf(dp.position.segment, !dp.complete), O_RDONLY);
+    if (!fd.ok()) return fd.status();
+    WALSHIP_ASSIGN_OR_RETURN(
+        dp.prefix_crc32c, Crc32cOfFileRange(sys_, fd->get(), 0, dp.position.offset,
+                                            dp.position.segment));
+  }
+  absl::MutexLock lock(&mu_);
+  durable_ = dp;
+  last_begun_ = dp.position.segment;
+  return dp;
+}
+
+absl::Status SegmentWriter::BeginSegment(const std::string& name, uint64_t handle,
+                                         uint64_t start_offset) {
+  WALSHIP_RETURN_IF_ERROR(wire::ValidateSegmentName(name));
+  absl::MutexLock lock(&mu_);
+  if (handle <= handle_) {
+    return absl::DataLossError(absl::StrCat("SEGMENT handle ", handle,
+                                            " does not increase (last ", handle_, ")"));
+  }
+  if (name < last_begun_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "agent went backwards: segment ", name, " after ", last_begun_));
+  }
+  handle_ = handle;
+  handle_complete_ = false;
+  if (durable_.complete && name == durable_.position.segment) {
+    if (start_offset != durable_.position.offset) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "divergent history: ", name, " is complete here at ",
+          durable_.position.offset, " bytes but the agent resumes it at ", start_offset));
+    }
+    handle_complete_ = true;
+    last_begun_ = name;
+    return absl::OkStatus();
+  }
+  if (!open_.empty() && open_.back().name == name) {
+    return absl::DataLossError(absl::StrCat("segment ", name, " announced twice"));
+  }
+  const std::string path = PathOf(name, true);
+  sys::SysResult r = sys_.Open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("open ", path));
+  auto fd = std::make_shared<sys::UniqueFd>(static_cast<int>(r.rc));
+  WALSHIP_ASSIGN_OR_RETURN(uint64_t size, FileSize(sys_, fd->get(), path));
+  if (start_offset > size) {
+    return absl::OutOfRangeError(absl::StrCat("gap: agent starts ", name, " at ",
+                                            start_offset, " but only ", size,
+                                            " bytes are on disk"));
+  }
+  // A new directory entry must be durable before any byte in it is
+  // acknowledged.
+  WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
+  Segment seg;
+  seg.name = name;
+  seg.fd = std::move(fd);
+  seg.written = size;
+  seg.flushed = (name == durable_.position.segment) ? durable_.position.offset : 0;
+  open_.push_back(std::move(seg));
+  last_begun_ = name;
+  return absl::OkStatus();
+}
+
+absl::Status SegmentWriter::EnsurePipe() {
+  if (pipe_.has_value()) return absl::OkStatus();
+  WALSHIP_ASSIGN_OR_RETURN(sys::Pipe p, sys::Pipe::Create(sys_, options_.pipe_bytes));
+  pipe_.emplace(std::move(p));
+  return absl::OkStatus();
+}
+
+absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h) {
+  std::string name;
+  std::shared_ptr<sys::UniqueFd> fd;
+  uint64_t written;
+  {
+    absl::MutexLock lock(&mu_);
+    if (h.segment_id != handle_ || handle_ == 0) {
+      return absl::DataLossError(absl::StrCat("DATA for segment handle ", h.segment_id,
+                                              " but the current handle is ", handle_));
+    }
+    if (handle_complete_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "divergent history: agent sends bytes past the end of complete segment ",
+          last_begun_));
+    }
+    const Segment& seg = open_.back();
+    name = seg.name;
+    fd = seg.fd;
+    written = seg.written;
+  }
+  const uint64_t off = h.offset;
+  const uint64_t len = h.payload_length;
+  if (off > written) {
+    return absl::OutOfRangeError(absl::StrCat("gap in ", name, ": frame at offset ", off,
+                                            " but only ", written, " bytes written"));
+  }
+  const std::string path = PathOf(name, true);
+  uint32_t crc = 0;
+  // Bytes already on disk are compared, never overwritten.
+  const uint64_t overlap = std::min(len, written - off);
+  if (overlap > 0) {
+    if (buffer_.size() < options_.copy_buffer_bytes) buffer_.resize(options_.copy_buffer_bytes);
+    std::vector<char> disk(buffer_.size());
+    for (uint64_t done = 0; done < overlap;) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(overlap - done, buffer_.size()));
+      WALSHIP_RETURN_IF_ERROR(sys::ReadFully(sys_, sock, buffer_.data(), n, options_.io));
+      WALSHIP_RETURN_IF_ERROR(sys::PreadFully(sys_, fd->get(), disk.data(), n, off + done));
+      if (std::memcmp(buffer_.data(), disk.data(), n) != 0) {
+        size_t at = 0;
+        while (buffer_[at] == disk[at]) ++at;
+        return absl::FailedPreconditionError(absl::StrCat(
+            "divergent history: resent bytes of ", name, " differ from the replica's at offset ",
+            off + done + at, "; refusing to overwrite"));
+      }
+      crc = wire::Crc32cExtend(crc, buffer_.data(), n);
+      done += n;
+    }
+  }
+  const uint64_t rest = len - overlap;
+  if (rest > 0) {
+    absl::Status s;
+    const bool zerocopy = options_.transport == Transport::kZeroCopy;
+    if (zerocopy) {
+      s = EnsurePipe();
+      if (s.ok()) {
+        s = sys::SpliceFully(sys_, sock, *pipe_, fd->get(), static_cast<off_t>(written),
+                             rest, options_.io);
+        if (!s.ok()) pipe_.reset();  // may hold stray bytes
+      }
+    } else {
+      if (buffer_.size() < options_.copy_buffer_bytes) buffer_.resize(options_.copy_buffer_bytes);
+      s = sys::CopySocketToFile(sys_, sock, fd->get(), static_cast<off_t>(written), rest,
+                                absl::MakeSpan(buffer_), options_.io);
+    }
+    if (s.ok()) {
+      auto got = Crc32cOfFileRange(sys_, fd->get(), written, rest, path, crc);
+      if (!got.ok()) {
+        s = got.status();
+      } else if (*got != h.payload_crc32c) {
+        s = absl::DataLossError(absl::StrFormat(
+            "payload checksum mismatch in %s at offset %d (%d bytes): frame says %08x, "
+            "received %08x; discarded",
+            name, off, len, h.payload_crc32c, *got));
+      }
+    }
+    if (!s.ok()) {
+      // Nothing of a failed or corrupt frame stays on disk.
+      sys_.Ftruncate(fd->get(), static_cast<off_t>(written));
+      return s;
+    }
+    absl::MutexLock lock(&mu_);
+    open_.back().written = written + rest;
+    (zerocopy ? counters_.bytes_zerocopy : counters_.bytes_copy) += rest;
+  } else if (crc != h.payload_crc32c) {
+    return absl::DataLossError(absl::StrCat("payload checksum mismatch in resent frame of ",
+                                            name, " at offset ", off));
+  }
+  return absl::OkStatus();
+}
+
+void SegmentWriter::AddCheckpoint(const std::string& name, uint64_t length,
+                                  uint32_t crc32c) {
+  absl::MutexLock lock(&mu_);
+  checkpoints_[name] = Checkpoint{length, crc32c};
+}
+
+absl::Status SegmentWriter::VerifyCompleteFile(const std::string& name,
+                                               const Checkpoint& cp) {
+  auto fd = sys::OpenFile(sys_, PathOf(name, false), O_RDONLY);
+  if (!fd.ok()) return fd.status();
+  WALSHIP_ASSIGN_OR_RETURN(uint64_t size, FileSize(sys_, fd->get(), name));
+  if (size != cp.length) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "divergent history: complete segment ", name, " has ", size,
+        " bytes here but the agent's checkpoint says ", cp.length));
+  }
+  WALSHIP_ASSIGN_OR_RETURN(uint32_t crc,
+                           Crc32cOfFileRange(sys_, fd->get(), 0, size, PathOf(name, false)));
+  if (crc != cp.crc32c) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "divergent history: complete segment %s has CRC32C %08x here, the agent's is %08x",
+        name, crc, cp.crc32c));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DurablePoint> SegmentWriter::Flush() {
+  struct Pending {
+    std::shared_ptr<sys::UniqueFd> fd;
+    std::string name;
+    uint64_t written;
+  };
+  std::vector<Pending> pending;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const Segment& s : open_) {
+      if (s.flushed < s.written) pending.push_back({s.fd, s.name, s.written});
+    }
+    // A checkpoint for the complete segment we resumed at: verify it once.
+    if (durable_.complete) {
+      auto it = checkpoints_.find(durable_.position.segment);
+      if (it != checkpoints_.end()) {
+        Checkpoint cp = it->second;
+        checkpoints_.erase(it);
+        std::string name = durable_.position.segment;
+        mu_.Unlock();
+        absl::Status s = VerifyCompleteFile(name, cp);
+        mu_.Lock();
+        if (!s.ok()) return s;
+      }
+    }
+  }
+  for (const Pending& p : pending) {
+    sys::SysResult r = sys_.Fdatasync(p.fd->get());
+    if (!r.ok()) {
+      return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", PathOf(p.name, true)));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  for (const Pending& p : pending) {
+    for (Segment& s : open_) {
+      if (s.name == p.name) s.flushed = std::max(s.flushed, p.written);
+    }
+  }
+  while (!open_.empty()) {
+    Segment& s = open_.front();
+    auto it = checkpoints_.find(s.name);
+    if (it == checkpoints_.end()) break;
+    const Checkpoint cp = it->second;
+    if (s.written > cp.length) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "divergent history: ", s.name, " has ", s.written,
+          " bytes here but the agent says it is complete at ", cp.length));
+    }
+    if (s.flushed < cp.length) break;
+    // All bytes are present and durable: verify, then publish under the
+    // final name.
+    WALSHIP_ASSIGN_OR_RETURN(
+        uint32_t crc, Crc32cOfFileRange(sys_, s.fd->get(), 0, cp.length, PathOf(s.name, true)));
+    if (crc != cp.crc32c) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "segment %s: CRC32C of the %d bytes written here is %08x but the agent's "
+          "checkpoint says %08x; not publishing it",
+          s.name, cp.length, crc, cp.crc32c));
+    }
+    std::string from = PathOf(s.name, true), to = PathOf(s.name, false);
+    sys::SysResult r = sys_.Rename(from.c_str(), to.c_str());
+    if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("rename ", from));
+    WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
+    durable_.position = Position{s.name, cp.length};
+    durable_.complete = true;
+    durable_.prefix_crc32c = crc;
+    checkpoints_.erase(it);
+    open_.pop_front();
+  }
+  if (!open_.empty()) {
+    const Segment& s = open_.front();
+    if (durable_.complete || durable_.position.segment != s.name ||
+        durable_.position.offset != s.flushed) {
+      durable_.position = Position{s.name, s.flushed};
+      durable_.complete = false;
+      durable_.prefix_crc32c = 0;  // recomputed at the next Recover
+    }
+  }
+  return durable_;
+}
+
+Position SegmentWriter::written() const {
+  absl::MutexLock lock(&mu_);
+  if (open_.empty()) return durable_.position;
+  return Position{open_.back().name, open_.back().written};
+}
+
+WriterCounters SegmentWriter::counters() const {
+  absl::MutexLock lock(&mu_);
+  return counters_;
+}
+
+}  // namespace walship::replica

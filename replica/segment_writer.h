@@ -1,0 +1,134 @@
+// segment_writer.h: lays shipped WAL out on the replica's disk, durably.
+//
+// Layout in the destination directory:
+//   NAME          a complete segment: every byte present, fdatasync'ed, and its
+//                 CRC32C equal to the agent's checkpoint.
+//   NAME.partial  a segment still being received.
+//   walship.state the durable position (state_store.h).
+//
+// Writes come from the receiver thread: BeginSegment for each SEGMENT frame,
+// WriteData for each DATA frame. WriteData moves the payload socket -> pipe
+// -> file with splice(2) (or read/pwrite for the copy transport), then
+// re-reads what landed in the file (through mmap) and checks it against the
+// frame's CRC32C. A mismatch truncates the file back, so nothing of a corrupt
+// frame stays on disk. A frame that overlaps bytes already on disk (a resend
+// after reconnect) is compared byte for byte: a difference is divergence
+// (kFailedPrecondition) and nothing is overwritten.
+//
+// Durability comes from the flusher thread: Flush() fdatasyncs every written
+// byte, then finalizes segments whose checkpoint has arrived and whose bytes
+// are all flushed (verify the whole file's CRC32C, rename NAME.partial to
+// NAME, fsync the directory). Only the position Flush() returns is durable;
+// the caller persists it (StateStore) before acknowledging it.
+//
+// Threading: one receiver thread (BeginSegment, WriteData), one flusher
+// (Flush), one control thread (AddCheckpoint); accessors from any thread.
+// The object is per session: after any error, discard it and Recover() a new
+// one, which truncates anything past the durable position.
+#ifndef WALSHIP_REPLICA_SEGMENT_WRITER_H_
+#define WALSHIP_REPLICA_SEGMENT_WRITER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/position.h"
+#include "common/sys/pipe.h"
+#include "common/sys/syscalls.h"
+#include "common/sys/transfer.h"
+#include "common/sys/unique_fd.h"
+#include "common/transport.h"
+#include "common/wire/frame.h"
+#include "replica/state_store.h"
+
+namespace walship::replica {
+
+struct WriterOptions {
+  Transport transport = Transport::kZeroCopy;
+  size_t pipe_bytes = 1u << 20;
+  size_t copy_buffer_bytes = 256u << 10;
+  sys::TransferOptions io;
+};
+
+struct DurablePoint {
+  Position position;
+  // `position.segment` is complete (renamed) on disk.
+  bool complete = false;
+  // CRC32C of bytes [0, position.offset) of that segment.
+  uint32_t prefix_crc32c = 0;
+};
+
+struct WriterCounters {
+  uint64_t bytes_zerocopy = 0;
+  uint64_t bytes_copy = 0;
+};
+
+class SegmentWriter {
+ public:
+  SegmentWriter(sys::SysCalls& sys, std::string dest_dir, WriterOptions options);
+
+  // Reconciles the directory with the persisted state and returns the durable
+  // point to resume from. Truncates NAME.partial to the durable offset and
+  // removes other .partial files (never acknowledged). kDataLoss when bytes
+  // the state calls durable are missing.
+  absl::StatusOr<DurablePoint> Recover(const std::optional<ReplicaState>& state);
+
+  // SEGMENT frame: subsequent DATA frames with `handle` belong to `name`,
+  // starting at `start_offset`.
+  absl::Status BeginSegment(const std::string& name, uint64_t handle,
+                            uint64_t start_offset);
+  // DATA frame whose header has been read and validated; reads exactly
+  // h.payload_length bytes from `sock`.
+  absl::Status WriteData(int sock, const wire::FrameHeader& h);
+  // Checkpoint from the agent: `name` is complete at `length` with `crc32c`.
+  void AddCheckpoint(const std::string& name, uint64_t length, uint32_t crc32c);
+
+  // Makes every written byte durable and finalizes completed segments.
+  absl::StatusOr<DurablePoint> Flush();
+
+  Position written() const;
+  WriterCounters counters() const;
+
+ private:
+  struct Segment {
+    std::string name;
+    std::shared_ptr<sys::UniqueFd> fd;
+    uint64_t written = 0;
+    uint64_t flushed = 0;
+  };
+  struct Checkpoint {
+    uint64_t length;
+    uint32_t crc32c;
+  };
+
+  std::string PathOf(const std::string& name, bool partial) const;
+  absl::Status VerifyCompleteFile(const std::string& name, const Checkpoint& cp);
+  absl::Status EnsurePipe();
+
+  sys::SysCalls& sys_;
+  const std::string dir_;
+  const WriterOptions options_;
+  std::optional<sys::Pipe> pipe_;  // receiver thread only
+  std::vector<char> buffer_;       // receiver thread only
+
+  mutable absl::Mutex mu_;
+  std::deque<Segment> open_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Checkpoint> checkpoints_ ABSL_GUARDED_BY(mu_);
+  DurablePoint durable_ ABSL_GUARDED_BY(mu_);
+  uint64_t handle_ ABSL_GUARDED_BY(mu_) = 0;
+  // The current handle refers to a segment already complete on disk.
+  bool handle_complete_ ABSL_GUARDED_BY(mu_) = false;
+  std::string last_begun_ ABSL_GUARDED_BY(mu_);
+  WriterCounters counters_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace walship::replica
+
+#endif  // WALSHIP_REPLICA_SEGMENT_WRITER_H_
