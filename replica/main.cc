@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
       "Exit status: 0 after SIGTERM/SIGINT; 1 bad set-up; 3 an operator must act\n"
       "(another stream, divergent history, a gap behind the agent's retention).");
   flags.String("agent", &o.agent, "HOST:PORT of the agent's control (gRPC) port (required).");
+  flags.String("data-address", &o.data_address,
+               "HOST:PORT of the agent's data socket, when it is not reachable at the "
+               "agent's host and announced data port (NAT, proxies).");
   flags.String("dest", &o.dest, "Destination directory; created if missing (required).");
   flags.String("name", &o.name,
                "Replica name, [A-Za-z0-9._-]{1,64}, unique per agent (required).");

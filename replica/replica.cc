@@ -217,6 +217,9 @@ absl::Status Replica::RunOnce() {
 
   // 3. Data socket.
   HostPort data{agent.host, static_cast<uint16_t>(resp.data_port())};
+  if (!options_.data_address.empty()) {
+    WALSHIP_ASSIGN_OR_RETURN(data, ParseHostPort(options_.data_address));
+  }
   WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd sock,
                            ConnectTcp(sys_, data, options_.connect_timeout));
   WALSHIP_RETURN_IF_ERROR(SetNoDelay(sys_, sock.get()));

@@ -10,6 +10,12 @@ absl::Status ReplicaOptions::Validate() const {
   if (auto hp = ParseHostPort(agent); !hp.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--agent: ", hp.status().message()));
   }
+  if (!data_address.empty()) {
+    if (auto hp = ParseHostPort(data_address); !hp.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--data-address: ", hp.status().message()));
+    }
+  }
   if (dest.empty()) return absl::InvalidArgumentError("--dest is required");
   if (name.empty() || name.size() > 64) {
     return absl::InvalidArgumentError("--name is required (1..64 characters)");

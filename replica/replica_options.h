@@ -14,6 +14,9 @@ namespace walship::replica {
 struct ReplicaOptions {
   // HOST:PORT of the agent's control service.
   std::string agent;
+  // HOST:PORT for the data socket when it must differ from the agent's host
+  // and announced data port (NAT, a proxy). Empty: agent host + data_port.
+  std::string data_address;
   std::string dest;
   std::string name;
   Transport transport = Transport::kZeroCopy;
