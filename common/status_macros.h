@@ -41,12 +41,12 @@
 //
 // Evaluates `expr`, which must yield an absl::Status, and returns it from the
 // enclosing function if it is not OK.
-#define WALSHIP_RETURN_IF_ERROR(expr)                                \
-  do {                                                               \
-    ::absl::Status walship_status_macros_status_ = (expr);           \
-    if (ABSL_PREDICT_FALSE(!walship_status_macros_status_.ok())) {   \
-      return walship_status_macros_status_;                          \
-    }                                                                \
+#define WALSHIP_RETURN_IF_ERROR(expr)                              \
+  do {                                                             \
+    ::absl::Status walship_status_macros_status_ = (expr);         \
+    if (ABSL_PREDICT_FALSE(!walship_status_macros_status_.ok())) { \
+      return walship_status_macros_status_;                        \
+    }                                                              \
   } while (false)
 
 // WALSHIP_ASSIGN_OR_RETURN()
@@ -57,10 +57,10 @@
 // `std::string x`). A `lhs` with an unparenthesized comma (`auto [a, b]`,
 // `std::pair<int, int> p`) is split by the preprocessor and does not compile;
 // declare such a variable first.
-#define WALSHIP_ASSIGN_OR_RETURN(lhs, expr)                                 \
-  WALSHIP_STATUS_MACROS_ASSIGN_OR_RETURN_IMPL_(                             \
-      WALSHIP_STATUS_MACROS_CONCAT_(walship_status_macros_statusor_,        \
-                                    __COUNTER__),                           \
+#define WALSHIP_ASSIGN_OR_RETURN(lhs, expr)                          \
+  WALSHIP_STATUS_MACROS_ASSIGN_OR_RETURN_IMPL_(                      \
+      WALSHIP_STATUS_MACROS_CONCAT_(walship_status_macros_statusor_, \
+                                    __COUNTER__),                    \
       lhs, expr)
 
 // Implementation details; not part of the API.

@@ -57,8 +57,8 @@ absl::StatusOr<UniqueFd> OpenFile(SysCalls& sys, const std::string& path,
 }
 
 absl::Status FsyncDir(SysCalls& sys, const std::string& dir) {
-  WALSHIP_ASSIGN_OR_RETURN(
-      UniqueFd fd, OpenFile(sys, dir, O_RDONLY | O_DIRECTORY));
+  WALSHIP_ASSIGN_OR_RETURN(UniqueFd fd,
+                           OpenFile(sys, dir, O_RDONLY | O_DIRECTORY));
   return SysError(sys.Fsync(fd.get()), absl::StrCat("fsync directory ", dir));
 }
 
@@ -101,8 +101,8 @@ absl::StatusOr<std::string> ReadFileToString(SysCalls& sys,
     const SysResult r = sys.Read(fd.get(), chunk, sizeof(chunk));
     if (!r.ok()) {
       if (r.err == EINTR) continue;
-      return sys::ErrnoToStatus(r.err, absl::StrCat("read ", path, " at offset ",
-                                               out.size()));
+      return sys::ErrnoToStatus(
+          r.err, absl::StrCat("read ", path, " at offset ", out.size()));
     }
     if (r.rc == 0) return out;
     out.append(chunk, static_cast<size_t>(r.rc));

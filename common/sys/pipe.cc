@@ -32,9 +32,9 @@ absl::StatusOr<Pipe> Pipe::Create(SysCalls& sys, size_t desired_capacity) {
 
   const SysResult size = sys.Fcntl(write_end.get(), F_GETPIPE_SZ, 0);
   if (!size.ok()) {
-    return sys::ErrnoToStatus(size.err,
-                         absl::StrCat("fcntl(F_GETPIPE_SZ) on pipe fd ",
-                                      write_end.get()));
+    return sys::ErrnoToStatus(
+        size.err,
+        absl::StrCat("fcntl(F_GETPIPE_SZ) on pipe fd ", write_end.get()));
   }
   return Pipe(std::move(read_end), std::move(write_end),
               static_cast<size_t>(size.rc));

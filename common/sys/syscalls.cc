@@ -95,8 +95,7 @@ SysResult RealSysCalls::SendFile(int out_fd, int in_fd, off_t* offset,
 }
 
 SysResult RealSysCalls::Splice(int fd_in, off_t* off_in, int fd_out,
-                               off_t* off_out, size_t len,
-                               unsigned int flags) {
+                               off_t* off_out, size_t len, unsigned int flags) {
   return Capture(::splice(fd_in, off_in, fd_out, off_out, len, flags));
 }
 
@@ -133,8 +132,8 @@ SysResult RealSysCalls::Send(int fd, const void* buf, size_t n, int flags) {
   return Capture(::send(fd, buf, n, flags));
 }
 
-SysResult RealSysCalls::Setsockopt(int fd, int level, int name,
-                                   const void* val, socklen_t len) {
+SysResult RealSysCalls::Setsockopt(int fd, int level, int name, const void* val,
+                                   socklen_t len) {
   return Capture(::setsockopt(fd, level, name, val, len));
 }
 

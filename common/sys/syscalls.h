@@ -77,7 +77,8 @@ class SysCalls {
   virtual SysResult Pwrite(int fd, const void* buf, size_t n, off_t off) = 0;
   virtual SysResult Fstat(int fd, struct stat* st) = 0;
   virtual SysResult Stat(const char* path, struct stat* st) = 0;
-  virtual SysResult Fcntl(int fd, int cmd, long arg) = 0;  // NOLINT(runtime/int)
+  // `arg` is long because fcntl(2)'s third argument is.
+  virtual SysResult Fcntl(int fd, int cmd, long arg) = 0;  // NOLINT
   virtual SysResult Fdatasync(int fd) = 0;
   virtual SysResult Fsync(int fd) = 0;
   virtual SysResult Ftruncate(int fd, off_t len) = 0;
@@ -92,8 +93,8 @@ class SysCalls {
   // left alone.
   virtual SysResult SendFile(int out_fd, int in_fd, off_t* offset,
                              size_t count) = 0;
-  virtual SysResult Splice(int fd_in, off_t* off_in, int fd_out,
-                           off_t* off_out, size_t len, unsigned int flags) = 0;
+  virtual SysResult Splice(int fd_in, off_t* off_in, int fd_out, off_t* off_out,
+                           size_t len, unsigned int flags) = 0;
   // On success rc == 0 and fds[0] (read end) / fds[1] (write end) are set.
   virtual SysResult Pipe2(int fds[2], int flags) = 0;
 
@@ -143,7 +144,7 @@ class RealSysCalls : public SysCalls {
   SysResult Pwrite(int fd, const void* buf, size_t n, off_t off) override;
   SysResult Fstat(int fd, struct stat* st) override;
   SysResult Stat(const char* path, struct stat* st) override;
-  SysResult Fcntl(int fd, int cmd, long arg) override;  // NOLINT(runtime/int)
+  SysResult Fcntl(int fd, int cmd, long arg) override;  // NOLINT
   SysResult Fdatasync(int fd) override;
   SysResult Fsync(int fd) override;
   SysResult Ftruncate(int fd, off_t len) override;
@@ -160,16 +161,15 @@ class RealSysCalls : public SysCalls {
   SysResult Socket(int domain, int type, int protocol) override;
   SysResult Bind(int fd, const sockaddr* addr, socklen_t len) override;
   SysResult Listen(int fd, int backlog) override;
-  SysResult Accept4(int fd, sockaddr* addr, socklen_t* len,
-                    int flags) override;
+  SysResult Accept4(int fd, sockaddr* addr, socklen_t* len, int flags) override;
   SysResult Connect(int fd, const sockaddr* addr, socklen_t len) override;
   SysResult Send(int fd, const void* buf, size_t n, int flags) override;
   SysResult Setsockopt(int fd, int level, int name, const void* val,
                        socklen_t len) override;
   SysResult Getsockname(int fd, sockaddr* addr, socklen_t* len) override;
   SysResult Shutdown(int fd, int how) override;
-  SysResult Mmap(void* addr, size_t len, int prot, int flags, int fd,
-                 off_t off, void** out) override;
+  SysResult Mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off,
+                 void** out) override;
   SysResult Munmap(void* addr, size_t len) override;
   SysResult InotifyInit1(int flags) override;
   SysResult InotifyAddWatch(int fd, const char* path, uint32_t mask) override;

@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <chrono>  // NOLINT(build/c++11): a monotonic deadline for poll retries.
+#include <chrono>  // NOLINT(build/c++11)
 #include <climits>
 #include <cstdint>
 #include <limits>
@@ -71,8 +71,8 @@ absl::Status WaitForReadiness(SysCalls& sys, int fd, short events,  // NOLINT
           (events & POLLIN) ? "readable" : "writable", " (", describe(), ")"));
     }
     if (r.err != EINTR) {
-      return sys::ErrnoToStatus(r.err, absl::StrCat("poll fd ", fd, " (",
-                                               describe(), ")"));
+      return sys::ErrnoToStatus(
+          r.err, absl::StrCat("poll fd ", fd, " (", describe(), ")"));
     }
     // A signal must not extend the wait: resume with what is left of it.
     if (timeout_ms > 0) {
@@ -87,8 +87,8 @@ absl::Status CheckRange(absl::string_view op, off_t offset, size_t count) {
   constexpr uint64_t kMaxOff = std::numeric_limits<off_t>::max();
   if (offset < 0 || static_cast<uint64_t>(count) > kMaxOff ||
       static_cast<uint64_t>(offset) > kMaxOff - count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": invalid range offset ", offset, " count ", count));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": invalid range offset ", offset, " count ", count));
   }
   return absl::OkStatus();
 }
@@ -103,9 +103,8 @@ absl::Status CheckBuffer(absl::string_view op, absl::Span<char> buffer,
 }
 
 absl::Status Overreported(absl::string_view what, int64_t rc, size_t asked) {
-  return absl::InternalError(absl::StrCat(what, " returned ", rc,
-                                          " bytes but only ", asked,
-                                          " were requested"));
+  return absl::InternalError(absl::StrCat(
+      what, " returned ", rc, " bytes but only ", asked, " were requested"));
 }
 
 absl::Status UseCopyTransport(int err, absl::string_view context) {
@@ -119,9 +118,8 @@ bool ZeroCopyUnsupported(int err) {
 
 }  // namespace
 
-absl::Status SendFileFully(SysCalls& sys, int out_sock, int in_fd,
-                           off_t offset, size_t count,
-                           const TransferOptions& opts) {
+absl::Status SendFileFully(SysCalls& sys, int out_sock, int in_fd, off_t offset,
+                           size_t count, const TransferOptions& opts) {
   WALSHIP_RETURN_IF_ERROR(CheckRange("sendfile", offset, count));
   const off_t end = offset + static_cast<off_t>(count);
   off_t pos = offset;
@@ -139,9 +137,9 @@ absl::Status SendFileFully(SysCalls& sys, int out_sock, int in_fd,
     const SysResult r = sys.SendFile(out_sock, in_fd, &kernel_offset, want);
     if (r.ok()) {
       if (r.rc == 0) {
-        return absl::DataLossError(absl::StrCat(
-            "source truncated: file ended at offset ", pos, ", expected ",
-            end, " (", describe(), ")"));
+        return absl::DataLossError(
+            absl::StrCat("source truncated: file ended at offset ", pos,
+                         ", expected ", end, " (", describe(), ")"));
       }
       if (static_cast<uint64_t>(r.rc) > want) {
         return Overreported(describe(), r.rc, want);
@@ -180,15 +178,15 @@ absl::Status SpliceFully(SysCalls& sys, int in_sock, const Pipe& pipe,
   auto describe_file = [&] {
     return absl::StrCat("splice pipe fd ", pipe.read_fd(), " -> fd ", out_fd,
                         " at file offset ",
-                        out_offset + static_cast<off_t>(written), ", ",
-                        written, " of ", count, " bytes written");
+                        out_offset + static_cast<off_t>(written), ", ", written,
+                        " of ", count, " bytes written");
   };
   while (written < count) {
     const size_t in_pipe = received - written;
     if (received < count && in_pipe < capacity) {
       const size_t want = std::min(count - received, capacity - in_pipe);
-      const SysResult r = sys.Splice(in_sock, nullptr, pipe.write_fd(),
-                                     nullptr, want, kSpliceFlags);
+      const SysResult r = sys.Splice(in_sock, nullptr, pipe.write_fd(), nullptr,
+                                     want, kSpliceFlags);
       if (r.ok()) {
         if (r.rc == 0) {
           return absl::UnavailableError(
@@ -226,20 +224,22 @@ absl::Status SpliceFully(SysCalls& sys, int in_sock, const Pipe& pipe,
       // The pipe holds `pending` bytes, so 0 or more than asked means our
       // accounting and the kernel disagree; looping on would hang or corrupt.
       if (w.rc == 0 || static_cast<uint64_t>(w.rc) > pending) {
-        return absl::InternalError(absl::StrCat(
-            describe_file(), ": splice from pipe returned ", w.rc, " with ",
-            pending, " bytes buffered"));
+        return absl::InternalError(
+            absl::StrCat(describe_file(), ": splice from pipe returned ", w.rc,
+                         " with ", pending, " bytes buffered"));
       }
       written += static_cast<size_t>(w.rc);
       continue;
     }
     if (w.err == EINTR) continue;
     if (w.err == EAGAIN) {
-      return absl::InternalError(absl::StrCat(
-          describe_file(), ": pipe reported empty with ", pending,
-          " bytes buffered"));
+      return absl::InternalError(absl::StrCat(describe_file(),
+                                              ": pipe reported empty with ",
+                                              pending, " bytes buffered"));
     }
-    if (ZeroCopyUnsupported(w.err)) return UseCopyTransport(w.err, describe_file());
+    if (ZeroCopyUnsupported(w.err)) {
+      return UseCopyTransport(w.err, describe_file());
+    }
     return sys::ErrnoToStatus(w.err, describe_file());
   }
   return absl::OkStatus();
@@ -268,9 +268,9 @@ absl::Status CopyFileToSocket(SysCalls& sys, int out_sock, int in_fd,
       return sys::ErrnoToStatus(r.err, absl::StrCat("pread: ", describe()));
     }
     if (r.rc == 0) {
-      return absl::DataLossError(absl::StrCat(
-          "source truncated: file ended at offset ", pos, ", expected ", end,
-          " (", describe(), ")"));
+      return absl::DataLossError(
+          absl::StrCat("source truncated: file ended at offset ", pos,
+                       ", expected ", end, " (", describe(), ")"));
     }
     if (static_cast<uint64_t>(r.rc) > want) {
       return Overreported(describe(), r.rc, want);
@@ -288,8 +288,7 @@ absl::Status CopySocketToFile(SysCalls& sys, int in_sock, int out_fd,
                               off_t out_offset, size_t count,
                               absl::Span<char> buffer,
                               const TransferOptions& opts) {
-  WALSHIP_RETURN_IF_ERROR(
-      CheckRange("copy socket to file", out_offset, count));
+  WALSHIP_RETURN_IF_ERROR(CheckRange("copy socket to file", out_offset, count));
   WALSHIP_RETURN_IF_ERROR(CheckBuffer("copy socket to file", buffer, count));
   size_t done = 0;
   auto describe = [&] {
@@ -312,9 +311,9 @@ absl::Status CopySocketToFile(SysCalls& sys, int in_sock, int out_fd,
       return sys::ErrnoToStatus(r.err, absl::StrCat("read: ", describe()));
     }
     if (r.rc == 0) {
-      return absl::UnavailableError(absl::StrCat(
-          "peer closed after ", done, " of ", count, " bytes (", describe(),
-          ")"));
+      return absl::UnavailableError(absl::StrCat("peer closed after ", done,
+                                                 " of ", count, " bytes (",
+                                                 describe(), ")"));
     }
     if (static_cast<uint64_t>(r.rc) > want) {
       return Overreported(describe(), r.rc, want);
@@ -348,9 +347,9 @@ absl::Status ReadFully(SysCalls& sys, int fd, void* buf, size_t count,
     }
     if (r.rc == 0) {
       if (done == 0) return absl::OutOfRangeError("end of stream");
-      return absl::UnavailableError(absl::StrCat(
-          "peer closed mid-read after ", done, " of ", count, " bytes (fd ",
-          fd, ")"));
+      return absl::UnavailableError(absl::StrCat("peer closed mid-read after ",
+                                                 done, " of ", count,
+                                                 " bytes (fd ", fd, ")"));
     }
     if (static_cast<uint64_t>(r.rc) > want) {
       return Overreported(describe(), r.rc, want);

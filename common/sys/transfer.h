@@ -14,8 +14,10 @@
 //     most `TransferOptions::io_timeout`, then retry. A wait that expires
 //     fails with kUnavailable("timed out ..."). The timeout bounds each wait,
 //     not the whole transfer: a slow but moving peer never times out. On a
-//     blocking socket the kernel blocks instead and only SO_RCVTIMEO /
-//     SO_SNDTIMEO (which surface as EAGAIN) bound the wait.
+//     blocking TCP socket the kernel blocks instead and only SO_RCVTIMEO /
+//     SO_SNDTIMEO (which surface as EAGAIN) bound the wait; splice from an
+//     AF_UNIX socket never blocks (SPLICE_F_NONBLOCK applies to it), so it
+//     always waits here.
 //   * Short transfers: the loop continues from where the kernel stopped.
 //     Offsets are advanced by the byte count the kernel returned.
 //   * No call ever asks for more than what remains of `count`, so a transfer
@@ -87,9 +89,8 @@ struct TransferOptions {
 // ("source truncated: file ended at offset X, expected Y"), never success.
 // EPIPE/ECONNRESET -> kUnavailable; EINVAL/ENOSYS/EOPNOTSUPP ->
 // kUnimplemented (use --transport=copy). `count == 0` is OK without any call.
-absl::Status SendFileFully(SysCalls& sys, int out_sock, int in_fd,
-                           off_t offset, size_t count,
-                           const TransferOptions& opts);
+absl::Status SendFileFully(SysCalls& sys, int out_sock, int in_fd, off_t offset,
+                           size_t count, const TransferOptions& opts);
 
 // SpliceFully()
 //

@@ -239,9 +239,9 @@ SysResult ScriptedSysCalls::Splice(int fd_in, off_t* off_in, int fd_out,
       if (const int key = PipeKeyForReadEnd(fd_in); key >= 0) {
         std::string& model = pipe_model_[key];
         if (model.size() < n) {
-          violations_.push_back(absl::StrCat(
-              "splice: took ", n, " bytes from pipe fd ", fd_in,
-              " holding only ", model.size()));
+          violations_.push_back(absl::StrCat("splice: took ", n,
+                                             " bytes from pipe fd ", fd_in,
+                                             " holding only ", model.size()));
           model.resize(n, '\0');
         }
         bytes = model.substr(0, n);
@@ -318,8 +318,7 @@ SysResult ScriptedSysCalls::Write(int fd, const void* buf, size_t n) {
   return call.result;
 }
 
-SysResult ScriptedSysCalls::Send(int fd, const void* buf, size_t n,
-                                 int flags) {
+SysResult ScriptedSysCalls::Send(int fd, const void* buf, size_t n, int flags) {
   Call call;
   call.op = Op::kSend;
   call.fd = fd;
@@ -387,8 +386,7 @@ SysResult ScriptedSysCalls::Pwrite(int fd, const void* buf, size_t n,
   return call.result;
 }
 
-SysResult ScriptedSysCalls::Poll(struct pollfd* fds, nfds_t n,
-                                 int timeout_ms) {
+SysResult ScriptedSysCalls::Poll(struct pollfd* fds, nfds_t n, int timeout_ms) {
   Call call;
   call.op = Op::kPoll;
   call.fd = n > 0 ? fds[0].fd : -1;

@@ -73,8 +73,16 @@ namespace sys {
 
 class ScriptedSysCalls : public RealSysCalls {
  public:
-  enum class Op { kSendFile, kSplice, kRead, kWrite, kSend, kPread, kPwrite,
-                  kPoll };
+  enum class Op {
+    kSendFile,
+    kSplice,
+    kRead,
+    kWrite,
+    kSend,
+    kPread,
+    kPwrite,
+    kPoll
+  };
 
   // One recorded call. Fields follow the argument order of the syscall.
   struct Call {

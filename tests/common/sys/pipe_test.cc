@@ -49,7 +49,7 @@ TEST(PipeTest, RefusedResizeKeepsDefaultAndReportsRealCapacity) {
 
 class NoPipeSysCalls : public RealSysCalls {
  public:
-  SysResult Pipe2(int fds[2], int flags) override {
+  SysResult Pipe2(int* /*fds*/, int /*flags*/) override {
     return SysResult{-1, EMFILE};
   }
 };

@@ -222,8 +222,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ErrnoCase{EINVAL, absl::StatusCode::kUnimplemented},
                       ErrnoCase{ENOSYS, absl::StatusCode::kUnimplemented},
                       ErrnoCase{EOPNOTSUPP, absl::StatusCode::kUnimplemented},
-                      ErrnoCase{ENOMEM,
-                                absl::StatusCode::kResourceExhausted}));
+                      ErrnoCase{ENOMEM, absl::StatusCode::kResourceExhausted}));
 
 // ---------------------------------------------------------------------------
 // SpliceFully, scripted. Fills are socket -> pipe, drains pipe -> file.
@@ -298,10 +297,10 @@ TEST_F(SpliceFullyTest, ShortTransfersMoveEveryByteToTheRightOffset) {
 TEST_F(SpliceFullyTest, NeverPullsMoreThanThePipeHasRoomFor) {
   Pipe pipe = MakePipe(4096);
   ASSERT_EQ(pipe.capacity(), 4096u);
-  sys_.ScriptSplice({Ok(4096), Ok(1000),    // pipe full, partial drain
-                     Ok(1000), Ok(4096),    // refill only the freed room
-                     Ok(4096), Ok(4096),    //
-                     Ok(808), Ok(808)});    // the tail
+  sys_.ScriptSplice({Ok(4096), Ok(1000),  // pipe full, partial drain
+                     Ok(1000), Ok(4096),  // refill only the freed room
+                     Ok(4096), Ok(4096),  //
+                     Ok(808), Ok(808)});  // the tail
 
   ASSERT_TRUE(SpliceFully(sys_, kSock, pipe, kFile, 0, 10000, Opts()).ok());
 
@@ -353,7 +352,7 @@ TEST_F(SpliceFullyTest, EagainWithEmptyPipeWaitsForReadableSocket) {
 
 TEST_F(SpliceFullyTest, EagainWithBytesInPipeDrainsBeforeWaiting) {
   Pipe pipe = MakePipe(0);
-  sys_.ScriptSplice({Ok(10), Ok(4),      // 6 bytes left in the pipe
+  sys_.ScriptSplice({Ok(10), Ok(4),       // 6 bytes left in the pipe
                      Err(EAGAIN), Ok(6),  // drain them instead of polling
                      Ok(21), Ok(21)});
 
@@ -371,8 +370,7 @@ TEST_F(SpliceFullyTest, EagainThenPollTimeoutIsUnavailable) {
   sys_.ScriptSplice({Err(EAGAIN)});
   sys_.ScriptPoll({Ok(0)});
 
-  const absl::Status s =
-      SpliceFully(sys_, kSock, pipe, kFile, 0, 31, Opts());
+  const absl::Status s = SpliceFully(sys_, kSock, pipe, kFile, 0, 31, Opts());
 
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr("timed out"));
@@ -382,8 +380,7 @@ TEST_F(SpliceFullyTest, ZeroFromSocketIsPeerClosedUnavailable) {
   Pipe pipe = MakePipe(0);
   sys_.ScriptSplice({Ok(10), Ok(10), Ok(0)});
 
-  const absl::Status s =
-      SpliceFully(sys_, kSock, pipe, kFile, 0, 31, Opts());
+  const absl::Status s = SpliceFully(sys_, kSock, pipe, kFile, 0, 31, Opts());
 
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr("peer closed after 10 of 31 bytes"));
@@ -404,8 +401,7 @@ TEST_P(SpliceSocketErrnoTest, SocketSideErrno) {
   Pipe pipe = MakePipe(0);
   sys_.ScriptSplice({Ok(10), Ok(10), Err(GetParam().err)});
 
-  const absl::Status s =
-      SpliceFully(sys_, kSock, pipe, kFile, 0, 31, Opts());
+  const absl::Status s = SpliceFully(sys_, kSock, pipe, kFile, 0, 31, Opts());
 
   EXPECT_EQ(s.code(), GetParam().code) << s;
   EXPECT_THAT(s.message(), HasSubstr("10 of 31 bytes received"));
@@ -428,8 +424,7 @@ TEST_P(SpliceFileErrnoTest, FileSideErrnoNamesTheFileOffset) {
   Pipe pipe = MakePipe(0);
   sys_.ScriptSplice({Ok(31), Ok(8), Err(GetParam().err)});
 
-  const absl::Status s =
-      SpliceFully(sys_, kSock, pipe, kFile, 512, 31, Opts());
+  const absl::Status s = SpliceFully(sys_, kSock, pipe, kFile, 512, 31, Opts());
 
   EXPECT_EQ(s.code(), GetParam().code) << s;
   EXPECT_THAT(s.message(), HasSubstr("file offset 520"));
@@ -452,8 +447,8 @@ TEST(CopyFileToSocketTest, ShortReadsAndSendsDeliverTheExactRange) {
   ScriptedSysCalls sys;
   char buffer[16];
   sys.ScriptPread({Ok(1), Err(EINTR), Ok(10), Ok(16), Ok(13)});
-  sys.ScriptSend({Ok(1), Ok(4), Err(EAGAIN), Err(EINTR), Ok(6), Ok(16),
-                  Ok(13)});
+  sys.ScriptSend(
+      {Ok(1), Ok(4), Err(EAGAIN), Err(EINTR), Ok(6), Ok(16), Ok(13)});
   sys.ScriptPoll({Ok(1)});
 
   ASSERT_TRUE(CopyFileToSocket(sys, kSock, kFile, 100, 40,
@@ -485,8 +480,7 @@ TEST(CopyFileToSocketTest, PreadZeroBeforeEndIsDataLoss) {
                                           absl::MakeSpan(buffer), Opts());
 
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-  EXPECT_THAT(s.message(),
-              HasSubstr("file ended at offset 111, expected 140"));
+  EXPECT_THAT(s.message(), HasSubstr("file ended at offset 111, expected 140"));
 }
 
 TEST(CopyFileToSocketTest, SendTimeoutIsUnavailable) {
@@ -496,33 +490,32 @@ TEST(CopyFileToSocketTest, SendTimeoutIsUnavailable) {
   sys.ScriptSend({Err(EAGAIN)});
   sys.ScriptPoll({Ok(0)});
 
-  EXPECT_EQ(CopyFileToSocket(sys, kSock, kFile, 0, 40, absl::MakeSpan(buffer),
-                             Opts())
-                .code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(
+      CopyFileToSocket(sys, kSock, kFile, 0, 40, absl::MakeSpan(buffer), Opts())
+          .code(),
+      absl::StatusCode::kUnavailable);
 }
 
 TEST(CopyFileToSocketTest, EmptyBufferIsInvalidArgument) {
   ScriptedSysCalls sys;
-  EXPECT_EQ(CopyFileToSocket(sys, kSock, kFile, 0, 40, absl::Span<char>(),
-                             Opts())
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      CopyFileToSocket(sys, kSock, kFile, 0, 40, absl::Span<char>(), Opts())
+          .code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(sys.calls(), IsEmpty());
 }
 
-class CopyFileToSocketErrnoTest
-    : public ::testing::TestWithParam<ErrnoCase> {};
+class CopyFileToSocketErrnoTest : public ::testing::TestWithParam<ErrnoCase> {};
 
 TEST_P(CopyFileToSocketErrnoTest, SendErrno) {
   ScriptedSysCalls sys;
   char buffer[16];
   sys.ScriptPread({Ok(16)});
   sys.ScriptSend({Ok(3), Err(GetParam().err)});
-  EXPECT_EQ(CopyFileToSocket(sys, kSock, kFile, 0, 40, absl::MakeSpan(buffer),
-                             Opts())
-                .code(),
-            GetParam().code);
+  EXPECT_EQ(
+      CopyFileToSocket(sys, kSock, kFile, 0, 40, absl::MakeSpan(buffer), Opts())
+          .code(),
+      GetParam().code);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -561,8 +554,8 @@ TEST(CopySocketToFileTest, ShortReadsAndWritesLandAtTheRightOffsets) {
   EXPECT_THAT(Lens(reads), ElementsAre(16, 16, 16, 16, 16, 13));
   ExpectNeverAsksBeyondRange(reads, 40);
   const std::vector<Call> pwrites = sys.calls(Op::kPwrite);
-  EXPECT_THAT(Offsets(pwrites), ElementsAre(1000, 1001, 1005, 1005, 1011,
-                                            1027));
+  EXPECT_THAT(Offsets(pwrites),
+              ElementsAre(1000, 1001, 1005, 1005, 1011, 1027));
   EXPECT_THAT(Lens(pwrites), ElementsAre(1, 10, 6, 6, 16, 13));
   EXPECT_EQ(sys.calls(Op::kPoll).at(0).fd, kSock);
   EXPECT_EQ(sys.calls(Op::kPoll).at(0).events, POLLIN);
@@ -588,24 +581,23 @@ TEST(CopySocketToFileTest, ReadTimeoutIsUnavailable) {
   char buffer[16];
   sys.ScriptRead({Err(EAGAIN)});
   sys.ScriptPoll({Ok(0)});
-  EXPECT_EQ(CopySocketToFile(sys, kSock, kFile, 0, 40, absl::MakeSpan(buffer),
-                             Opts())
-                .code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(
+      CopySocketToFile(sys, kSock, kFile, 0, 40, absl::MakeSpan(buffer), Opts())
+          .code(),
+      absl::StatusCode::kUnavailable);
 }
 
 TEST(CopySocketToFileTest, ConnectionResetIsUnavailable) {
   ScriptedSysCalls sys;
   char buffer[16];
   sys.ScriptRead({Err(ECONNRESET)});
-  EXPECT_EQ(CopySocketToFile(sys, kSock, kFile, 0, 40, absl::MakeSpan(buffer),
-                             Opts())
-                .code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(
+      CopySocketToFile(sys, kSock, kFile, 0, 40, absl::MakeSpan(buffer), Opts())
+          .code(),
+      absl::StatusCode::kUnavailable);
 }
 
-class CopySocketToFileErrnoTest
-    : public ::testing::TestWithParam<ErrnoCase> {};
+class CopySocketToFileErrnoTest : public ::testing::TestWithParam<ErrnoCase> {};
 
 TEST_P(CopySocketToFileErrnoTest, PwriteErrnoNamesTheFileOffset) {
   ScriptedSysCalls sys;
@@ -623,8 +615,7 @@ TEST_P(CopySocketToFileErrnoTest, PwriteErrnoNamesTheFileOffset) {
 INSTANTIATE_TEST_SUITE_P(
     Errnos, CopySocketToFileErrnoTest,
     ::testing::Values(ErrnoCase{EIO, absl::StatusCode::kDataLoss},
-                      ErrnoCase{ENOSPC,
-                                absl::StatusCode::kResourceExhausted}));
+                      ErrnoCase{ENOSPC, absl::StatusCode::kResourceExhausted}));
 
 // ---------------------------------------------------------------------------
 // ReadFully / SendFully / WriteFully / PwriteFully / PreadFully, scripted.
@@ -793,9 +784,8 @@ class RealTransferTest : public ::testing::Test {
     absl::StatusOr<UniqueFd> fd =
         OpenFile(sys_, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
     EXPECT_TRUE(fd.ok()) << fd.status();
-    EXPECT_TRUE(PwriteFully(sys_, fd->get(), contents.data(), contents.size(),
-                            0)
-                    .ok());
+    EXPECT_TRUE(
+        PwriteFully(sys_, fd->get(), contents.data(), contents.size(), 0).ok());
     return std::move(*fd);
   }
 
@@ -845,8 +835,8 @@ class RealTransferTest : public ::testing::Test {
   // Sends [src_offset, +count) of `src` over `tx` with sendfile while
   // splicing it from `rx` into `dst` at `dst_offset`; returns both statuses.
   std::pair<absl::Status, absl::Status> SendFileToSplice(
-      UniqueFd tx, int rx, int src, off_t src_offset, int dst,
-      off_t dst_offset, size_t count) {
+      UniqueFd tx, int rx, int src, off_t src_offset, int dst, off_t dst_offset,
+      size_t count) {
     absl::Status sent;
     std::thread sender([&, tx = std::move(tx)]() mutable {
       sent = SendFileFully(sys_, tx.get(), src, src_offset, count, Opts());
@@ -872,9 +862,8 @@ TEST_F(RealTransferTest, SendFileToSpliceOverTcpIsByteExact) {
   UniqueFd dst = MakeFile("tcp_dst", "");
   auto [client, server] = TcpPair();
 
-  auto [sent, received] = SendFileToSplice(std::move(client), server.get(),
-                                           src.get(), 4096, dst.get(), 8192,
-                                           k3MiB);
+  auto [sent, received] = SendFileToSplice(
+      std::move(client), server.get(), src.get(), 4096, dst.get(), 8192, k3MiB);
 
   ASSERT_TRUE(sent.ok()) << sent;
   ASSERT_TRUE(received.ok()) << received;
@@ -887,8 +876,8 @@ TEST_F(RealTransferTest, SendFileToSpliceOverNonblockingSocketpair) {
   UniqueFd dst = MakeFile("unix_dst", "");
   auto [a, b] = SocketPair(/*nonblocking=*/true);
 
-  auto [sent, received] = SendFileToSplice(std::move(a), b.get(), src.get(),
-                                           0, dst.get(), 0, k3MiB);
+  auto [sent, received] = SendFileToSplice(std::move(a), b.get(), src.get(), 0,
+                                           dst.get(), 0, k3MiB);
 
   ASSERT_TRUE(sent.ok()) << sent;
   ASSERT_TRUE(received.ok()) << received;
@@ -926,8 +915,7 @@ TEST_F(RealTransferTest, SourceTruncatedUnderSenderIsDataLoss) {
   auto [client, server] = TcpPair();
 
   auto [sent, received] = SendFileToSplice(std::move(client), server.get(),
-                                           src.get(), 0, dst.get(), 0,
-                                           1 << 20);
+                                           src.get(), 0, dst.get(), 0, 1 << 20);
 
   EXPECT_EQ(sent.code(), absl::StatusCode::kDataLoss) << sent;
   EXPECT_THAT(sent.message(),
@@ -952,13 +940,13 @@ TEST_F(RealTransferTest, PeerClosingMidCopyIsUnavailable) {
   UniqueFd dst = MakeFile("copy_peer_dst", "");
   auto [a, b] = SocketPair(/*nonblocking=*/false);
   const std::string part = RandomBytes(1000, 6);
-  ASSERT_TRUE(SendFully(sys_, a.get(), part.data(), part.size(), 0, Opts())
-                  .ok());
+  ASSERT_TRUE(
+      SendFully(sys_, a.get(), part.data(), part.size(), 0, Opts()).ok());
   a.reset();
   std::vector<char> buffer(4096);
 
-  const absl::Status s = CopySocketToFile(
-      sys_, b.get(), dst.get(), 0, 1 << 20, absl::MakeSpan(buffer), Opts());
+  const absl::Status s = CopySocketToFile(sys_, b.get(), dst.get(), 0, 1 << 20,
+                                          absl::MakeSpan(buffer), Opts());
 
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr("peer closed after 1000 of 1048576"));
@@ -978,17 +966,16 @@ TEST_F(RealTransferTest, SpliceIntoAppendOnlyFilePointsAtCopyTransport) {
   // splice(2) refuses O_APPEND targets with EINVAL, the same errno it uses for
   // descriptor pairs it cannot handle at all.
   MakeFile("append_dst", "");
-  absl::StatusOr<UniqueFd> dst =
-      OpenFile(sys_, absl::StrCat(TempDir(), "/append_dst"),
-               O_WRONLY | O_APPEND);
+  absl::StatusOr<UniqueFd> dst = OpenFile(
+      sys_, absl::StrCat(TempDir(), "/append_dst"), O_WRONLY | O_APPEND);
   ASSERT_TRUE(dst.ok()) << dst.status();
   auto socks = SocketPair(/*nonblocking=*/false);
   absl::StatusOr<Pipe> pipe = Pipe::Create(sys_, 0);
   ASSERT_TRUE(pipe.ok()) << pipe.status();
   ASSERT_TRUE(SendFully(sys_, socks.first.get(), "x", 1, 0, Opts()).ok());
 
-  const absl::Status s = SpliceFully(sys_, socks.second.get(), *pipe,
-                                     dst->get(), 0, 1, Opts());
+  const absl::Status s =
+      SpliceFully(sys_, socks.second.get(), *pipe, dst->get(), 0, 1, Opts());
 
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
   EXPECT_THAT(s.message(), HasSubstr("--transport=copy"));
@@ -997,8 +984,7 @@ TEST_F(RealTransferTest, SpliceIntoAppendOnlyFilePointsAtCopyTransport) {
 TEST_F(RealTransferTest, ReadFullyDistinguishesCleanAndMidMessageClose) {
   auto [a, b] = SocketPair(/*nonblocking=*/false);
   const std::string msg = "hello";
-  ASSERT_TRUE(SendFully(sys_, a.get(), msg.data(), msg.size(), 0, Opts())
-                  .ok());
+  ASSERT_TRUE(SendFully(sys_, a.get(), msg.data(), msg.size(), 0, Opts()).ok());
   ASSERT_TRUE(SendFully(sys_, a.get(), "ab", 2, 0, Opts()).ok());
   a.reset();
 

@@ -38,7 +38,10 @@ TEST(UniqueFdTest, NegativeValuesNormalizeToMinusOne) {
 
 TEST(UniqueFdTest, DestructorCloses) {
   const int raw = NewFd();
-  { UniqueFd fd(raw); EXPECT_TRUE(fd.valid()); }
+  {
+    UniqueFd fd(raw);
+    EXPECT_TRUE(fd.valid());
+  }
   EXPECT_FALSE(IsOpen(raw));
 }
 

@@ -1,0 +1,194 @@
+// Copyright walship authors.
+
+#include "common/sys/file_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace walship {
+namespace sys {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Logs the durability-relevant calls and fails chosen ones.
+class RecordingSysCalls : public RealSysCalls {
+ public:
+  SysResult Open(const char* path, int flags, mode_t mode) override {
+    const SysResult r = RealSysCalls::Open(path, flags, mode);
+    if (r.ok()) paths_[r.rc] = path;
+    log.push_back(absl::StrCat("open ", Base(path)));
+    return r;
+  }
+  SysResult Fsync(int fd) override {
+    log.push_back(absl::StrCat("fsync ", Base(paths_[fd])));
+    if (++fsyncs == fail_fsync_number) return SysResult{-1, EIO};
+    return RealSysCalls::Fsync(fd);
+  }
+  SysResult Rename(const char* from, const char* to) override {
+    log.push_back(absl::StrCat("rename ", Base(from), " ", Base(to)));
+    if (fail_rename) return SysResult{-1, EXDEV};
+    return RealSysCalls::Rename(from, to);
+  }
+  SysResult Unlink(const char* path) override {
+    log.push_back(absl::StrCat("unlink ", Base(path)));
+    return RealSysCalls::Unlink(path);
+  }
+
+  std::vector<std::string> log;
+  int fsyncs = 0;
+  int fail_fsync_number = 0;  // 1-based; 0 = never.
+  bool fail_rename = false;
+
+ private:
+  static std::string Base(const std::string& path) {
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+  }
+  std::map<int64_t, std::string> paths_;
+};
+
+class FileUtilTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* root = getenv("TEST_TMPDIR");
+    std::string templ =
+        absl::StrCat(root != nullptr ? root : "/tmp", "/file_util_XXXXXX");
+    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
+    dir_ = templ;
+  }
+
+  std::string Path(const std::string& name) const {
+    return absl::StrCat(dir_, "/", name);
+  }
+
+  bool Exists(const std::string& name) const {
+    struct stat st;
+    return ::stat(Path(name).c_str(), &st) == 0;
+  }
+
+  std::string dir_;
+  SysCalls& real_ = DefaultSysCalls();
+};
+
+TEST_F(FileUtilTest, WriteThenReadRoundTrips) {
+  ASSERT_TRUE(WriteFileAtomically(real_, dir_, "state", "lsn=42\n").ok());
+  absl::StatusOr<std::string> got = ReadFileToString(real_, Path("state"));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "lsn=42\n");
+  EXPECT_FALSE(Exists("state.tmp"));
+}
+
+TEST_F(FileUtilTest, OverwriteReplacesTheWholeFile) {
+  ASSERT_TRUE(
+      WriteFileAtomically(real_, dir_, "state", "a long old value").ok());
+  ASSERT_TRUE(WriteFileAtomically(real_, dir_, "state", "new").ok());
+  EXPECT_EQ(*ReadFileToString(real_, Path("state")), "new");
+}
+
+TEST_F(FileUtilTest, SyncsFileThenRenamesThenSyncsDirectory) {
+  RecordingSysCalls sys;
+  ASSERT_TRUE(WriteFileAtomically(sys, dir_, "state", "x").ok());
+  const std::string base = dir_.substr(dir_.rfind('/') + 1);
+  EXPECT_THAT(
+      sys.log,
+      ElementsAre("open state.tmp", "fsync state.tmp", "rename state.tmp state",
+                  absl::StrCat("open ", base), absl::StrCat("fsync ", base)));
+}
+
+TEST_F(FileUtilTest, FailedFsyncKeepsOldContentsAndRemovesTemp) {
+  ASSERT_TRUE(WriteFileAtomically(real_, dir_, "state", "old").ok());
+  RecordingSysCalls sys;
+  sys.fail_fsync_number = 1;
+
+  const absl::Status s = WriteFileAtomically(sys, dir_, "state", "new");
+
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr("state.tmp"));
+  EXPECT_EQ(*ReadFileToString(real_, Path("state")), "old");
+  EXPECT_FALSE(Exists("state.tmp"));
+}
+
+TEST_F(FileUtilTest, FailedRenameKeepsOldContentsAndRemovesTemp) {
+  ASSERT_TRUE(WriteFileAtomically(real_, dir_, "state", "old").ok());
+  RecordingSysCalls sys;
+  sys.fail_rename = true;
+
+  const absl::Status s = WriteFileAtomically(sys, dir_, "state", "new");
+
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_EQ(*ReadFileToString(real_, Path("state")), "old");
+  EXPECT_FALSE(Exists("state.tmp"));
+}
+
+TEST_F(FileUtilTest, FailedDirectorySyncReportsErrorWithNewContents) {
+  RecordingSysCalls sys;
+  sys.fail_fsync_number = 2;  // The directory's.
+
+  const absl::Status s = WriteFileAtomically(sys, dir_, "state", "new");
+
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr("fsync directory"));
+  EXPECT_EQ(*ReadFileToString(real_, Path("state")), "new");
+}
+
+TEST_F(FileUtilTest, LeftoverTempFromACrashIsOverwritten) {
+  ASSERT_TRUE(WriteFileAtomically(real_, dir_, "junk", "garbage garbage").ok());
+  ASSERT_EQ(::rename(Path("junk").c_str(), Path("state.tmp").c_str()), 0);
+  ASSERT_TRUE(WriteFileAtomically(real_, dir_, "state", "ok").ok());
+  EXPECT_EQ(*ReadFileToString(real_, Path("state")), "ok");
+}
+
+TEST_F(FileUtilTest, NameWithSlashIsInvalidArgument) {
+  EXPECT_EQ(WriteFileAtomically(real_, dir_, "a/b", "x").code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteFileAtomically(real_, dir_, "", "x").code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(FileUtilTest, MissingFileIsNotFound) {
+  const absl::StatusOr<std::string> got =
+      ReadFileToString(real_, Path("absent"));
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(got.status().message(), HasSubstr(Path("absent")));
+}
+
+TEST_F(FileUtilTest, ReadsFilesLargerThanOneChunk) {
+  std::string big(300 * 1024 + 17, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7);
+  ASSERT_TRUE(WriteFileAtomically(real_, dir_, "big", big).ok());
+  EXPECT_TRUE(*ReadFileToString(real_, Path("big")) == big);
+}
+
+TEST_F(FileUtilTest, OpenFileAddsCloexec) {
+  absl::StatusOr<UniqueFd> fd =
+      OpenFile(real_, Path("f"), O_RDWR | O_CREAT, 0600);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  EXPECT_TRUE(::fcntl(fd->get(), F_GETFD) & FD_CLOEXEC);
+}
+
+TEST_F(FileUtilTest, OpenFileMissingIsNotFound) {
+  EXPECT_EQ(OpenFile(real_, Path("nope"), O_RDONLY).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(FileUtilTest, FsyncDir) {
+  EXPECT_TRUE(FsyncDir(real_, dir_).ok());
+  EXPECT_EQ(FsyncDir(real_, Path("nope")).code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace sys
+}  // namespace walship

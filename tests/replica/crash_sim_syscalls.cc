@@ -1,0 +1,138 @@
+#include "tests/replica/crash_sim_syscalls.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace walship::testing {
+
+CrashSimSysCalls::CrashSimSysCalls(std::string root) : root_(std::move(root)) {}
+
+bool CrashSimSysCalls::Tracked(const std::string& path) const {
+  return path.compare(0, root_.size(), root_) == 0;
+}
+
+sys::SysResult CrashSimSysCalls::Open(const char* path, int flags, mode_t mode) {
+  std::string p = path;
+  bool existed = access(path, F_OK) == 0;
+  sys::SysResult r = RealSysCalls::Open(path, flags, mode);
+  if (!r.ok() || !Tracked(p)) return r;
+  std::lock_guard<std::mutex> lock(mu_);
+  fd_paths_[static_cast<int>(r.rc)] = p;
+  if (p == root_) return r;
+  if (!existed) {
+    files_[p] = FileState{0, false};
+  } else if (files_.find(p) == files_.end()) {
+    // Present before the test started tracking: fully durable.
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+      files_[p] = FileState{static_cast<uint64_t>(st.st_size), true};
+    }
+  }
+  return r;
+}
+
+void CrashSimSysCalls::SyncFd(int fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = fd_paths_.find(fd);
+  if (it == fd_paths_.end()) return;
+  const std::string& p = it->second;
+  struct stat st;
+  if (fstat(fd, &st) != 0) return;
+  if (S_ISDIR(st.st_mode)) {
+    // Entries in this directory become durable; so do renames into it.
+    for (auto& [path, fs] : files_) {
+      if (path.compare(0, p.size() + 1, p + "/") == 0) fs.entry_durable = true;
+    }
+    for (auto& [to, fs] : backups_) ::unlink((to + ".crashsim-old").c_str());
+    backups_.clear();
+    pending_renames_.clear();
+    return;
+  }
+  // The descriptor's path may be stale after a rename: find the file by inode.
+  for (auto& [path, fs] : files_) {
+    struct stat pst;
+    if (stat(path.c_str(), &pst) == 0 && pst.st_ino == st.st_ino) {
+      fs.synced_size = static_cast<uint64_t>(st.st_size);
+    }
+  }
+}
+
+sys::SysResult CrashSimSysCalls::Fdatasync(int fd) {
+  sys::SysResult r = RealSysCalls::Fdatasync(fd);
+  if (r.ok()) SyncFd(fd);
+  return r;
+}
+
+sys::SysResult CrashSimSysCalls::Fsync(int fd) {
+  sys::SysResult r = RealSysCalls::Fsync(fd);
+  if (r.ok()) SyncFd(fd);
+  return r;
+}
+
+sys::SysResult CrashSimSysCalls::Rename(const char* from, const char* to) {
+  std::string backup = std::string(to) + ".crashsim-old";
+  // Keep the overwritten file reachable so an undone rename restores it.
+  bool had_target = Tracked(to) && ::link(to, backup.c_str()) == 0;
+  sys::SysResult r = RealSysCalls::Rename(from, to);
+  if (!r.ok() || !Tracked(from)) {
+    if (had_target) ::unlink(backup.c_str());
+    return r;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = files_.find(from);
+  FileState moved = it != files_.end() ? it->second : FileState{};
+  if (it != files_.end()) files_.erase(it);
+  if (had_target) backups_[to] = files_[to];
+  files_[to] = moved;
+  pending_renames_.push_back({from, to});
+  return r;
+}
+
+sys::SysResult CrashSimSysCalls::Unlink(const char* path) {
+  sys::SysResult r = RealSysCalls::Unlink(path);
+  if (r.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    files_.erase(path);
+  }
+  return r;
+}
+
+void CrashSimSysCalls::Crash() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Undo renames a directory fsync never made durable, newest first. A
+  // rename over an existing file (the state file's temp + rename) reverts to
+  // the old contents only if those were kept; we model the common case
+  // conservatively: the new name disappears and the old name returns.
+  for (auto it = pending_renames_.rbegin(); it != pending_renames_.rend(); ++it) {
+    std::rename(it->second.c_str(), it->first.c_str());
+    auto fs = files_.find(it->second);
+    if (fs != files_.end()) {
+      files_[it->first] = fs->second;
+      files_.erase(fs);
+    }
+    auto b = backups_.find(it->second);
+    if (b != backups_.end()) {
+      std::rename((it->second + ".crashsim-old").c_str(), it->second.c_str());
+      files_[it->second] = b->second;
+      backups_.erase(b);
+    }
+  }
+  pending_renames_.clear();
+  for (auto it = files_.begin(); it != files_.end();) {
+    if (!it->second.entry_durable) {
+      ::unlink(it->first.c_str());
+      it = files_.erase(it);
+      continue;
+    }
+    if (::truncate(it->first.c_str(), static_cast<off_t>(it->second.synced_size)) != 0) {
+      // Already gone: nothing to drop.
+    }
+    ++it;
+  }
+  fd_paths_.clear();
+}
+
+}  // namespace walship::testing

@@ -1,0 +1,61 @@
+// crash_sim_syscalls.h: simulates a machine crash by dropping what was not
+// made durable (after leveldb's fault_injection_test).
+//
+// Decorates RealSysCalls for files under one root directory and remembers,
+// per path, how many bytes the last fdatasync/fsync covered and which
+// creations and renames a directory fsync has made durable. Crash() then
+// rewrites the real directory into what a power loss could leave: every file
+// truncated to its synced size, files whose creation was never made durable
+// by a directory fsync removed, and renames not followed by a directory fsync
+// undone (newest first).
+//
+// Simplifications, all conservative: unsynced bytes are dropped entirely
+// (never half-kept), and directory entries are durable only after an fsync of
+// that directory. Thread-compatible: tests drive it from one thread (plus the
+// writer's own calls, which are serialized by the code under test).
+#ifndef WALSHIP_TESTS_REPLICA_CRASH_SIM_SYSCALLS_H_
+#define WALSHIP_TESTS_REPLICA_CRASH_SIM_SYSCALLS_H_
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/sys/syscalls.h"
+
+namespace walship::testing {
+
+class CrashSimSysCalls : public sys::RealSysCalls {
+ public:
+  explicit CrashSimSysCalls(std::string root);
+
+  sys::SysResult Open(const char* path, int flags, mode_t mode) override;
+  sys::SysResult Fdatasync(int fd) override;
+  sys::SysResult Fsync(int fd) override;
+  sys::SysResult Rename(const char* from, const char* to) override;
+  sys::SysResult Unlink(const char* path) override;
+
+  // Applies the crash to the real files. Open descriptors must be closed by
+  // the caller first (the writer objects are destroyed).
+  void Crash();
+
+ private:
+  struct FileState {
+    uint64_t synced_size = 0;
+    bool entry_durable = false;
+  };
+  bool Tracked(const std::string& path) const;
+  void SyncFd(int fd);
+
+  const std::string root_;
+  std::mutex mu_;
+  std::map<int, std::string> fd_paths_;
+  std::map<std::string, FileState> files_;
+  std::vector<std::pair<std::string, std::string>> pending_renames_;
+  // Rename targets that were overwritten, by target path, with their state.
+  std::map<std::string, FileState> backups_;
+};
+
+}  // namespace walship::testing
+
+#endif  // WALSHIP_TESTS_REPLICA_CRASH_SIM_SYSCALLS_H_
