@@ -1,0 +1,821 @@
+"""Runs real walship processes for integration tests.
+
+A small library, Python 3 standard library only:
+
+  * binary(): finds walship-agent, walship-replica and walship-status in the
+    Bazel runfiles (TEST_SRCDIR/TEST_WORKSPACE), or under bazel-bin/ of this
+    checkout for manual runs (`python3 -m integration.e2e_test` from the
+    repository root after `bazel build //agent:all //replica:all`).
+  * Agent, Replica: process wrappers. start() waits (bounded) until the
+    daemon is up; stop() sends SIGTERM and returns the exit status; kill()
+    is kill -9; pause()/resume() are SIGSTOP/SIGCONT. Each daemon's stderr
+    goes to a log file that survives restarts (a banner line marks each
+    start); Cluster prints the tails of every log when a test fails.
+  * status(agent): walship-status --json, with uint64 strings turned into
+    ints where it matters (see Pos and replica_entry()).
+  * wait_until(pred, timeout): polls; every helper here is bounded in time.
+  * compare_dirs(src, dest): the replica holds the source byte for byte.
+  * WalGenerator: appends seeded random records to seg-%08d files at a rate,
+    rolling at a segment size.
+
+Every random choice is seeded and the seed is printed on stdout.
+"""
+
+import collections
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+try:
+    from integration import wirelib
+except ImportError:  # run as a script from integration/
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from integration import wirelib
+
+WORKSPACE = "walship"
+STATE_FILE = "walship.state"
+PARTIAL = ".partial"
+SEGMENT_RE = re.compile(r"^seg-\d{8}$")
+
+AGENT = ("agent", "walship-agent")
+REPLICA = ("replica", "walship-replica")
+STATUS = ("agent", "walship-status")
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def log(msg, *args):
+    """Prints a timestamped progress line on stdout (the test log)."""
+    if args:
+        msg = msg % args
+    sys.stdout.write("[%s] %s\n" % (time.strftime("%H:%M:%S"), msg))
+    sys.stdout.flush()
+
+
+def binary(target):
+    """Path of a daemon binary, e.g. binary(AGENT). Raises if missing."""
+    pkg, name = target
+    candidates = []
+    srcdir = os.environ.get("TEST_SRCDIR") or os.environ.get("RUNFILES_DIR")
+    if srcdir:
+        ws = os.environ.get("TEST_WORKSPACE", WORKSPACE)
+        candidates.append(os.path.join(srcdir, ws, pkg, name))
+    candidates.append(os.path.join(_REPO, "bazel-bin", pkg, name))
+    for c in candidates:
+        if os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    raise FileNotFoundError("%s not found in %s; build it with bazel build //%s:%s"
+                            % (name, candidates, pkg, name))
+
+
+def make_tmpdir(prefix):
+    """A fresh directory under TEST_TMPDIR (or the system temp dir)."""
+    return tempfile.mkdtemp(prefix=prefix + "-", dir=os.environ.get("TEST_TMPDIR"))
+
+
+def seed_from_env(var, label):
+    """Seed from env `var` if set, else random; printed either way."""
+    text = os.environ.get(var)
+    seed = int(text) if text else random.SystemRandom().randrange(1 << 32)
+    log("%s seed=%d (replay with %s=%d)", label, seed, var, seed)
+    return seed
+
+
+def wait_until(pred, timeout, what="condition", interval=0.05):
+    """Polls pred() until it returns a truthy value, which is returned.
+
+    Raises AssertionError naming `what` (a string, or a callable giving one,
+    for a message that shows the last state) after `timeout` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            desc = what() if callable(what) else what
+            raise AssertionError("timed out after %.1fs waiting for %s"
+                                 % (timeout, desc))
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------------------
+# Positions and status
+
+
+class Pos(collections.namedtuple("Pos", ["segment", "offset"])):
+    """A WAL position; compares in WAL order (names sort in WAL order)."""
+
+    def __str__(self):
+        return "%s@%d" % (self.segment or "-", self.offset)
+
+
+def pos_of(d):
+    """Pos from a status JSON position ({"segment","offset"}), or Pos('', 0)."""
+    if not d:
+        return Pos("", 0)
+    return Pos(d.get("segment", ""), int(d.get("offset", 0)))
+
+
+def status(agent, timeout=10):
+    """The agent's Status as a dict (walship-status --json). Raises on error.
+
+    `agent` is an Agent or a "HOST:PORT" string.
+    """
+    addr = agent.control if isinstance(agent, Agent) else agent
+    cmd = [binary(STATUS), "--agent=" + addr, "--json",
+           "--timeout-ms=%d" % int(timeout * 1000 * 0.8)]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError("walship-status --agent=%s failed (exit %d): %s"
+                           % (addr, p.returncode, p.stderr.strip()))
+    return json.loads(p.stdout)
+
+
+def try_status(agent, timeout=5):
+    """status(), or None if the agent does not answer."""
+    try:
+        return status(agent, timeout)
+    except (RuntimeError, subprocess.TimeoutExpired, ValueError):
+        return None
+
+
+def replica_entry(st, name):
+    """The replicas[] entry named `name` in a Status dict, or None."""
+    if not st:
+        return None
+    for r in st.get("replicas", []):
+        if r.get("name") == name:
+            return r
+    return None
+
+
+def flushed(st, name):
+    """The position `name` acknowledged as durable, or None."""
+    r = replica_entry(st, name)
+    return pos_of(r.get("flushed")) if r else None
+
+
+def counters(entry, which):
+    """(bytes_zerocopy, bytes_copy) of entry[which] ('agent_counters'...)."""
+    c = entry.get(which) or {}
+    return int(c.get("bytes_zerocopy", 0)), int(c.get("bytes_copy", 0))
+
+
+# ---------------------------------------------------------------------------
+# Directories
+
+
+def source_segments(wal_dir):
+    """Sorted names of the segment files in a WAL directory."""
+    return sorted(n for n in os.listdir(wal_dir)
+                  if os.path.isfile(os.path.join(wal_dir, n)) and not n.startswith("."))
+
+
+def wal_end(wal_dir):
+    """Pos(last segment, its size) of a WAL directory, or Pos('', 0)."""
+    names = source_segments(wal_dir)
+    if not names:
+        return Pos("", 0)
+    return Pos(names[-1], os.path.getsize(os.path.join(wal_dir, names[-1])))
+
+
+def read_bytes(path, start=0, length=None):
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read() if length is None else f.read(length)
+
+
+def first_difference(a, b):
+    """Index of the first differing byte of a and b, or None if a == b."""
+    n = min(len(a), len(b))
+    if a[:n] != b[:n]:
+        lo, hi = 0, n
+        while hi - lo > 1:  # binary search on prefix equality
+            mid = (lo + hi) // 2
+            if a[lo:mid] == b[lo:mid]:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+    return None if len(a) == len(b) else n
+
+
+def dest_file(dest, name):
+    """(path, is_partial) of segment `name` in a replica directory, or None."""
+    full = os.path.join(dest, name)
+    if os.path.isfile(full):
+        return full, False
+    partial = full + PARTIAL
+    if os.path.isfile(partial):
+        return partial, True
+    return None
+
+
+def diff_dirs(src, dest):
+    """Problems (strings) keeping `dest` from equalling `src`; [] if equal.
+
+    Every source segment must be byte-identical to dest/NAME, except the last
+    one, which may be dest/NAME.partial. Nothing else but walship.state may
+    be in dest.
+    """
+    problems = []
+    names = source_segments(src)
+    expected = set([STATE_FILE])
+    for i, name in enumerate(names):
+        last = i == len(names) - 1
+        found = dest_file(dest, name)
+        if found is None or (found[1] and not last):
+            problems.append("%s: %s in the replica" % (
+                name, "missing" if found is None else "still only .partial"))
+            continue
+        path, partial = found
+        expected.add(os.path.basename(path))
+        a = read_bytes(os.path.join(src, name))
+        b = read_bytes(path)
+        at = first_difference(a, b)
+        if at is not None:
+            problems.append("%s: differs from the source at offset %d (source %d "
+                            "bytes, replica %s %d bytes)" % (
+                                name, at, len(a), os.path.basename(path), len(b)))
+    extra = sorted(set(os.listdir(dest)) - expected)
+    if extra:
+        problems.append("unexpected files in the replica: %s" % extra)
+    return problems
+
+
+def compare_dirs(src, dest):
+    """Raises AssertionError unless diff_dirs(src, dest) is empty."""
+    problems = diff_dirs(src, dest)
+    if problems:
+        raise AssertionError("replica %s differs from source %s:\n  %s"
+                             % (dest, src, "\n  ".join(problems)))
+    log("replica %s equals source %s (%d segments, %d bytes)", dest, src,
+        len(source_segments(src)), total_size(src))
+
+
+def total_size(wal_dir):
+    return sum(os.path.getsize(os.path.join(wal_dir, n)) for n in source_segments(wal_dir))
+
+
+def dest_consistency(src, dest):
+    """Problems: any byte in dest that is not the source's byte there.
+
+    Complete files must equal the source file; a .partial must be a prefix
+    of it. Missing files are not problems here.
+    """
+    problems = []
+    for entry in sorted(os.listdir(dest)):
+        if entry == STATE_FILE or entry.endswith(".tmp"):
+            continue
+        name = entry[:-len(PARTIAL)] if entry.endswith(PARTIAL) else entry
+        src_path = os.path.join(src, name)
+        if not os.path.isfile(src_path):
+            problems.append("%s: no such segment in the source" % entry)
+            continue
+        b = read_bytes(os.path.join(dest, entry))
+        a = read_bytes(src_path, 0, len(b))
+        at = first_difference(a, b)
+        if at is not None and at < len(a):
+            problems.append("%s: byte at offset %d differs from the source "
+                            "(replica 0x%02x, source 0x%02x)" % (entry, at, b[at], a[at]))
+        elif len(b) > len(a):
+            problems.append("%s: %d bytes, longer than the source's %d"
+                            % (entry, len(b), len(a)))
+        elif not entry.endswith(PARTIAL) and len(b) != os.path.getsize(src_path):
+            problems.append("%s: complete file of %d bytes but the source has %d"
+                            % (entry, len(b), os.path.getsize(src_path)))
+    return problems
+
+
+def read_state(dest):
+    """The replica's walship.state as a dict, or None if absent.
+
+    Keys: stream, segment, offset (int), complete (bool), pos (Pos). Raises
+    AssertionError if the file is damaged (bad layout or CRC32C).
+    """
+    path = os.path.join(dest, STATE_FILE)
+    try:
+        text = read_bytes(path).decode("ascii")
+    except FileNotFoundError:
+        return None
+    at = text.rfind("crc=")
+    if at < 0:
+        raise AssertionError("%s has no crc line: %r" % (path, text))
+    body, crc = text[:at], int(text[at + 4:].strip(), 16)
+    if wirelib.crc32c(body.encode()) != crc:
+        raise AssertionError("%s: CRC32C mismatch: %r" % (path, text))
+    lines = body.strip("\n").split("\n")
+    if lines[0] != "walship-replica-state 1" or len(lines) != 5:
+        raise AssertionError("%s: unknown layout %r" % (path, text))
+    kv = dict(line.split("=", 1) for line in lines[1:])
+    st = {"stream": kv["stream"], "segment": kv["segment"],
+          "offset": int(kv["offset"]), "complete": kv["complete"] == "1"}
+    st["pos"] = Pos(st["segment"], st["offset"])
+    return st
+
+
+def acked_bytes_problems(src, dest, acked):
+    """Problems: bytes before `acked` (a Pos) that dest does not hold.
+
+    Segments before acked.segment must be complete files equal to the
+    source; acked.segment must exist (complete or .partial) with at least
+    acked.offset bytes equal to the source's; walship.state must be at or
+    after `acked`.
+    """
+    problems = []
+    if not acked.segment:
+        return problems
+    for name in source_segments(src):
+        if name > acked.segment:
+            break
+        found = dest_file(dest, name)
+        if name < acked.segment:
+            if found is None or found[1]:
+                problems.append("%s: acknowledged as complete but %s" % (
+                    name, "missing" if found is None else "only .partial"))
+                continue
+            a, b = read_bytes(os.path.join(src, name)), read_bytes(found[0])
+        else:
+            if found is None:
+                problems.append("%s: acknowledged up to %d but missing" % (name, acked.offset))
+                continue
+            b = read_bytes(found[0], 0, acked.offset)
+            a = read_bytes(os.path.join(src, name), 0, acked.offset)
+            if len(b) < acked.offset:
+                problems.append("%s: acknowledged up to %d but %s holds %d bytes" % (
+                    name, acked.offset, os.path.basename(found[0]), len(b)))
+                continue
+        at = first_difference(a, b)
+        if at is not None:
+            problems.append("%s: differs from the source at offset %d" % (name, at))
+    st = read_state(dest)
+    if st is None:
+        problems.append("%s missing although %s was acknowledged" % (STATE_FILE, acked))
+    elif st["pos"] < acked:
+        problems.append("%s says %s, before the acknowledged %s" % (STATE_FILE, st["pos"], acked))
+    return problems
+
+
+# ---------------------------------------------------------------------------
+# Processes
+
+
+class Daemon(object):
+    """One walship process, restartable; stderr and stdout go to a log file."""
+
+    def __init__(self, label, logdir):
+        self.label = label
+        self.log_path = os.path.join(logdir, label + ".log")
+        self.proc = None
+        self.starts = 0
+        self._log_file = None
+
+    def argv(self):
+        raise NotImplementedError
+
+    def _spawn(self):
+        if self.running():
+            raise RuntimeError("%s is already running" % self.label)
+        self.starts += 1
+        argv = self.argv()
+        with open(self.log_path, "a") as f:
+            f.write("==== harness: start #%d at %s: %s\n" % (
+                self.starts, time.strftime("%H:%M:%S"), " ".join(argv)))
+        self._log_file = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                     stdout=self._log_file, stderr=subprocess.STDOUT,
+                                     close_fds=True)
+        log("%s started (pid %d)", self.label, self.proc.pid)
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def returncode(self):
+        return self.proc.poll() if self.proc else None
+
+    def _reap(self, timeout):
+        try:
+            rc = self.proc.wait(timeout)
+        finally:
+            if self._log_file:
+                self._log_file.close()
+                self._log_file = None
+        return rc
+
+    def stop(self, timeout=15):
+        """SIGTERM, wait; kill -9 after `timeout`. Returns the exit status
+        (negative: the signal that ended it); None if it never ran."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)  # a stopped process cannot exit
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                rc = self._reap(timeout)
+                log("%s stopped with SIGTERM: exit %s", self.label, rc)
+                return rc
+            except subprocess.TimeoutExpired:
+                log("%s did not exit within %.0fs of SIGTERM; killing it", self.label, timeout)
+                self.proc.kill()
+                self._reap(10)
+                return "hung on SIGTERM"
+        return self._reap(1)
+
+    def kill(self):
+        """kill -9 and reap. Returns the exit status (-9 if it was running)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.kill()
+        rc = self._reap(10)
+        log("%s killed (-9): exit %s", self.label, rc)
+        return rc
+
+    def pause(self):
+        self.proc.send_signal(signal.SIGSTOP)
+        log("%s paused (SIGSTOP)", self.label)
+
+    def resume(self):
+        self.proc.send_signal(signal.SIGCONT)
+        log("%s resumed (SIGCONT)", self.label)
+
+    def log_text(self):
+        try:
+            return read_bytes(self.log_path).decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_size(self):
+        try:
+            return os.path.getsize(self.log_path)
+        except FileNotFoundError:
+            return 0
+
+    def log_lines(self, since=0):
+        """Log lines from byte offset `since` (see log_size())."""
+        try:
+            return read_bytes(self.log_path, since).decode("utf-8", "replace").splitlines()
+        except FileNotFoundError:
+            return []
+
+    def grep(self, pattern, since=0):
+        """Log lines matching regex `pattern`, from byte offset `since`."""
+        rx = re.compile(pattern)
+        return [l for l in self.log_lines(since) if rx.search(l)]
+
+    def wait_log(self, pattern, timeout, since=0):
+        """Waits for a log line matching `pattern`; returns the first one."""
+        lines = wait_until(lambda: self.grep(pattern, since), timeout,
+                           "%s to log /%s/" % (self.label, pattern))
+        return lines[0]
+
+    def tail(self, n=60):
+        return "\n".join(self.log_text().splitlines()[-n:])
+
+
+class Agent(Daemon):
+    """walship-agent over `wal_dir`. After start(): .control and .data are
+    "127.0.0.1:PORT"; restart(same_port=True) keeps the control port."""
+
+    def __init__(self, wal_dir, workdir, label="agent", transport=None,
+                 listen="127.0.0.1:0", data_listen="127.0.0.1:0", extra_args=()):
+        Daemon.__init__(self, label, workdir)
+        self.wal_dir = wal_dir
+        self.transport = transport
+        self.listen = listen
+        self.data_listen = data_listen
+        self.extra_args = list(extra_args)
+        self.port_file = os.path.join(workdir, label + ".ports")
+        self.control = None
+        self.data = None
+
+    def argv(self):
+        a = [binary(AGENT), "--wal-dir=" + self.wal_dir, "--listen=" + self.listen,
+             "--data-listen=" + self.data_listen, "--port-file=" + self.port_file]
+        if self.transport:
+            a.append("--transport=" + self.transport)
+        return a + self.extra_args
+
+    @property
+    def control_port(self):
+        return int(self.control.rsplit(":", 1)[1])
+
+    @property
+    def data_port(self):
+        return int(self.data.rsplit(":", 1)[1])
+
+    def start(self, timeout=20):
+        if os.path.exists(self.port_file):
+            os.unlink(self.port_file)
+        self._spawn()
+
+        def ready():
+            if not self.running():
+                raise AssertionError("%s exited (status %s) before listening:\n%s"
+                                     % (self.label, self.returncode(), self.tail()))
+            try:
+                text = read_bytes(self.port_file).decode()
+            except FileNotFoundError:
+                return None
+            kv = dict(l.split("=", 1) for l in text.splitlines() if "=" in l)
+            return kv if "control" in kv and "data" in kv else None
+
+        kv = wait_until(ready, timeout, "%s to write %s" % (self.label, self.port_file),
+                        interval=0.02)
+        self.control, self.data = kv["control"], kv["data"]
+        log("%s listening: control %s, data %s", self.label, self.control, self.data)
+        return self
+
+    def restart(self, same_port=True, timeout=20):
+        """Starts again after a stop or kill, on the same control port."""
+        if same_port and self.control:
+            self.listen = "127.0.0.1:%d" % self.control_port
+        return self.start(timeout)
+
+
+class Replica(Daemon):
+    """walship-replica following `agent` (an Agent; its control address is
+    read at each start) into `dest`."""
+
+    def __init__(self, agent, dest, name, workdir, transport=None,
+                 data_address=None, extra_args=()):
+        Daemon.__init__(self, "replica-" + name, workdir)
+        self.agent = agent
+        self.dest = dest
+        self.name = name
+        self.transport = transport
+        self.data_address = data_address
+        self.extra_args = list(extra_args)
+
+    def argv(self):
+        addr = self.agent.control if isinstance(self.agent, Agent) else self.agent
+        a = [binary(REPLICA), "--agent=" + addr, "--dest=" + self.dest,
+             "--name=" + self.name]
+        if self.transport:
+            a.append("--transport=" + self.transport)
+        if self.data_address:
+            a.append("--data-address=" + self.data_address)
+        return a + self.extra_args
+
+    def start(self):
+        self._spawn()
+        return self
+
+    def error_lines(self, since=0):
+        return self.grep(r" (error|critical) ", since)
+
+
+# ---------------------------------------------------------------------------
+# WAL generator
+
+
+class WalGenerator(object):
+    """Appends random records to seg-%08d files in `wal_dir`.
+
+    Records are `min_record`..`max_record` random bytes (seeded), written at
+    about `rate` bytes per second. A segment holds exactly `segment_size`
+    bytes: a record that does not fit continues in the next segment, which
+    is created when its first byte is written, so no segment is ever left
+    empty and a segment is complete exactly when a later one exists. Runs on
+    a thread between start() and stop(); write() appends synchronously.
+    """
+
+    def __init__(self, wal_dir, seed=None, rate=5e6, segment_size=4 << 20,
+                 min_record=100, max_record=64 << 10, first_index=1):
+        if seed is None:
+            seed = random.SystemRandom().randrange(1 << 32)
+        self.seed = seed
+        log("WalGenerator seed=%d (%s, %.1f MB/s, segments of %d bytes)",
+            seed, wal_dir, rate / 1e6, segment_size)
+        self.wal_dir = wal_dir
+        self.rate = float(rate)
+        self.segment_size = segment_size
+        self.min_record = min_record
+        self.max_record = max_record
+        self._rng = random.Random(seed)
+        self._index = first_index - 1
+        self._fd = None
+        self._size = 0
+        self.total_bytes = 0
+        self.records = 0
+        self._stop = threading.Event()
+        self._thread = None
+        self._error = None
+        self._lock = threading.Lock()
+
+    @property
+    def segments(self):
+        return self._index
+
+    def _roll(self):
+        if self._fd is not None:
+            os.close(self._fd)
+        self._index += 1
+        path = os.path.join(self.wal_dir, "seg-%08d" % self._index)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        self._size = 0
+
+    def write(self, nbytes=None):
+        """Appends one record (random length unless `nbytes`); returns its size."""
+        with self._lock:
+            n = nbytes or self._rng.randint(self.min_record, self.max_record)
+            data = memoryview(self._rng.randbytes(n))
+            while data:
+                if self._fd is None or self._size >= self.segment_size:
+                    self._roll()
+                chunk = data[:self.segment_size - self._size]
+                done = 0
+                while done < len(chunk):
+                    done += os.write(self._fd, chunk[done:])
+                self._size += len(chunk)
+                data = data[len(chunk):]
+            self.total_bytes += n
+            self.records += 1
+            return n
+
+    def _run(self):
+        try:
+            t0 = time.monotonic()
+            written = 0
+            while not self._stop.is_set():
+                written += self.write()
+                ahead = t0 + written / self.rate - time.monotonic()
+                if ahead > 0 and self._stop.wait(ahead):
+                    break
+        except BaseException as e:  # reported by stop()
+            self._error = e
+
+    def start(self):
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="wal-generator", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        """Stops the thread; raises what it raised, if anything."""
+        self._stop.set()
+        if self._thread:
+            self._thread.join(30)
+            if self._thread.is_alive():
+                raise AssertionError("WAL generator did not stop within 30s")
+            self._thread = None
+        log("WalGenerator stopped: %d records, %d bytes, %d segments",
+            self.records, self.total_bytes, self.segments)
+        if self._error:
+            raise self._error
+
+    def run_for(self, seconds):
+        self.start()
+        time.sleep(seconds)
+        self.stop()
+
+    def close(self):
+        if self._thread:
+            self.stop()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+# ---------------------------------------------------------------------------
+# Test scaffolding
+
+
+class Cluster(object):
+    """Owns the processes, generators and directories of one test.
+
+    close() stops everything (SIGTERM, then kill -9) and returns the exit
+    status of each daemon; dump_logs() prints every log's tail.
+    """
+
+    def __init__(self, name):
+        self.root = make_tmpdir(name)
+        self.logdir = os.path.join(self.root, "logs")
+        os.makedirs(self.logdir)
+        self.daemons = []
+        self.closers = []
+        log("cluster %s in %s", name, self.root)
+
+    def dir(self, name):
+        path = os.path.join(self.root, name)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def agent(self, wal_dir, **kw):
+        a = Agent(wal_dir, self.logdir, **kw)
+        self.daemons.append(a)
+        return a
+
+    def replica(self, agent, name, dest=None, **kw):
+        r = Replica(agent, dest or self.dir("dest-" + name), name, self.logdir, **kw)
+        self.daemons.append(r)
+        return r
+
+    def generator(self, wal_dir, **kw):
+        g = WalGenerator(wal_dir, **kw)
+        self.closers.append(g.close)
+        return g
+
+    def on_close(self, fn):
+        self.closers.append(fn)
+
+    def close(self):
+        """Stops generators first, then replicas, then agents."""
+        codes = {}
+        for fn in reversed(self.closers):
+            try:
+                fn()
+            except Exception as e:  # keep closing the rest
+                log("cleanup %r failed: %r", fn, e)
+        self.closers = []
+        for d in sorted(self.daemons, key=lambda d: isinstance(d, Agent)):
+            if d.proc is not None:
+                codes[d.label] = d.stop()
+        return codes
+
+    def dump_logs(self, lines=80):
+        for d in self.daemons:
+            sys.stdout.write("\n---- last %d lines of %s ----\n%s\n" % (lines, d.log_path, d.tail(lines)))
+        sys.stdout.flush()
+        out = os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR")
+        if out:
+            for d in self.daemons:
+                if os.path.exists(d.log_path):
+                    shutil.copy(d.log_path, out)
+
+
+class ClusterTestCase(unittest.TestCase):
+    """A TestCase whose self.cluster is closed after each test; daemon logs
+    are printed if the test failed (and kept in TEST_UNDECLARED_OUTPUTS_DIR)."""
+
+    def setUp(self):
+        self.cluster = Cluster(self.id().split(".")[-1])
+        self.exit_codes = None
+        self.addCleanup(self._close_cluster)
+
+    def _failed(self):
+        outcome = getattr(self, "_outcome", None)
+        if outcome is None:
+            return False
+        if not getattr(outcome, "success", True):
+            return True
+        result = getattr(outcome, "result", None)
+        if result is None:
+            return False
+        return any(t is self for t, _ in list(result.errors) + list(result.failures))
+
+    def _close_cluster(self):
+        if self.exit_codes is None:
+            self.exit_codes = self.cluster.close()
+        if self._failed():
+            self.cluster.dump_logs()
+        else:
+            shutil.rmtree(self.cluster.root, ignore_errors=True)
+
+    def stop_all(self):
+        """Closes the cluster now; asserts every daemon exited 0 on SIGTERM."""
+        self.exit_codes = self.cluster.close()
+        bad = {k: v for k, v in self.exit_codes.items() if v != 0}
+        self.assertEqual(bad, {}, "daemons that did not exit 0 on SIGTERM")
+
+    def wait_caught_up(self, agent, wal_dir, names, timeout=60):
+        """Waits until every replica in `names` acknowledged the source end
+        (as found on disk and as reported by the agent) as flushed."""
+        end = wal_end(wal_dir)
+        last = {}
+
+        def caught_up():
+            st = try_status(agent)
+            if st is None:
+                return False
+            last["status"] = st
+            if pos_of(st.get("source_end")) != end:
+                return False
+            return all(flushed(st, n) == end for n in names)
+
+        def describe():
+            st = last.get("status")
+            if st is None:
+                return "an answer from walship-status"
+            return "replicas %s to flush up to %s; agent source_end %s, flushed %s" % (
+                names, end, pos_of(st.get("source_end")),
+                {n: str(flushed(st, n)) for n in names})
+
+        wait_until(caught_up, timeout, describe, interval=0.2)
+        log("replicas %s flushed up to the source end %s", names, end)
+        return end

@@ -1,0 +1,275 @@
+// The agent in-process: handshake validation, the data socket's token check,
+// frames on the data socket, checkpoints and status on gRPC.
+#include "agent/agent.h"
+
+#include <grpcpp/grpcpp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/net.h"
+#include "common/sys/transfer.h"
+#include "common/wire/crc32c.h"
+#include "common/wire/frame.h"
+#include "gtest/gtest.h"
+#include "proto/walship.grpc.pb.h"
+
+namespace walship::agent {
+namespace {
+
+using walship::v1::HandshakeRequest;
+using walship::v1::HandshakeResponse;
+
+std::string TempDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string dir = std::string(base ? base : "/tmp") + "/" + name;
+  std::string cmd = "rm -rf '" + dir + "'";
+  EXPECT_EQ(system(cmd.c_str()), 0);
+  EXPECT_EQ(mkdir(dir.c_str(), 0755), 0);
+  return dir;
+}
+
+void Write(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << bytes;
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    wal_ = TempDir("wal");
+    seg1_ = std::string(5000, 'a') + std::string(5000, 'b');
+    seg2_ = "second segment, still growing";
+    Write(wal_ + "/seg-001", seg1_);
+    Write(wal_ + "/seg-002", seg2_);
+    AgentOptions o;
+    o.wal_dir = wal_;
+    o.heartbeat = absl::Milliseconds(50);
+    o.max_payload = 4096;
+    agent_ = std::make_unique<Agent>(sys::DefaultSysCalls(), o);
+    ASSERT_TRUE(agent_->Start().ok());
+    stub_ = walship::v1::Control::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", agent_->control_port()),
+        grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override { agent_->Shutdown(); }
+
+  HandshakeRequest Request() {
+    HandshakeRequest r;
+    r.set_protocol_version(walship::v1::PROTOCOL_VERSION_1);
+    r.set_replica_name("r1");
+    return r;
+  }
+  grpc::Status Handshake(const HandshakeRequest& req, HandshakeResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return stub_->Handshake(&ctx, req, resp);
+  }
+  sys::UniqueFd Connect() {
+    auto fd = ConnectTcp(sys::DefaultSysCalls(), HostPort{"127.0.0.1", agent_->data_port()},
+                         absl::Seconds(5));
+    EXPECT_TRUE(fd.ok()) << fd.status();
+    return std::move(*fd);
+  }
+  // Reads one frame (header + payload) from `fd`.
+  absl::StatusOr<std::pair<wire::FrameHeader, std::string>> ReadFrame(int fd) {
+    sys::TransferOptions io;
+    io.io_timeout = absl::Seconds(10);
+    uint8_t hdr[wire::kFrameHeaderSize];
+    absl::Status s = sys::ReadFully(sys::DefaultSysCalls(), fd, hdr, sizeof(hdr), io);
+    if (!s.ok()) return s;
+    auto h = wire::DecodeFrameHeader(absl::MakeConstSpan(hdr, sizeof(hdr)),
+                                     wire::kMaxPayloadLength);
+    if (!h.ok()) return h.status();
+    std::string payload(h->payload_length, '\0');
+    s = sys::ReadFully(sys::DefaultSysCalls(), fd, payload.data(), payload.size(), io);
+    if (!s.ok()) return s;
+    return std::make_pair(*h, payload);
+  }
+
+  std::string wal_, seg1_, seg2_;
+  std::unique_ptr<Agent> agent_;
+  std::unique_ptr<walship::v1::Control::Stub> stub_;
+};
+
+TEST_F(AgentTest, HandshakeRejectsBadRequestsWithActionableCodes) {
+  HandshakeResponse resp;
+  HandshakeRequest r = Request();
+  r.set_protocol_version(walship::v1::PROTOCOL_VERSION_UNSPECIFIED);
+  EXPECT_EQ(Handshake(r, &resp).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  r = Request();
+  r.set_replica_name("../evil");
+  EXPECT_EQ(Handshake(r, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  r = Request();
+  r.set_stream_id("append-someoneelse");
+  grpc::Status s = Handshake(r, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("refusing to mix"), std::string::npos)
+      << s.error_message();
+
+  r = Request();
+  r.mutable_durable()->set_segment("../x");
+  EXPECT_EQ(Handshake(r, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  // Divergent prefix: the replica's first 100 bytes have another CRC.
+  r = Request();
+  r.mutable_durable()->set_segment("seg-001");
+  r.mutable_durable()->set_offset(100);
+  r.set_durable_prefix_crc32c(12345);
+  s = Handshake(r, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("divergent"), std::string::npos) << s.error_message();
+
+  // More bytes than the source has.
+  r = Request();
+  r.mutable_durable()->set_segment("seg-002");
+  r.mutable_durable()->set_offset(seg2_.size() + 1);
+  EXPECT_EQ(Handshake(r, &resp).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  // Behind retention.
+  r = Request();
+  r.mutable_durable()->set_segment("seg-000");
+  r.mutable_durable()->set_offset(10);
+  s = Handshake(r, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("gap"), std::string::npos) << s.error_message();
+  // ... unless the replica holds that segment complete: continue after it.
+  r.set_durable_segment_complete(true);
+  ASSERT_TRUE(Handshake(r, &resp).ok());
+  EXPECT_EQ(resp.start().segment(), "seg-001");
+  EXPECT_EQ(resp.start().offset(), 0u);
+}
+
+TEST_F(AgentTest, ShipsFramesAfterAValidTokenAndRejectsReplays) {
+  HandshakeRequest r = Request();
+  r.mutable_durable()->set_segment("seg-001");
+  r.mutable_durable()->set_offset(1000);
+  r.set_durable_prefix_crc32c(wire::Crc32c(seg1_.data(), 1000));
+  HandshakeResponse resp;
+  ASSERT_TRUE(Handshake(r, &resp).ok());
+  EXPECT_EQ(resp.start().segment(), "seg-001");
+  EXPECT_EQ(resp.start().offset(), 1000u);
+  EXPECT_EQ(resp.data_port(), agent_->data_port());
+  EXPECT_EQ(resp.source_format(), "append");
+
+  grpc::ClientContext sctx;
+  auto stream = stub_->Session(&sctx);
+  walship::v1::SessionRequest open;
+  open.mutable_open()->set_session_id(resp.session_id());
+  ASSERT_TRUE(stream->Write(open));
+
+  sys::UniqueFd fd = Connect();
+  std::string hello =
+      wire::EncodeFrame(wire::FrameType::kHello, resp.session_id(), 0, resp.data_token());
+  ASSERT_TRUE(sys::SendFully(sys::DefaultSysCalls(), fd.get(), hello.data(), hello.size(), 0,
+                             sys::TransferOptions())
+                  .ok());
+  auto f = ReadFrame(fd.get());
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->first.type, wire::FrameType::kSegment);
+  EXPECT_EQ(f->second, "seg-001");
+  EXPECT_EQ(f->first.offset, 1000u);
+  // DATA frames cover [1000, 10000) in payloads of at most 4096 bytes.
+  std::string got;
+  while (got.size() < seg1_.size() - 1000) {
+    f = ReadFrame(fd.get());
+    ASSERT_TRUE(f.ok()) << f.status();
+    ASSERT_EQ(f->first.type, wire::FrameType::kData);
+    EXPECT_LE(f->first.payload_length, 4096u);
+    EXPECT_EQ(f->first.offset, 1000 + got.size());
+    got += f->second;
+  }
+  EXPECT_TRUE(got == seg1_.substr(1000));
+  f = ReadFrame(fd.get());
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->second, "seg-002");
+  f = ReadFrame(fd.get());
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->second, seg2_);
+
+  // The checkpoint for seg-001 arrives on the control stream.
+  walship::v1::SessionEvent ev;
+  bool checkpoint = false;
+  for (int i = 0; i < 50 && !checkpoint; ++i) {
+    ASSERT_TRUE(stream->Read(&ev));
+    if (ev.has_checkpoint()) {
+      checkpoint = true;
+      EXPECT_EQ(ev.checkpoint().segment(), "seg-001");
+      EXPECT_EQ(ev.checkpoint().length(), seg1_.size());
+      EXPECT_EQ(ev.checkpoint().crc32c(), wire::Crc32c(seg1_.data(), seg1_.size()));
+    }
+  }
+  EXPECT_TRUE(checkpoint);
+
+  // Ack and read it back in Status.
+  walship::v1::SessionRequest ack;
+  ack.mutable_ack()->mutable_flushed()->set_segment("seg-002");
+  ack.mutable_ack()->mutable_flushed()->set_offset(seg2_.size());
+  ASSERT_TRUE(stream->Write(ack));
+  bool acked = false;
+  for (int i = 0; i < 100 && !acked; ++i) {
+    grpc::ClientContext ctx;
+    walship::v1::StatusResponse st;
+    ASSERT_TRUE(stub_->Status(&ctx, walship::v1::StatusRequest(), &st).ok());
+    ASSERT_EQ(st.replicas_size(), 1);
+    acked = st.replicas(0).flushed().offset() == seg2_.size();
+    if (acked) {
+      EXPECT_EQ(st.replicas(0).lag_bytes(), 0u);
+      EXPECT_TRUE(st.replicas(0).connected());
+      EXPECT_EQ(st.replicas(0).agent_counters().bytes_zerocopy(),
+                seg1_.size() - 1000 + seg2_.size());
+      EXPECT_EQ(st.replicas(0).agent_counters().bytes_copy(), 0u);
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(acked);
+
+  // Replaying the same HELLO on a new connection: closed, nothing sent.
+  sys::UniqueFd again = Connect();
+  ASSERT_TRUE(sys::SendFully(sys::DefaultSysCalls(), again.get(), hello.data(), hello.size(),
+                             0, sys::TransferOptions())
+                  .ok());
+  char c;
+  EXPECT_EQ(read(again.get(), &c, 1), 0);  // EOF: the agent closed it
+  sctx.TryCancel();
+}
+
+TEST_F(AgentTest, GarbageAndWrongTokensAreClosed) {
+  HandshakeResponse resp;
+  ASSERT_TRUE(Handshake(Request(), &resp).ok());
+  {
+    sys::UniqueFd fd = Connect();
+    std::string garbage = "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(100, 'z');
+    ASSERT_EQ(write(fd.get(), garbage.data(), garbage.size()),
+              static_cast<ssize_t>(garbage.size()));
+    char c;
+    EXPECT_LE(read(fd.get(), &c, 1), 0);
+  }
+  {
+    sys::UniqueFd fd = Connect();
+    std::string hello = wire::EncodeFrame(wire::FrameType::kHello, resp.session_id(), 0,
+                                          std::string(32, 'w'));
+    ASSERT_EQ(write(fd.get(), hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
+    char c;
+    EXPECT_LE(read(fd.get(), &c, 1), 0);
+  }
+  // The wrong attempt consumed the token: the right one no longer works.
+  {
+    sys::UniqueFd fd = Connect();
+    std::string hello = wire::EncodeFrame(wire::FrameType::kHello, resp.session_id(), 0,
+                                          resp.data_token());
+    ASSERT_EQ(write(fd.get(), hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
+    char c;
+    EXPECT_LE(read(fd.get(), &c, 1), 0);
+  }
+}
+
+}  // namespace
+}  // namespace walship::agent
