@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/append_source.h"
+#include "agent/postgres_source.h"
+#include "agent/slot_keeper.h"
 #include "agent/control_service.h"
 #include "agent/data_server.h"
 #include "agent/replica_session.h"
@@ -27,13 +29,40 @@ uint16_t Agent::data_port() const { return data_server_ ? data_server_->port() :
 absl::Status Agent::Start() {
   WALSHIP_RETURN_IF_ERROR(options_.Validate());
   catalog_ = std::make_unique<SegmentCatalog>();
-  AppendSourceOptions so;
-  so.wal_dir = options_.wal_dir;
-  so.stream_id = options_.stream_id;
-  source_ = std::make_unique<AppendSource>(sys_, so, *catalog_);
-  WALSHIP_RETURN_IF_ERROR(source_->Start());
-  checksums_ = std::make_unique<SegmentChecksums>(sys_, source_->wal_dir());
   registry_ = std::make_unique<SessionRegistry>();
+  if (options_.format == "postgres") {
+    PostgresSourceOptions po;
+    po.wal_dir = options_.wal_dir;
+    po.conninfo = options_.pg_conninfo;
+    po.stream_id = options_.stream_id;
+    auto pg = std::make_unique<PostgresSource>(sys_, po, *catalog_);
+    PostgresSource* raw = pg.get();
+    source_ = std::move(pg);
+    WALSHIP_RETURN_IF_ERROR(source_->Start());
+    if (!options_.pg_slot.empty()) {
+      SlotKeeperOptions ko;
+      ko.conninfo = options_.pg_conninfo;
+      ko.slot = options_.pg_slot;
+      ko.max_retained_bytes = options_.max_retained_bytes;
+      SessionRegistry* registry = registry_.get();
+      slot_keeper_ = std::make_unique<SlotKeeper>(
+          ko,
+          [registry] {
+            std::vector<ReplicaFlush> out;
+            for (const auto& s : registry->All()) out.push_back({s->name(), s->flushed()});
+            return out;
+          },
+          [raw](const Position& p) { return raw->PositionToLsn(p); });
+      WALSHIP_RETURN_IF_ERROR(slot_keeper_->Start());
+    }
+  } else {
+    AppendSourceOptions so;
+    so.wal_dir = options_.wal_dir;
+    so.stream_id = options_.stream_id;
+    source_ = std::make_unique<AppendSource>(sys_, so, *catalog_);
+    WALSHIP_RETURN_IF_ERROR(source_->Start());
+  }
+  checksums_ = std::make_unique<SegmentChecksums>(sys_, source_->wal_dir());
 
   ShipperOptions ship;
   ship.transport = options_.transport;
@@ -86,6 +115,7 @@ absl::Status Agent::Start() {
 }
 
 void Agent::Shutdown() {
+  if (slot_keeper_) slot_keeper_->Stop();
   if (data_server_) data_server_->Stop();
   if (catalog_) catalog_->Shutdown();
   if (registry_) registry_->CloseAll();

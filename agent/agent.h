@@ -29,6 +29,7 @@ class SessionRegistry;
 class DataServer;
 class WalSource;
 class ControlServiceImpl;
+class SlotKeeper;
 
 class Agent {
  public:
@@ -49,6 +50,7 @@ class Agent {
   std::unique_ptr<SegmentChecksums> checksums_;
   std::unique_ptr<SessionRegistry> registry_;
   std::unique_ptr<DataServer> data_server_;
+  std::unique_ptr<SlotKeeper> slot_keeper_;
   std::unique_ptr<ControlServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   uint16_t control_port_ = 0;

@@ -8,9 +8,15 @@ namespace walship::agent {
 
 absl::Status AgentOptions::Validate() const {
   if (wal_dir.empty()) return absl::InvalidArgumentError("--wal-dir is required");
-  if (format != "append") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--format=", format, " is not supported (supported: append)"));
+  if (format != "append" && format != "postgres") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--format=", format, " is not supported (supported: append, postgres)"));
+  }
+  if (format == "postgres" && pg_conninfo.empty()) {
+    return absl::InvalidArgumentError("--format=postgres needs --pg-conninfo");
+  }
+  if (format != "postgres" && !pg_conninfo.empty()) {
+    return absl::InvalidArgumentError("--pg-conninfo is only for --format=postgres");
   }
   if (auto hp = ParseHostPort(listen); !hp.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--listen: ", hp.status().message()));

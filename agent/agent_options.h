@@ -13,8 +13,16 @@ namespace walship::agent {
 
 struct AgentOptions {
   std::string wal_dir;
-  // "append" (directory of append-only segment files).
+  // "append" (directory of append-only segment files) or "postgres"
+  // (PGDATA/pg_wal of a PostgreSQL primary).
   std::string format = "append";
+  // postgres: libpq connection string of the primary.
+  std::string pg_conninfo;
+  // postgres: physical replication slot that keeps unshipped WAL; empty for
+  // none.
+  std::string pg_slot = "walship";
+  // postgres: most WAL the slot may hold back for lagging replicas.
+  uint64_t max_retained_bytes = 4ull << 30;
   std::string stream_id;  // empty: derived from the WAL directory
   std::string listen = "127.0.0.1:0";
   std::string data_listen = "127.0.0.1:0";

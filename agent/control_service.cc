@@ -62,6 +62,12 @@ absl::StatusOr<Position> ControlServiceImpl::StartPosition(
   const auto& segs = *snap.segments;
   int i = snap.Find(durable.segment);
   if (i < 0) {
+    if (std::optional<Position> next = source_.RedirectMissing(durable)) {
+      spdlog::info("replica durable at {}: that segment was superseded (timeline switch); "
+                   "continuing at {}",
+                   durable.ToString(), next->ToString());
+      return *next;
+    }
     if (!segs.empty() && durable.segment < segs.front().name) {
       if (req.durable_segment_complete()) {
         // The replica holds all of it; the stream has moved on since.

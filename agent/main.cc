@@ -24,7 +24,19 @@ int main(int argc, char** argv) {
   flags.String("wal-dir", &o.wal_dir, "Directory of WAL segment files to ship (required).");
   flags.String("format", &o.format,
                "WAL source format. append: segment files sort by name in WAL order and "
-               "grow only by appends; a segment is complete once a later one exists.");
+               "grow only by appends; a segment is complete once a later one exists. "
+               "postgres: --wal-dir is PGDATA/pg_wal; ships only WAL the primary has "
+               "flushed, page headers validated, timeline history files included.");
+  flags.String("pg-conninfo", &o.pg_conninfo,
+               "postgres: libpq connection string of the primary, e.g. 'host=/run/postgresql "
+               "port=5432 user=postgres dbname=postgres'.");
+  flags.String("pg-slot", &o.pg_slot,
+               "postgres: physical replication slot the agent creates and advances to the "
+               "oldest position every replica has flushed, so unshipped WAL is kept; empty "
+               "disables it.");
+  flags.Uint("max-retained-bytes", &o.max_retained_bytes,
+             "postgres: most WAL the slot may hold back for lagging replicas; past it the "
+             "agent releases WAL and logs which replicas are at risk (alert at 80%).");
   flags.String("stream-id", &o.stream_id,
                "Identity of the WAL stream reported to replicas. Default: derived from "
                "the host name and the WAL directory's path, device and inode.");

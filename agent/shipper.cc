@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_crc.h"
@@ -44,6 +45,20 @@ absl::Status Shipper::SendData(uint64_t length) {
   WALSHIP_ASSIGN_OR_RETURN(
       uint32_t crc, Crc32cOfFileRange(sys_, segment_file_.get(), pos_.offset,
                                       length, context));
+  // The bytes just checksummed belong to this segment only if the name still
+  // points at the open file: PostgreSQL recycles a segment by renaming it
+  // before overwriting it, so an unchanged name means unrecycled content.
+  // (A change after this point makes the payload disagree with its CRC, and
+  // the replica rejects it.)
+  struct stat by_fd, by_name;
+  sys::SysResult r1 = sys_.Fstat(segment_file_.get(), &by_fd);
+  sys::SysResult r2 = sys_.Stat(context.c_str(), &by_name);
+  if (!r1.ok() || !r2.ok() || by_fd.st_ino != by_name.st_ino ||
+      by_fd.st_dev != by_name.st_dev) {
+    return absl::AbortedError(absl::StrCat(
+        "segment ", pos_.segment, " was recycled or replaced while being shipped (at offset ",
+        pos_.offset, "); restarting the session"));
+  }
   wire::FrameHeader h;
   h.type = wire::FrameType::kData;
   h.segment_id = handle_;

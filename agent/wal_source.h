@@ -10,9 +10,11 @@
 #ifndef WALSHIP_AGENT_WAL_SOURCE_H_
 #define WALSHIP_AGENT_WAL_SOURCE_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/position.h"
 
 namespace walship::agent {
 
@@ -32,6 +34,15 @@ class WalSource {
   virtual std::string FormatName() const = 0;
   // Directory holding the segment files named in the catalog.
   virtual std::string wal_dir() const = 0;
+
+  // For a replica durable at `durable` whose segment is no longer in the
+  // catalog: where the stream continues if that segment was superseded
+  // without loss (e.g. a timeline switch after the replica's position), or
+  // nullopt when the position cannot be continued (a gap).
+  virtual std::optional<Position> RedirectMissing(const Position& durable) const {
+    (void)durable;
+    return std::nullopt;
+  }
 };
 
 }  // namespace walship::agent

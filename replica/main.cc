@@ -10,9 +10,46 @@
 #include "common/logging.h"
 #include "common/sys/transfer.h"
 #include "replica/replica.h"
+#include "replica/restore.h"
 #include "spdlog/spdlog.h"
 
+namespace {
+
+// `walship-replica restore --dest=DIR %f %p`: see replica/restore.h.
+int RestoreMain(int argc, char** argv) {
+  std::string dest;
+  walship::FlagSet flags(
+      "walship-replica restore: a PostgreSQL restore_command serving verified WAL.\n"
+      "Usage: walship-replica restore --dest=DIR WALFILE TARGET\n"
+      "  restore_command = 'walship-replica restore --dest=DIR %f %p'\n"
+      "Exit status: 0 served; 1 not available; 2 refused (failed verification).");
+  flags.String("dest", &dest, "The replica's destination directory (required).");
+  auto args = flags.Parse(argc, argv, 2);
+  if (flags.help_requested()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return 0;
+  }
+  if (!args.ok() || dest.empty() || args->size() != 2) {
+    std::fprintf(stderr, "walship-replica restore: %s\n",
+                 args.ok() ? "usage: walship-replica restore --dest=DIR WALFILE TARGET"
+                           : std::string(args.status().message()).c_str());
+    return walship::replica::kRestoreRefused;
+  }
+  std::string why;
+  int rc = walship::replica::Restore(walship::sys::DefaultSysCalls(), dest, (*args)[0],
+                                     (*args)[1], &why);
+  // "Not available" is routine (PostgreSQL probes for history files and the
+  // next segment all the time); only refusals are worth a line in its log.
+  if (rc == walship::replica::kRestoreRefused) {
+    std::fprintf(stderr, "walship-replica restore: ERROR: %s\n", why.c_str());
+  }
+  return rc;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "restore") return RestoreMain(argc, argv);
   walship::replica::ReplicaOptions o;
   std::string transport = "zerocopy";
   std::string log_level = "info";
@@ -25,6 +62,8 @@ int main(int argc, char** argv) {
       "copy of its WAL segments in --dest (complete segments under their own names,\n"
       "the one being received as NAME.partial).\n"
       "Usage: walship-replica --agent=HOST:PORT --dest=DIR --name=NAME [flags]\n"
+      "       walship-replica restore --dest=DIR %f %p   (PostgreSQL restore_command;\n"
+      "       see walship-replica restore --help)\n"
       "Exit status: 0 after SIGTERM/SIGINT; 1 bad set-up; 3 an operator must act\n"
       "(another stream, divergent history, a gap behind the agent's retention).");
   flags.String("agent", &o.agent, "HOST:PORT of the agent's control (gRPC) port (required).");

@@ -205,6 +205,7 @@ absl::Status Replica::RunOnce() {
     bound.stream_id = resp.stream_id();
     bound.durable = durable.position;
     bound.segment_complete = durable.complete;
+    bound.prefix_crc32c = durable.prefix_crc32c;
     WALSHIP_RETURN_IF_ERROR(store.Save(bound));
     stream_id = resp.stream_id();
   }
@@ -305,8 +306,9 @@ absl::Status Replica::RunOnce() {
   saved.stream_id = stream_id;
   saved.durable = durable.position;
   saved.segment_complete = durable.complete;
+  saved.prefix_crc32c = durable.prefix_crc32c;
   auto persist = [&](const DurablePoint& dp) -> absl::Status {
-    ReplicaState next{stream_id, dp.position, dp.complete};
+    ReplicaState next{stream_id, dp.position, dp.complete, dp.prefix_crc32c};
     if (next == saved) return absl::OkStatus();
     WALSHIP_RETURN_IF_ERROR(store.Save(next));
     saved = next;

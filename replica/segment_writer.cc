@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -50,7 +51,8 @@ absl::StatusOr<DurablePoint> SegmentWriter::Recover(
     std::string n = e->d_name;
     if (absl::EndsWith(n, kPartial)) {
       partial.push_back(n.substr(0, n.size() - strlen(kPartial)));
-    } else if (wire::ValidateSegmentName(n).ok() && n != kStateFileName) {
+    } else if (wire::ValidateSegmentName(n).ok() && n != kStateFileName &&
+               n != kSumsFileName) {
       complete.push_back(n);
     }
   }
@@ -120,6 +122,14 @@ absl::StatusOr<DurablePoint> SegmentWriter::Recover(
     WALSHIP_ASSIGN_OR_RETURN(
         dp.prefix_crc32c, Crc32cOfFileRange(sys_, fd->get(), 0, dp.position.offset,
                                             dp.position.segment));
+    if (state.has_value() && !dp.complete && state->durable == dp.position &&
+        state->prefix_crc32c != dp.prefix_crc32c) {
+      return absl::DataLossError(absl::StrFormat(
+          "the durable bytes of %s changed on disk: CRC32C of its first %d bytes is %08x, "
+          "%08x when acknowledged",
+          PathOf(dp.position.segment, true), dp.position.offset, dp.prefix_crc32c,
+          state->prefix_crc32c));
+    }
   }
   absl::MutexLock lock(&mu_);
   durable_ = dp;
@@ -169,9 +179,15 @@ absl::Status SegmentWriter::BeginSegment(const std::string& name, uint64_t handl
   WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
   Segment seg;
   seg.name = name;
-  seg.fd = std::move(fd);
   seg.written = size;
-  seg.flushed = (name == durable_.position.segment) ? durable_.position.offset : 0;
+  if (size > 0) {
+    WALSHIP_ASSIGN_OR_RETURN(seg.written_crc, Crc32cOfFileRange(sys_, fd->get(), 0, size, path));
+  }
+  seg.fd = std::move(fd);
+  if (name == durable_.position.segment && durable_.position.offset == size) {
+    seg.flushed = size;
+    seg.flushed_crc = seg.written_crc;
+  }
   open_.push_back(std::move(seg));
   last_begun_ = name;
   return absl::OkStatus();
@@ -188,6 +204,7 @@ absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h) {
   std::string name;
   std::shared_ptr<sys::UniqueFd> fd;
   uint64_t written;
+  uint32_t written_crc;
   {
     absl::MutexLock lock(&mu_);
     if (h.segment_id != handle_ || handle_ == 0) {
@@ -203,6 +220,7 @@ absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h) {
     name = seg.name;
     fd = seg.fd;
     written = seg.written;
+    written_crc = seg.written_crc;
   }
   const uint64_t off = h.offset;
   const uint64_t len = h.payload_length;
@@ -248,6 +266,7 @@ absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h) {
       s = sys::CopySocketToFile(sys_, sock, fd->get(), static_cast<off_t>(written), rest,
                                 absl::MakeSpan(buffer_), options_.io);
     }
+    uint32_t new_crc = 0;
     if (s.ok()) {
       auto got = Crc32cOfFileRange(sys_, fd->get(), written, rest, path, crc);
       if (!got.ok()) {
@@ -259,6 +278,14 @@ absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h) {
             name, off, len, h.payload_crc32c, *got));
       }
     }
+    if (s.ok()) {
+      auto ext = Crc32cOfFileRange(sys_, fd->get(), written, rest, path, written_crc);
+      if (ext.ok()) {
+        new_crc = *ext;
+      } else {
+        s = ext.status();
+      }
+    }
     if (!s.ok()) {
       // Nothing of a failed or corrupt frame stays on disk.
       sys_.Ftruncate(fd->get(), static_cast<off_t>(written));
@@ -266,11 +293,27 @@ absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h) {
     }
     absl::MutexLock lock(&mu_);
     open_.back().written = written + rest;
+    open_.back().written_crc = new_crc;
     (zerocopy ? counters_.bytes_zerocopy : counters_.bytes_copy) += rest;
   } else if (crc != h.payload_crc32c) {
     return absl::DataLossError(absl::StrCat("payload checksum mismatch in resent frame of ",
                                             name, " at offset ", off));
   }
+  return absl::OkStatus();
+}
+
+absl::Status SegmentWriter::AppendSum(const std::string& name, uint64_t length,
+                                     uint32_t crc32c) {
+  const std::string path = absl::StrCat(dir_, "/", kSumsFileName);
+  if (!sums_.valid()) {
+    bool existed = access(path.c_str(), F_OK) == 0;
+    WALSHIP_ASSIGN_OR_RETURN(sums_, sys::OpenFile(sys_, path, O_WRONLY | O_CREAT | O_APPEND));
+    if (!existed) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
+  }
+  std::string line = absl::StrFormat("%s %d %08x\n", name, length, crc32c);
+  WALSHIP_RETURN_IF_ERROR(sys::WriteFully(sys_, sums_.get(), line.data(), line.size()));
+  sys::SysResult r = sys_.Fdatasync(sums_.get());
+  if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", path));
   return absl::OkStatus();
 }
 
@@ -305,12 +348,13 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush() {
     std::shared_ptr<sys::UniqueFd> fd;
     std::string name;
     uint64_t written;
+    uint32_t written_crc;
   };
   std::vector<Pending> pending;
   {
     absl::MutexLock lock(&mu_);
     for (const Segment& s : open_) {
-      if (s.flushed < s.written) pending.push_back({s.fd, s.name, s.written});
+      if (s.flushed < s.written) pending.push_back({s.fd, s.name, s.written, s.written_crc});
     }
     // A checkpoint for the complete segment we resumed at: verify it once.
     if (durable_.complete) {
@@ -335,7 +379,10 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush() {
   absl::MutexLock lock(&mu_);
   for (const Pending& p : pending) {
     for (Segment& s : open_) {
-      if (s.name == p.name) s.flushed = std::max(s.flushed, p.written);
+      if (s.name == p.name && p.written > s.flushed) {
+        s.flushed = p.written;
+        s.flushed_crc = p.written_crc;
+      }
     }
   }
   while (!open_.empty()) {
@@ -349,16 +396,16 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush() {
           " bytes here but the agent says it is complete at ", cp.length));
     }
     if (s.flushed < cp.length) break;
-    // All bytes are present and durable: verify, then publish under the
-    // final name.
-    WALSHIP_ASSIGN_OR_RETURN(
-        uint32_t crc, Crc32cOfFileRange(sys_, s.fd->get(), 0, cp.length, PathOf(s.name, true)));
+    // All bytes are present and durable: verify, record the checksum, then
+    // publish under the final name.
+    const uint32_t crc = s.flushed_crc;
     if (crc != cp.crc32c) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "segment %s: CRC32C of the %d bytes written here is %08x but the agent's "
           "checkpoint says %08x; not publishing it",
           s.name, cp.length, crc, cp.crc32c));
     }
+    WALSHIP_RETURN_IF_ERROR(AppendSum(s.name, cp.length, crc));
     std::string from = PathOf(s.name, true), to = PathOf(s.name, false);
     sys::SysResult r = sys_.Rename(from.c_str(), to.c_str());
     if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("rename ", from));
@@ -375,7 +422,7 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush() {
         durable_.position.offset != s.flushed) {
       durable_.position = Position{s.name, s.flushed};
       durable_.complete = false;
-      durable_.prefix_crc32c = 0;  // recomputed at the next Recover
+      durable_.prefix_crc32c = s.flushed_crc;
     }
   }
   return durable_;

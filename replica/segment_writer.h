@@ -5,6 +5,9 @@
 //                 CRC32C equal to the agent's checkpoint.
 //   NAME.partial  a segment still being received.
 //   walship.state the durable position (state_store.h).
+//   walship.sums  one line "NAME LENGTH CRC32C" per complete segment, appended
+//                 and fdatasync'ed before the rename that publishes it; the
+//                 restore helper verifies segments against it.
 //
 // Writes come from the receiver thread: BeginSegment for each SEGMENT frame,
 // WriteData for each DATA frame. WriteData moves the payload socket -> pipe
@@ -77,7 +80,7 @@ class SegmentWriter {
   // Reconciles the directory with the persisted state and returns the durable
   // point to resume from. Truncates NAME.partial to the durable offset and
   // removes other .partial files (never acknowledged). kDataLoss when bytes
-  // the state calls durable are missing.
+  // the state calls durable are missing or no longer match its CRC.
   absl::StatusOr<DurablePoint> Recover(const std::optional<ReplicaState>& state);
 
   // SEGMENT frame: subsequent DATA frames with `handle` belong to `name`,
@@ -102,6 +105,10 @@ class SegmentWriter {
     std::shared_ptr<sys::UniqueFd> fd;
     uint64_t written = 0;
     uint64_t flushed = 0;
+    // CRC32C of [0, written) and of [0, flushed), kept as bytes land so
+    // neither the durable prefix nor a finished segment is read twice.
+    uint32_t written_crc = 0;
+    uint32_t flushed_crc = 0;
   };
   struct Checkpoint {
     uint64_t length;
@@ -111,12 +118,14 @@ class SegmentWriter {
   std::string PathOf(const std::string& name, bool partial) const;
   absl::Status VerifyCompleteFile(const std::string& name, const Checkpoint& cp);
   absl::Status EnsurePipe();
+  absl::Status AppendSum(const std::string& name, uint64_t length, uint32_t crc32c);
 
   sys::SysCalls& sys_;
   const std::string dir_;
   const WriterOptions options_;
   std::optional<sys::Pipe> pipe_;  // receiver thread only
   std::vector<char> buffer_;       // receiver thread only
+  sys::UniqueFd sums_;             // flusher thread only
 
   mutable absl::Mutex mu_;
   std::deque<Segment> open_ ABSL_GUARDED_BY(mu_);

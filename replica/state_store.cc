@@ -16,7 +16,8 @@ std::string StateStore::Encode(const ReplicaState& s) {
   std::string body = absl::StrCat("walship-replica-state 1\nstream=", s.stream_id,
                                   "\nsegment=", s.durable.segment,
                                   "\noffset=", s.durable.offset,
-                                  "\ncomplete=", s.segment_complete ? 1 : 0, "\n");
+                                  "\ncomplete=", s.segment_complete ? 1 : 0,
+                                  absl::StrFormat("\nprefix_crc=%08x\n", s.prefix_crc32c));
   return absl::StrCat(body,
                       absl::StrFormat("crc=%08x\n", wire::Crc32c(body.data(), body.size())));
 }
@@ -35,7 +36,7 @@ absl::StatusOr<ReplicaState> StateStore::Decode(const std::string& text) {
   if (!absl::SimpleHexAtoi(crc_text, &want)) return bad("unreadable crc");
   if (wire::Crc32c(body.data(), body.size()) != want) return bad("crc mismatch");
   std::vector<std::string> lines = absl::StrSplit(body, '\n', absl::SkipEmpty());
-  if (lines.size() != 5 || lines[0] != "walship-replica-state 1") {
+  if (lines.size() != 6 || lines[0] != "walship-replica-state 1") {
     return bad("unknown layout or version");
   }
   auto value = [&](int i, absl::string_view key) -> absl::StatusOr<std::string> {
@@ -50,6 +51,9 @@ absl::StatusOr<ReplicaState> StateStore::Decode(const std::string& text) {
   auto seg = value(2, "segment");
   auto off = value(3, "offset");
   auto complete = value(4, "complete");
+  auto prefix = value(5, "prefix_crc");
+  if (!prefix.ok()) return prefix.status();
+  if (!absl::SimpleHexAtoi(*prefix, &s.prefix_crc32c)) return bad("unreadable prefix_crc");
   if (!stream.ok()) return stream.status();
   if (!seg.ok()) return seg.status();
   if (!off.ok()) return off.status();

@@ -13,6 +13,7 @@
 //   segment=<segment name, may be empty>
 //   offset=<decimal byte offset within segment>
 //   complete=<0|1: segment is complete (renamed) on disk>
+//   prefix_crc=<8 hex digits: CRC32C of bytes [0, offset) of segment>
 //   crc=<8 hex digits: CRC32C of all preceding bytes>
 //
 // Thread-safety: not thread-safe; one owner (the replica's flusher).
@@ -32,14 +33,19 @@ struct ReplicaState {
   std::string stream_id;
   Position durable;
   bool segment_complete = false;
+  // CRC32C of bytes [0, durable.offset) of durable.segment: lets a restart
+  // and the restore helper prove the durable bytes unchanged on disk.
+  uint32_t prefix_crc32c = 0;
 
   friend bool operator==(const ReplicaState& a, const ReplicaState& b) {
     return a.stream_id == b.stream_id && a.durable == b.durable &&
-           a.segment_complete == b.segment_complete;
+           a.segment_complete == b.segment_complete && a.prefix_crc32c == b.prefix_crc32c;
   }
 };
 
 inline constexpr char kStateFileName[] = "walship.state";
+// Checksums of complete segments (segment_writer.h).
+inline constexpr char kSumsFileName[] = "walship.sums";
 
 class StateStore {
  public:

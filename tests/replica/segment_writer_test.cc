@@ -120,6 +120,10 @@ TEST_P(SegmentWriterTest, WritesVerifiesFlushesAndFinalizes) {
   EXPECT_EQ(ReadFile(dir + "/seg-1"), a);
   EXPECT_FALSE(Exists(dir + "/seg-1.partial"));
   EXPECT_EQ(ReadFile(dir + "/seg-2.partial"), b);
+  char line[64];
+  std::snprintf(line, sizeof(line), "seg-1 %zu %08x\n", a.size(), wire::Crc32c(a.data(), a.size()));
+  EXPECT_EQ(ReadFile(dir + "/walship.sums"), line);
+  EXPECT_EQ(dp->prefix_crc32c, wire::Crc32c(b.data(), b.size()));
   WriterCounters c = w.counters();
   if (GetParam() == Transport::kZeroCopy) {
     EXPECT_EQ(c.bytes_zerocopy, a.size() + b.size());
@@ -225,12 +229,13 @@ TEST_P(SegmentWriterTest, RecoverTruncatesUnacknowledgedAndDetectsLoss) {
     std::ofstream(dir + "/seg-2.partial", std::ios::binary) << std::string(300, 'b');
     std::ofstream(dir + "/seg-3.partial", std::ios::binary) << std::string(10, 'c');
   }
-  ReplicaState st{"stream", Position{"seg-2", 200}, false};
+  std::string kept(200, 'b');
+  ReplicaState st{"stream", Position{"seg-2", 200}, false,
+                  wire::Crc32c(kept.data(), kept.size())};
   SegmentWriter w(sys_, dir, Options());
   auto dp = w.Recover(st);
   ASSERT_TRUE(dp.ok()) << dp.status();
   EXPECT_EQ(dp->position, (Position{"seg-2", 200}));
-  std::string kept(200, 'b');
   EXPECT_EQ(dp->prefix_crc32c, wire::Crc32c(kept.data(), kept.size()));
   EXPECT_EQ(ReadFile(dir + "/seg-2.partial"), kept);  // unacknowledged tail dropped
   EXPECT_FALSE(Exists(dir + "/seg-3.partial"));        // never acknowledged
@@ -238,6 +243,15 @@ TEST_P(SegmentWriterTest, RecoverTruncatesUnacknowledgedAndDetectsLoss) {
   ReplicaState ahead{"stream", Position{"seg-2", 500}, false};
   SegmentWriter w2(sys_, dir, Options());
   EXPECT_EQ(w2.Recover(ahead).status().code(), absl::StatusCode::kDataLoss);
+
+  // Durable bytes that changed on disk since they were acknowledged.
+  {
+    std::ofstream f(dir + "/seg-2.partial", std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(10);
+    f << 'X';
+  }
+  SegmentWriter w4(sys_, dir, Options());
+  EXPECT_EQ(w4.Recover(st).status().code(), absl::StatusCode::kDataLoss);
 
   // No state file: resume after the newest complete segment.
   SegmentWriter w3(sys_, dir, Options());
@@ -253,7 +267,7 @@ TEST(StateStoreTest, RoundTripAndDamage) {
   auto none = store.Load();
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());
-  ReplicaState s{"append-1234", Position{"seg-9", 77}, true};
+  ReplicaState s{"append-1234", Position{"seg-9", 77}, true, 0xabcdef12};
   ASSERT_TRUE(store.Save(s).ok());
   auto got = store.Load();
   ASSERT_TRUE(got.ok() && got->has_value());
@@ -344,7 +358,7 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
         if (rng() % 3 == 0) {
           auto f = w->Flush();
           ASSERT_TRUE(f.ok()) << f.status();
-          ReplicaState next{"stream", f->position, f->complete};
+          ReplicaState next{"stream", f->position, f->complete, f->prefix_crc32c};
           ASSERT_TRUE(store.Save(next).ok());
           acked = f->position;  // acknowledged only after the save
         }
@@ -357,7 +371,8 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
     if (!crashed) {
       auto f = w->Flush();
       ASSERT_TRUE(f.ok()) << f.status();
-      ASSERT_TRUE(store.Save(ReplicaState{"stream", f->position, f->complete}).ok());
+      ASSERT_TRUE(
+          store.Save(ReplicaState{"stream", f->position, f->complete, f->prefix_crc32c}).ok());
       acked = f->position;
     }
     w.reset();

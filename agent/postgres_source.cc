@@ -1,0 +1,376 @@
+#include "agent/postgres_source.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/pgwal/wal_scan.h"
+#include "common/status_macros.h"
+#include "common/sys/errors.h"
+#include "common/sys/file_util.h"
+#include "common/sys/transfer.h"
+#include "spdlog/spdlog.h"
+
+namespace walship::agent {
+namespace {
+
+bool SameSegments(const std::vector<SegmentInfo>& a, const std::vector<SegmentInfo>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].name != b[i].name || a[i].shippable != b[i].shippable ||
+        a[i].complete != b[i].complete) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+PostgresSource::PostgresSource(sys::SysCalls& sys, PostgresSourceOptions options,
+                               SegmentCatalog& catalog)
+    : sys_(sys), options_(std::move(options)), catalog_(catalog), pg_(options_.conninfo) {
+  std::string dir = options_.wal_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  size_t slash = dir.rfind('/');
+  pgdata_ = slash == std::string::npos ? "." : dir.substr(0, slash);
+}
+
+PostgresSource::~PostgresSource() { Stop(); }
+
+absl::Status PostgresSource::Start() {
+  absl::Time deadline = absl::Now() + options_.start_timeout;
+  absl::StatusOr<PgClient::Rows> rows;
+  for (;;) {
+    rows = pg_.Query(
+        "SELECT s.system_identifier, i.bytes_per_wal_segment, i.wal_block_size "
+        "FROM pg_control_system() s, pg_control_init() i");
+    if (rows.ok() || absl::Now() > deadline) break;
+    spdlog::warn("waiting for PostgreSQL: {}", rows.status().ToString());
+    absl::SleepFor(absl::Seconds(1));
+  }
+  if (!rows.ok()) return rows.status();
+  if (rows->size() != 1 || (*rows)[0].size() != 3 ||
+      !absl::SimpleAtoi((*rows)[0][0], &exp_.system_id) ||
+      !absl::SimpleAtoi((*rows)[0][1], &exp_.segment_size) ||
+      !absl::SimpleAtoi((*rows)[0][2], &exp_.block_size)) {
+    return absl::FailedPreconditionError("unexpected answer to the pg_control query");
+  }
+  if (!pg::IsValidSegmentSize(exp_.segment_size)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("unsupported WAL segment size ", exp_.segment_size));
+  }
+  stream_id_ = options_.stream_id.empty() ? absl::StrCat("pg-", exp_.system_id)
+                                          : options_.stream_id;
+  spdlog::info("PostgreSQL cluster {}: WAL segments of {} bytes, pages of {} bytes, in {}",
+               exp_.system_id, exp_.segment_size, exp_.block_size, options_.wal_dir);
+
+  sys::SysResult r = sys_.InotifyInit1(IN_CLOEXEC | IN_NONBLOCK);
+  if (!r.ok()) return sys::ErrnoToStatus(r.err, "inotify_init1");
+  inotify_.reset(static_cast<int>(r.rc));
+  r = sys_.InotifyAddWatch(inotify_.get(), options_.wal_dir.c_str(),
+                           IN_CREATE | IN_MODIFY | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE |
+                               IN_CLOSE_WRITE | IN_ONLYDIR);
+  if (!r.ok()) {
+    return sys::ErrnoToStatus(r.err, absl::StrCat("watch WAL directory ", options_.wal_dir));
+  }
+  int fds[2];
+  r = sys_.Pipe2(fds, O_CLOEXEC | O_NONBLOCK);
+  if (!r.ok()) return sys::ErrnoToStatus(r.err, "pipe2");
+  wake_read_.reset(fds[0]);
+  wake_write_.reset(fds[1]);
+  if (absl::Status s = Poll(); !s.ok()) return s;
+  thread_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+void PostgresSource::Stop() {
+  if (stopping_.exchange(true)) return;
+  if (wake_write_.valid()) {
+    char c = 1;
+    sys_.Write(wake_write_.get(), &c, 1);
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void PostgresSource::Loop() {
+  std::vector<char> buf(64 * 1024);
+  absl::Time last_query = absl::InfinitePast();
+  while (!stopping_.load()) {
+    pollfd pfds[2] = {{inotify_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
+    sys_.Poll(pfds, 2, static_cast<int>(absl::ToInt64Milliseconds(options_.poll_interval)));
+    if (stopping_.load()) break;
+    while (sys_.Read(inotify_.get(), buf.data(), buf.size()).rc > 0) {
+    }
+    absl::Duration since = absl::Now() - last_query;
+    if (since < options_.min_query_interval) absl::SleepFor(options_.min_query_interval - since);
+    last_query = absl::Now();
+    absl::Status s = Poll();
+    if (!s.ok()) {
+      spdlog::error("PostgreSQL source failed: {}", s.ToString());
+      catalog_.Fail(s);
+      return;
+    }
+  }
+}
+
+bool PostgresSource::PostmasterRunning() const {
+  std::ifstream f(pgdata_ + "/postmaster.pid");
+  if (!f) return false;
+  long pid = 0;
+  f >> pid;
+  if (pid <= 0) return false;
+  return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+absl::Status PostgresSource::Poll() {
+  auto rows = pg_.Query(
+      "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_flush_lsn() END, "
+      "CASE WHEN pg_is_in_recovery() THEN NULL "
+      "ELSE pg_walfile_name(pg_current_wal_flush_lsn()) END");
+  if (!rows.ok()) {
+    if (!PostmasterRunning()) {
+      if (!primary_down_) {
+        primary_down_ = true;
+        spdlog::warn("PostgreSQL is down (no running postmaster in {}): applying the crash rule",
+                     pgdata_);
+        return ApplyCrashRule();
+      }
+      return absl::OkStatus();
+    }
+    static absl::Time last_warn = absl::InfinitePast();
+    if (absl::Now() - last_warn > absl::Seconds(10)) {
+      spdlog::warn("cannot query the flush position (postmaster is running): {}",
+                   rows.status().ToString());
+      last_warn = absl::Now();
+    }
+    return absl::OkStatus();
+  }
+  if (primary_down_) {
+    spdlog::info("PostgreSQL is back");
+    primary_down_ = false;
+  }
+  if (rows->size() != 1 || (*rows)[0].size() != 2) {
+    return absl::FailedPreconditionError("unexpected answer to the flush position query");
+  }
+  const std::string& lsn_text = (*rows)[0][0];
+  const std::string& file = (*rows)[0][1];
+  if (lsn_text.empty()) {
+    static bool warned = false;
+    if (!warned) spdlog::warn("PostgreSQL is in recovery; waiting until it is a primary");
+    warned = true;
+    return absl::OkStatus();
+  }
+  auto lsn = pg::ParseLsn(lsn_text);
+  if (!lsn.ok()) return lsn.status();
+  uint32_t tli = 0;
+  if (file.size() < 8 || !absl::SimpleHexAtoi(file.substr(0, 8), &tli) || tli == 0) {
+    return absl::FailedPreconditionError(absl::StrCat("unexpected WAL file name ", file));
+  }
+  if (tli < timeline_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the primary's timeline went backwards from ", timeline_, " to ", tli));
+  }
+  if (tli > timeline_ && timeline_ != 0) {
+    spdlog::info("timeline switch: {} -> {}", timeline_, tli);
+  }
+  if (tli == timeline_ && *lsn < flush_) {
+    // Only after a crash-rule scan: PostgreSQL restarted and reports less
+    // than the scan shipped. Its recovery replays the same records, so its
+    // flush position catches up; never ship backwards meanwhile.
+    static absl::Time last_warn = absl::InfinitePast();
+    if (absl::Now() - last_warn > absl::Seconds(10)) {
+      spdlog::warn("PostgreSQL reports flush position {} behind the {} already shipped",
+                   lsn_text, pg::FormatLsn(flush_));
+      last_warn = absl::Now();
+    }
+    *lsn = flush_;
+  }
+  timeline_ = tli;
+  flush_ = *lsn;
+  return Publish(timeline_, flush_);
+}
+
+absl::StatusOr<std::vector<PostgresSource::TimelineRange>> PostgresSource::Ancestry(
+    uint32_t timeline, pg::Lsn flush) {
+  std::vector<TimelineRange> ranges;
+  pg::Lsn begin = 0;
+  if (timeline > 1) {
+    std::string path = absl::StrCat(options_.wal_dir, "/", pg::HistoryFileName(timeline));
+    auto text = sys::ReadFileToString(sys_, path);
+    if (!text.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "timeline ", timeline, " has no history file ", path, ": ", text.status().message()));
+    }
+    WALSHIP_ASSIGN_OR_RETURN(std::vector<pg::TimelineSwitch> switches,
+                             pg::ParseHistoryFile(*text));
+    for (const pg::TimelineSwitch& s : switches) {
+      ranges.push_back(TimelineRange{s.parent_timeline, begin, s.switch_lsn});
+      begin = s.switch_lsn;
+    }
+  }
+  ranges.push_back(TimelineRange{timeline, begin, flush});
+  return ranges;
+}
+
+uint64_t PostgresSource::ValidatePages(const std::string& name, pg::Lsn seg_start,
+                                       uint64_t from, uint64_t to) {
+  if (from >= to) return from;
+  std::string path = absl::StrCat(options_.wal_dir, "/", name);
+  auto fd = sys::OpenFile(sys_, path, O_RDONLY);
+  if (!fd.ok()) return from;
+  const uint64_t block = exp_.block_size;
+  // Pages starting before `from` were checked by an earlier call.
+  uint64_t page = (from + block - 1) / block * block;
+  uint8_t header[pg::kLongPageHeaderSize];
+  for (; page < to; page += block) {
+    absl::Status s = sys::PreadFully(sys_, fd->get(), header, sizeof(header),
+                                     static_cast<off_t>(page));
+    if (s.ok()) {
+      s = pg::ValidatePage(absl::MakeConstSpan(header, sizeof(header)), seg_start + page, exp_);
+    }
+    if (!s.ok() && page > 0 && pg::LooksZeroed(absl::MakeConstSpan(header, sizeof(header)))) {
+      // After an XLOG_SWITCH record PostgreSQL writes the rest of the
+      // segment as whole zero pages, headers included, and flushes them. A
+      // page that is entirely zero below the flush position is such
+      // padding; anything else in a page without a valid header is not.
+      std::vector<uint8_t> whole(block);
+      if (sys::PreadFully(sys_, fd->get(), whole.data(), whole.size(),
+                          static_cast<off_t>(page))
+              .ok() &&
+          std::all_of(whole.begin(), whole.end(), [](uint8_t b) { return b == 0; })) {
+        continue;
+      }
+    }
+    if (!s.ok()) {
+      std::string msg = absl::StrCat("not shipping ", name, " from offset ", page, ": ",
+                                     s.message());
+      if (msg != last_page_error_) {
+        spdlog::error("{}", msg);
+        last_page_error_ = msg;
+      }
+      return page;
+    }
+  }
+  return to;
+}
+
+absl::Status PostgresSource::Publish(uint32_t timeline, pg::Lsn flush) {
+  WALSHIP_ASSIGN_OR_RETURN(std::vector<TimelineRange> ranges, Ancestry(timeline, flush));
+  {
+    absl::MutexLock lock(&mu_);
+    ranges_ = ranges;
+  }
+  const uint64_t seg_size = exp_.segment_size;
+  std::vector<SegmentInfo> segs;
+  DIR* d = opendir(options_.wal_dir.c_str());
+  if (d == nullptr) {
+    return sys::ErrnoToStatus(errno, absl::StrCat("open WAL directory ", options_.wal_dir));
+  }
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) names.push_back(e->d_name);
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    uint32_t htli = 0;
+    if (pg::ParseHistoryFileName(name, &htli)) {
+      bool ours = false;
+      for (const TimelineRange& r : ranges) ours |= (r.timeline == htli && htli > 1);
+      if (!ours) continue;
+      struct stat st;
+      if (!sys_.Stat(absl::StrCat(options_.wal_dir, "/", name).c_str(), &st).ok()) continue;
+      segs.push_back(SegmentInfo{name, static_cast<uint64_t>(st.st_size), true});
+      continue;
+    }
+    auto id = pg::ParseSegmentName(name, seg_size);
+    if (!id.ok()) continue;
+    const TimelineRange* range = nullptr;
+    for (const TimelineRange& r : ranges) {
+      if (r.timeline == id->timeline) range = &r;
+    }
+    if (range == nullptr) continue;
+    const pg::Lsn start = pg::SegmentStartLsn(id->segno, seg_size);
+    if (start >= range->end) continue;  // future or recycled: never read
+    uint64_t want;
+    bool complete;
+    if (start + seg_size <= range->end) {
+      want = seg_size;
+      complete = true;
+    } else if (range->timeline == timeline) {
+      want = range->end - start;
+      complete = false;
+    } else {
+      continue;  // an ancestor's switch segment: superseded by the successor
+    }
+    uint64_t& checked = validated_[name];
+    checked = ValidatePages(name, start, checked, want);
+    uint64_t shippable = std::min(checked, want);
+    segs.push_back(SegmentInfo{name, shippable, complete && shippable == want});
+  }
+  // Forget validation state of files that are gone.
+  for (auto it = validated_.begin(); it != validated_.end();) {
+    if (!std::binary_search(names.begin(), names.end(), it->first)) {
+      it = validated_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  CatalogSnapshot current = catalog_.Get();
+  if (!SameSegments(*current.segments, segs)) catalog_.Publish(std::move(segs));
+  return absl::OkStatus();
+}
+
+absl::Status PostgresSource::ApplyCrashRule() {
+  if (timeline_ == 0) return absl::OkStatus();
+  const uint64_t seg_size = exp_.segment_size;
+  const pg::Lsn seg_start = pg::SegmentStartLsn(pg::SegmentOfLsn(flush_, seg_size), seg_size);
+  pg::DirectoryWalBytes wal(sys_, options_.wal_dir, timeline_, seg_size);
+  auto scan = pg::ScanWal(wal, seg_start, exp_);
+  if (!scan.ok()) {
+    spdlog::error("crash rule: scanning pg_wal failed: {}; shipping stays at {}",
+                  scan.status().ToString(), pg::FormatLsn(flush_));
+    return absl::OkStatus();
+  }
+  if (scan->end > flush_) {
+    spdlog::warn(
+        "crash rule: shipping {} bytes of valid WAL past the last reported flush position "
+        "{}, up to {} (end of the last valid record; scan stopped: {})",
+        scan->end - flush_, pg::FormatLsn(flush_), pg::FormatLsn(scan->end),
+        scan->stop_reason);
+    flush_ = scan->end;
+    return Publish(timeline_, flush_);
+  }
+  spdlog::warn("crash rule: no valid WAL past the last reported flush position {} ({})",
+               pg::FormatLsn(flush_), scan->stop_reason);
+  return absl::OkStatus();
+}
+
+std::optional<Position> PostgresSource::RedirectMissing(const Position& durable) const {
+  auto id = pg::ParseSegmentName(durable.segment, exp_.segment_size);
+  if (!id.ok()) return std::nullopt;
+  const pg::Lsn lsn = pg::SegmentStartLsn(id->segno, exp_.segment_size) + durable.offset;
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i + 1 < ranges_.size(); ++i) {
+    if (ranges_[i].timeline == id->timeline && lsn <= ranges_[i].end) {
+      return Position{pg::HistoryFileName(ranges_[i + 1].timeline), 0};
+    }
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<pg::Lsn> PostgresSource::PositionToLsn(const Position& p) const {
+  WALSHIP_ASSIGN_OR_RETURN(pg::SegmentId id, pg::ParseSegmentName(p.segment, exp_.segment_size));
+  return pg::SegmentStartLsn(id.segno, exp_.segment_size) + p.offset;
+}
+
+}  // namespace walship::agent

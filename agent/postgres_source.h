@@ -1,0 +1,132 @@
+// postgres_source.h: WAL source for a PostgreSQL primary's pg_wal.
+//
+// PostgreSQL creates segments at full size and recycles old ones by renaming
+// them to future names, so a file's size says nothing about valid data. This
+// source therefore ships only what the primary reports as flushed:
+//
+//   * While the primary is up, the shippable end is pg_current_wal_flush_lsn()
+//     on the current timeline; never a byte past it.
+//   * Before any page is published, its header is validated: magic, page
+//     address equal to its position (a recycled or stale page fails), and on
+//     each segment's first page the cluster's system identifier, segment size
+//     and block size (taken from the cluster, not assumed).
+//   * Timeline history files (NNNNNNNN.history) of the current timeline's
+//     ancestry are shipped as complete files. Segments of ancestor timelines
+//     are shipped up to their switch point; files of unrelated timelines and
+//     PostgreSQL's own .partial files are ignored.
+//   * When the primary process dies but its host does not (no connection and
+//     no live postmaster per PGDATA/postmaster.pid), PostgreSQL's crash
+//     recovery would replay every valid record left in pg_wal. The source
+//     then ships exactly those: it scans from the segment holding the last
+//     flush position and publishes up to the end of the last record whose
+//     header and CRC are valid (common/pgwal/wal_scan.h). It never ships a
+//     record PostgreSQL itself would discard.
+//
+// The stream identity is "pg-<system identifier>"; the timeline is part of
+// every segment name.
+//
+// Thread-safety: as WalSource. The source owns one libpq connection used
+// only by its thread.
+#ifndef WALSHIP_AGENT_POSTGRES_SOURCE_H_
+#define WALSHIP_AGENT_POSTGRES_SOURCE_H_
+
+#include <atomic>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/pg_client.h"
+#include "agent/segment_catalog.h"
+#include "agent/wal_source.h"
+#include "common/pgwal/wal_names.h"
+#include "common/pgwal/wal_page.h"
+#include "common/position.h"
+#include "common/sys/syscalls.h"
+#include "common/sys/unique_fd.h"
+
+namespace walship::agent {
+
+struct PostgresSourceOptions {
+  // PGDATA/pg_wal.
+  std::string wal_dir;
+  std::string conninfo;
+  std::string stream_id;  // override; default pg-<system identifier>
+  // Longest pause between flush-position queries; inotify wakes it sooner.
+  absl::Duration poll_interval = absl::Milliseconds(50);
+  // Shortest pause between queries, so a busy primary is not flooded.
+  absl::Duration min_query_interval = absl::Microseconds(500);
+  // How long Start() keeps trying to reach the primary.
+  absl::Duration start_timeout = absl::Seconds(30);
+};
+
+class PostgresSource final : public WalSource {
+ public:
+  PostgresSource(sys::SysCalls& sys, PostgresSourceOptions options, SegmentCatalog& catalog);
+  ~PostgresSource() override;
+
+  absl::Status Start() override;
+  void Stop() override;
+  std::string StreamId() const override { return stream_id_; }
+  std::string FormatName() const override { return "postgres"; }
+  std::string wal_dir() const override { return options_.wal_dir; }
+  std::optional<Position> RedirectMissing(const Position& durable) const override;
+
+  uint64_t segment_size() const { return exp_.segment_size; }
+  uint64_t system_id() const { return exp_.system_id; }
+  // The position of `lsn` on the current timeline, for retention bookkeeping.
+  absl::StatusOr<pg::Lsn> PositionToLsn(const Position& p) const;
+
+ private:
+  struct TimelineRange {
+    uint32_t timeline;
+    pg::Lsn begin;
+    pg::Lsn end;  // exclusive; the flush LSN for the current timeline
+  };
+
+  void Loop();
+  // Queries the flush position; on failure decides whether the primary is
+  // down (crash rule) or merely unreachable.
+  absl::Status Poll();
+  absl::Status Publish(uint32_t timeline, pg::Lsn flush);
+  absl::StatusOr<std::vector<TimelineRange>> Ancestry(uint32_t timeline, pg::Lsn flush);
+  // Validates page headers of `name` in [from, to); returns how far they
+  // are valid.
+  uint64_t ValidatePages(const std::string& name, pg::Lsn seg_start, uint64_t from,
+                         uint64_t to);
+  bool PostmasterRunning() const;
+  absl::Status ApplyCrashRule();
+
+  sys::SysCalls& sys_;
+  const PostgresSourceOptions options_;
+  SegmentCatalog& catalog_;
+  PgClient pg_;
+  std::string stream_id_;
+  pg::WalExpectations exp_;
+  std::string pgdata_;
+
+  sys::UniqueFd inotify_;
+  sys::UniqueFd wake_read_, wake_write_;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+
+  // Source thread only.
+  uint32_t timeline_ = 0;
+  pg::Lsn flush_ = 0;
+  bool primary_down_ = false;
+  std::map<std::string, uint64_t> validated_;
+  std::string last_page_error_;
+
+  mutable absl::Mutex mu_;
+  // Timeline switches known to the source: successor timeline by parent.
+  std::vector<TimelineRange> ranges_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace walship::agent
+
+#endif  // WALSHIP_AGENT_POSTGRES_SOURCE_H_

@@ -1,0 +1,159 @@
+#include "replica/restore.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <map>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/file_crc.h"
+#include "common/pgwal/wal_names.h"
+#include "common/pgwal/wal_page.h"
+#include "common/sys/file_util.h"
+#include "common/sys/transfer.h"
+#include "common/wire/crc32c.h"
+#include "common/wire/segment_name.h"
+#include "replica/state_store.h"
+
+namespace walship::replica {
+namespace {
+
+struct Sum {
+  uint64_t length;
+  uint32_t crc;
+};
+
+// The last line recorded for each name wins.
+std::map<std::string, Sum> LoadSums(sys::SysCalls& sys, const std::string& dest) {
+  std::map<std::string, Sum> sums;
+  auto text = sys::ReadFileToString(sys, absl::StrCat(dest, "/", kSumsFileName));
+  if (!text.ok()) return sums;
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    Sum s;
+    if (f.size() == 3 && absl::SimpleAtoi(f[1], &s.length) &&
+        absl::SimpleHexAtoi(f[2], &s.crc)) {
+      sums[f[0]] = s;
+    }
+  }
+  return sums;
+}
+
+// Copies [0, length) of `src` to `target` and appends `pad` zero bytes.
+absl::Status CopyOut(sys::SysCalls& sys, int src, uint64_t length, uint64_t pad,
+                     const std::string& target) {
+  auto out = sys::OpenFile(sys, target, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (!out.ok()) return out.status();
+  std::vector<char> buf(1 << 20);
+  for (uint64_t off = 0; off < length;) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), length - off));
+    if (absl::Status s = sys::PreadFully(sys, src, buf.data(), n, off); !s.ok()) return s;
+    if (absl::Status s = sys::WriteFully(sys, out->get(), buf.data(), n); !s.ok()) return s;
+    off += n;
+  }
+  std::fill(buf.begin(), buf.end(), 0);
+  for (uint64_t done = 0; done < pad;) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), pad - done));
+    if (absl::Status s = sys::WriteFully(sys, out->get(), buf.data(), n); !s.ok()) return s;
+    done += n;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name,
+            const std::string& target, std::string* why) {
+  uint32_t tli = 0;
+  const bool is_history = pg::ParseHistoryFileName(name, &tli);
+  // The smallest segment size admits every valid name.
+  const bool is_segment = name.size() == 24 && pg::ParseSegmentName(name, 1u << 20).ok();
+  if (!wire::ValidateSegmentName(name).ok() || (!is_history && !is_segment &&
+                                                name.find('.') != std::string::npos)) {
+    *why = absl::StrCat("not a WAL file name: \"", absl::CHexEscape(name), "\"");
+    return kRestoreNotFound;
+  }
+  const std::string complete = absl::StrCat(dest, "/", name);
+  if (auto fd = sys::OpenFile(sys, complete, O_RDONLY); fd.ok()) {
+    std::map<std::string, Sum> sums = LoadSums(sys, dest);
+    auto it = sums.find(name);
+    if (it == sums.end()) {
+      *why = absl::StrCat("refusing ", complete, ": no checksum recorded in ", kSumsFileName);
+      return kRestoreRefused;
+    }
+    struct stat st;
+    if (!sys.Fstat(fd->get(), &st).ok() ||
+        static_cast<uint64_t>(st.st_size) != it->second.length) {
+      *why = absl::StrCat("refusing ", complete, ": length ", st.st_size, " but ",
+                          it->second.length, " recorded");
+      return kRestoreRefused;
+    }
+    auto crc = Crc32cOfFileRange(sys, fd->get(), 0, it->second.length, complete);
+    if (!crc.ok() || *crc != it->second.crc) {
+      *why = crc.ok() ? absl::StrFormat("refusing %s: CRC32C %08x but %08x recorded",
+                                        complete, *crc, it->second.crc)
+                      : std::string(crc.status().message());
+      return kRestoreRefused;
+    }
+    if (absl::Status s = CopyOut(sys, fd->get(), it->second.length, 0, target); !s.ok()) {
+      *why = s.ToString();
+      return kRestoreRefused;
+    }
+    *why = absl::StrCat("served ", name, " (", it->second.length, " bytes, verified)");
+    return kRestoreServed;
+  }
+  // The segment being received: durable bytes only.
+  StateStore store(sys, dest);
+  auto state = store.Load();
+  if (!state.ok()) {
+    *why = state.status().ToString();
+    return kRestoreRefused;
+  }
+  if (!state->has_value() || (*state)->durable.segment != name || (*state)->segment_complete ||
+      (*state)->durable.offset == 0) {
+    *why = absl::StrCat(name, " is not available");
+    return kRestoreNotFound;
+  }
+  const std::string partial = absl::StrCat(dest, "/", name, ".partial");
+  auto fd = sys::OpenFile(sys, partial, O_RDONLY);
+  if (!fd.ok()) {
+    *why = absl::StrCat(partial, ": ", fd.status().message());
+    return kRestoreNotFound;
+  }
+  const uint64_t durable = (*state)->durable.offset;
+  auto crc = Crc32cOfFileRange(sys, fd->get(), 0, durable, partial);
+  if (!crc.ok() || *crc != (*state)->prefix_crc32c) {
+    *why = crc.ok() ? absl::StrFormat("refusing %s: CRC32C of its %d durable bytes is %08x, "
+                                      "%08x recorded",
+                                      partial, durable, *crc, (*state)->prefix_crc32c)
+                    : std::string(crc.status().message());
+    return kRestoreRefused;
+  }
+  uint64_t pad = 0;
+  if (is_segment) {
+    uint8_t header[pg::kLongPageHeaderSize];
+    auto page = sys::PreadFully(sys, fd->get(), header, sizeof(header), 0);
+    auto h = page.ok() ? pg::DecodePageHeader(absl::MakeConstSpan(header, sizeof(header)))
+                       : absl::StatusOr<pg::PageHeader>(page);
+    if (!h.ok() || !h->is_long || !pg::IsValidSegmentSize(h->seg_size) ||
+        h->seg_size < durable) {
+      *why = absl::StrCat("refusing ", partial, ": no valid first page header to size it");
+      return kRestoreRefused;
+    }
+    pad = h->seg_size - durable;
+  }
+  if (absl::Status s = CopyOut(sys, fd->get(), durable, pad, target); !s.ok()) {
+    *why = s.ToString();
+    return kRestoreRefused;
+  }
+  *why = absl::StrCat("served ", name, ": ", durable, " durable bytes of the segment being "
+                      "received, zero-padded by ", pad);
+  return kRestoreServed;
+}
+
+}  // namespace walship::replica

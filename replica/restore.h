@@ -1,0 +1,41 @@
+// restore.h: `walship-replica restore`, a PostgreSQL restore_command.
+//
+//   restore_command = 'walship-replica restore --dest=DIR %f %p'
+//
+// Serves, into %p, the file PostgreSQL asks for (%f) from a replica's
+// destination directory, and only what walship has verified and made
+// durable:
+//   * a complete segment or history file NAME: only if its length and CRC32C
+//     equal the line recorded for it in walship.sums;
+//   * the segment being received (NAME.partial, the segment named in
+//     walship.state): its durable bytes, checked against the state's prefix
+//     CRC32C, zero-padded to the segment size taken from the segment's own
+//     first page header, so PostgreSQL replays up to the last valid record
+//     and asks again later;
+//   * nothing else.
+// Exit status, as restore_command expects: 0 served; 1 not available (PostgreSQL
+// tries again later or ends recovery); 2 refused because verification failed
+// (logged loudly on stderr; PostgreSQL treats it as not available, so a
+// corrupt file is never replayed). Names that are not segment or history
+// names (`../x`, absolute paths) are refused as not available.
+#ifndef WALSHIP_REPLICA_RESTORE_H_
+#define WALSHIP_REPLICA_RESTORE_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/sys/syscalls.h"
+
+namespace walship::replica {
+
+inline constexpr int kRestoreServed = 0;
+inline constexpr int kRestoreNotFound = 1;
+inline constexpr int kRestoreRefused = 2;
+
+// Returns the exit status; `why` receives a one-line explanation.
+int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name,
+            const std::string& target, std::string* why);
+
+}  // namespace walship::replica
+
+#endif  // WALSHIP_REPLICA_RESTORE_H_

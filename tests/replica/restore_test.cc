@@ -1,0 +1,141 @@
+// The restore_command helper serves only verified, durable WAL.
+#include "replica/restore.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/wire/crc32c.h"
+#include "gtest/gtest.h"
+#include "replica/state_store.h"
+
+namespace walship::replica {
+namespace {
+
+std::string TempDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string dir = std::string(base ? base : "/tmp") + "/" + name;
+  std::string cmd = "rm -rf '" + dir + "'";
+  EXPECT_EQ(system(cmd.c_str()), 0);
+  EXPECT_EQ(mkdir(dir.c_str(), 0755), 0);
+  return dir;
+}
+
+void Write(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void Sum(const std::string& dir, const std::string& name, const std::string& bytes) {
+  char line[128];
+  std::snprintf(line, sizeof(line), "%s %zu %08x\n", name.c_str(), bytes.size(),
+                wire::Crc32c(bytes.data(), bytes.size()));
+  std::ofstream(dir + "/walship.sums", std::ios::app) << line;
+}
+
+// A PostgreSQL 15 long page header for the first page of a 1 MiB segment.
+std::string FirstPage(uint64_t pageaddr) {
+  std::string p(8192, '\0');
+  auto put = [&](size_t off, uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) p[off + i] = static_cast<char>(v >> (8 * i));
+  };
+  put(0, 0xD110, 2);        // xlp_magic
+  put(2, 0x0002, 2);        // xlp_info: XLP_LONG_HEADER
+  put(4, 1, 4);             // xlp_tli
+  put(8, pageaddr, 8);      // xlp_pageaddr
+  put(16, 0, 4);            // xlp_rem_len
+  put(24, 7151234567890ull, 8);  // xlp_sysid
+  put(32, 1u << 20, 4);     // xlp_seg_size
+  put(36, 8192, 4);         // xlp_xlog_blcksz
+  for (size_t i = 40; i < p.size(); ++i) p[i] = static_cast<char>(i * 7);
+  return p;
+}
+
+class RestoreTest : public ::testing::Test {
+ protected:
+  int Run(const std::string& name) {
+    why_.clear();
+    return Restore(sys::DefaultSysCalls(), dir_, name, target_, &why_);
+  }
+  void SetUp() override {
+    dir_ = TempDir("dest");
+    target_ = TempDir("pgwal") + "/RECOVERYXLOG";
+  }
+  std::string dir_, target_, why_;
+};
+
+TEST_F(RestoreTest, ServesVerifiedCompleteSegmentsAndHistoryFiles) {
+  std::string seg = std::string(1 << 20, 'w');
+  Write(dir_ + "/000000010000000000000003", seg);
+  Sum(dir_, "000000010000000000000003", seg);
+  EXPECT_EQ(Run("000000010000000000000003"), kRestoreServed) << why_;
+  EXPECT_TRUE(Read(target_) == seg);
+
+  std::string history = "1\t0/3000060\tno recovery target specified\n";
+  Write(dir_ + "/00000002.history", history);
+  Sum(dir_, "00000002.history", history);
+  EXPECT_EQ(Run("00000002.history"), kRestoreServed) << why_;
+  EXPECT_EQ(Read(target_), history);
+}
+
+TEST_F(RestoreTest, RefusesCorruptOrUnrecordedSegments) {
+  std::string seg = std::string(4096, 'w');
+  Write(dir_ + "/000000010000000000000003", seg);
+  Sum(dir_, "000000010000000000000003", seg);
+  seg[100] = 'X';
+  Write(dir_ + "/000000010000000000000003", seg);
+  EXPECT_EQ(Run("000000010000000000000003"), kRestoreRefused);
+  EXPECT_NE(why_.find("CRC32C"), std::string::npos) << why_;
+  EXPECT_NE(access(target_.c_str(), F_OK), 0);  // nothing handed to PostgreSQL
+
+  Write(dir_ + "/000000010000000000000004", seg);  // no sums line
+  EXPECT_EQ(Run("000000010000000000000004"), kRestoreRefused);
+  Write(dir_ + "/000000010000000000000005", "short");
+  Sum(dir_, "000000010000000000000005", "shorter!");
+  EXPECT_EQ(Run("000000010000000000000005"), kRestoreRefused);
+}
+
+TEST_F(RestoreTest, ServesOnlyDurableBytesOfThePartialSegmentPadded) {
+  const std::string name = "000000010000000000000007";
+  std::string page = FirstPage(7ull << 20);
+  std::string on_disk = page + std::string(5000, 'u');  // written, partly durable
+  Write(dir_ + "/" + name + ".partial", on_disk);
+  const uint64_t durable = 8192 + 1000;
+  StateStore store(sys::DefaultSysCalls(), dir_);
+  ReplicaState st{"pg-1", Position{name, durable}, false,
+                  wire::Crc32c(on_disk.data(), durable)};
+  ASSERT_TRUE(store.Save(st).ok());
+  EXPECT_EQ(Run(name), kRestoreServed) << why_;
+  std::string served = Read(target_);
+  ASSERT_EQ(served.size(), 1u << 20);
+  EXPECT_TRUE(served.substr(0, durable) == on_disk.substr(0, durable));
+  EXPECT_EQ(served.find_first_not_of('\0', durable), std::string::npos);
+
+  // Durable bytes changed on disk: refused.
+  on_disk[9000] = 'Z';
+  Write(dir_ + "/" + name + ".partial", on_disk);
+  EXPECT_EQ(Run(name), kRestoreRefused);
+}
+
+TEST_F(RestoreTest, UnknownAndHostileNamesAreNotFound) {
+  EXPECT_EQ(Run("000000010000000000000009"), kRestoreNotFound);
+  EXPECT_EQ(Run("../etc/passwd"), kRestoreNotFound);
+  EXPECT_EQ(Run("/etc/passwd"), kRestoreNotFound);
+  EXPECT_EQ(Run("walship.state"), kRestoreNotFound);
+  EXPECT_EQ(Run("000000010000000000000009.partial"), kRestoreNotFound);
+  EXPECT_NE(access(target_.c_str(), F_OK), 0);
+}
+
+}  // namespace
+}  // namespace walship::replica
