@@ -59,7 +59,9 @@ void DataServer::AcceptLoop() {
     sys::SysResult r = sys_.Poll(pfds, 2, 1000);
     if (stopping_.load()) break;
     if (!r.ok() || !(pfds[0].revents & POLLIN)) continue;
-    r = sys_.Accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    // Non-blocking, so every wait on the socket (HELLO deadline, a replica
+    // that stops reading) is a bounded poll in the transfer loops.
+    r = sys_.Accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (!r.ok()) {
       if (r.err != EAGAIN && r.err != EINTR && r.err != ECONNABORTED) {
         spdlog::warn("data port: accept failed: {}",
@@ -92,18 +94,18 @@ absl::Status DataServer::ReadHello(int fd, std::shared_ptr<ReplicaSession>* sess
   io.io_timeout = options_.hello_timeout;
   uint8_t header[wire::kFrameHeaderSize];
   absl::Status s = sys::ReadFully(sys_, fd, header, sizeof(header), io);
-  if (absl::IsOutOfRange(s)) return absl::InvalidArgumentError("closed before sending a frame");
+  if (absl::IsOutOfRange(s)) return absl::UnavailableError("closed before sending a frame");
   WALSHIP_RETURN_IF_ERROR(s);
   WALSHIP_ASSIGN_OR_RETURN(
       wire::FrameHeader h,
       wire::DecodeFrameHeader(absl::MakeConstSpan(header, sizeof(header)), kMaxHelloPayload));
   if (h.type != wire::FrameType::kHello) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    return absl::DataLossError(absl::StrCat(
         "first frame is ", wire::FrameTypeName(h.type), ", expected HELLO"));
   }
   std::vector<uint8_t> token(h.payload_length);
   s = sys::ReadFully(sys_, fd, token.data(), token.size(), io);
-  if (absl::IsOutOfRange(s)) return absl::InvalidArgumentError("closed inside the HELLO frame");
+  if (absl::IsOutOfRange(s)) return absl::UnavailableError("closed inside the HELLO frame");
   WALSHIP_RETURN_IF_ERROR(s);
   WALSHIP_RETURN_IF_ERROR(wire::VerifyPayload(h, token));
   std::shared_ptr<ReplicaSession> found = registry_.Find(h.segment_id);

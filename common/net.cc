@@ -116,7 +116,7 @@ absl::StatusOr<sys::UniqueFd> ListenTcp(sys::SysCalls& sys, const HostPort& addr
 }
 
 absl::StatusOr<sys::UniqueFd> ConnectTcp(sys::SysCalls& sys, const HostPort& addr,
-                                         absl::Duration timeout) {
+                                         absl::Duration timeout, bool nonblocking) {
   auto ai = Resolve(addr, /*passive=*/false);
   if (!ai.ok()) return ai.status();
   absl::Status last = absl::UnavailableError("no address");
@@ -146,8 +146,10 @@ absl::StatusOr<sys::UniqueFd> ConnectTcp(sys::SysCalls& sys, const HostPort& add
       last = sys::ErrnoToStatus(r.err, absl::StrCat("connect ", addr.ToString()));
       continue;
     }
-    int flags = fcntl(fd.get(), F_GETFL);
-    sys.Fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+    if (!nonblocking) {
+      int flags = fcntl(fd.get(), F_GETFL);
+      sys.Fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+    }
     return fd;
   }
   return last;

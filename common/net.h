@@ -35,9 +35,11 @@ absl::StatusOr<sys::UniqueFd> ListenTcp(sys::SysCalls& sys, const HostPort& addr
                                         int backlog, uint16_t* bound_port);
 
 // Connects to `addr` within `timeout`. kUnavailable when the peer refuses or
-// does not answer in time. The returned socket is blocking.
+// does not answer in time. The returned socket is blocking unless
+// `nonblocking` (then every wait on it is the caller's bounded poll, as in
+// common/sys/transfer.h).
 absl::StatusOr<sys::UniqueFd> ConnectTcp(sys::SysCalls& sys, const HostPort& addr,
-                                         absl::Duration timeout);
+                                         absl::Duration timeout, bool nonblocking = false);
 
 // Disables Nagle: the tail of the WAL must not wait for more bytes.
 absl::Status SetNoDelay(sys::SysCalls& sys, int fd);

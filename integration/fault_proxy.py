@@ -16,6 +16,8 @@ until a fault is injected:
     proxy.cut()                        # close every open connection
     proxy.refuse_for(2.0)              # close new connections at once, 2 s
     proxy.set_delay(0.3, "c2s")        # hold bytes 0.3 s in one direction
+    proxy.stall_next_data_payload()    # stop forwarding s2c mid-frame ...
+    proxy.release()                    # ... until released
     proxy.clear()                      # pass everything through again
     proxy.wait_fault(10)               # the record of an applied fault
     proxy.close()
@@ -37,6 +39,7 @@ and answers each with one line starting "ok" or "error":
 
     pass | cut [reset] | refuse SECONDS | delay SECONDS [c2s|s2c|both]
     corrupt-offset N [s2c|c2s] | corrupt-data | corrupt-header BYTE
+    stall-offset N [s2c|c2s] | stall-data | release
     faults | connections | quit
 """
 
@@ -156,7 +159,11 @@ class _FrameParser(object):
                 record = {"kind": kind, "conn": self.conn.id, "segment": segment,
                           "frame_offset": h["offset"], "frame_length": h["payload_length"],
                           "time": time.time()}
-                if kind == "header":
+                if kind == "stall":
+                    record.update(payload_index=index, file_offset=h["offset"] + index)
+                    self.proxy._add_stall(self.conn, S2C,
+                                          self.hdr_pos + wirelib.HEADER_SIZE + index, record)
+                elif kind == "header":
                     record.update(byte_index=index, original=out[index],
                                   stream_offset=self.hdr_pos + index)
                     out[index] ^= xor
@@ -193,6 +200,9 @@ class Connection(object):
         self.client = client
         self.client_addr = client_addr
         self.server = server
+        # The proxy's own end of the server connection, as the server sees
+        # it (e.g. in an agent's "rejected connection from ..." log line).
+        self.server_local = "%s:%d" % server.getsockname()[:2]
         self.opened = time.time()
         self.bytes = {C2S: 0, S2C: 0}
         self.head = {C2S: bytearray(), S2C: bytearray()}
@@ -200,6 +210,7 @@ class Connection(object):
         self._lock = threading.Lock()
         self._threads_left = 4
         self._aborted = False
+        self._release_seen = 0
         self.parser = _FrameParser(proxy, self) if proxy.walship_frames else None
 
     def start(self):
@@ -236,6 +247,14 @@ class Connection(object):
                     data = self.parser.feed(data)
                     start = self.parser.pos - len(data) - len(self.parser.hdr)
                 data = self.proxy._apply_offset_faults(self, direction, start, data)
+                stall = self.proxy._take_stall(self, direction, start, len(data))
+                if stall is not None:
+                    k = stall - start
+                    if k and not self._put(q, (due, data[:k])):
+                        return
+                    if not self.proxy._wait_release(self):
+                        return
+                    data, due = data[k:], time.monotonic()
                 if data and not self._put(q, (due, data)):
                     return
         finally:
@@ -313,6 +332,7 @@ class Connection(object):
 
     def info(self):
         return {"id": self.id, "client": "%s:%d" % self.client_addr[:2],
+                "server_local": self.server_local,
                 "c2s": self.bytes[C2S], "s2c": self.bytes[S2C],
                 "closed": self.closed.is_set()}
 
@@ -350,6 +370,8 @@ class FaultProxy(object):
         self._delays = {C2S: 0.0, S2C: 0.0}
         self._offset_faults = []  # [direction, offset, xor]
         self._frame_faults = []   # (kind, index or None, xor)
+        self._stalls = []         # [conn or None, direction, offset, record]
+        self._released = 0        # bumped by release()
         self.faults = []          # records of applied faults
         sys.stdout.write("fault_proxy %s -> %s:%d seed=%d\n" % (
             self.address, target[0], target[1], seed))
@@ -417,16 +439,18 @@ class FaultProxy(object):
         with self._lock:
             self._offset_faults = []
             self._frame_faults = []
+            self._stalls = []
             self._delays = {C2S: 0.0, S2C: 0.0}
             self._refuse_until = 0.0
+        self.release()
 
     def cut(self, reset=False):
-        """Closes every open connection (both sides; RST if `reset`)."""
+        """Closes every open connection (both sides; RST if `reset`); returns
+        how many were open."""
         with self._lock:
-            conns = list(self.connections)
+            conns = [c for c in self.connections if not c.closed.is_set()]
         for c in conns:
-            if not c.closed.is_set():
-                c.abort(reset)
+            c.abort(reset)
         return len(conns)
 
     def refuse_for(self, seconds):
@@ -462,6 +486,28 @@ class FaultProxy(object):
             raise ValueError("header byte index %d outside [0, 40)" % byte_index)
         with self._lock:
             self._frame_faults.append(("header", byte_index, xor or self._xor()))
+
+    def stall_at(self, offset, direction=S2C):
+        """Stops forwarding `direction` of the first connection whose stream
+        reaches `offset`, just before that byte, until release(); the proxy
+        then reads nothing more from that side (back-pressure). One-shot."""
+        with self._lock:
+            self._stalls.append([None, direction, offset,
+                                 {"kind": "stall", "direction": direction,
+                                  "stream_offset": offset}])
+
+    def stall_next_data_payload(self):
+        """Like stall_at, in the middle of the next DATA payload (of at
+        least 2 bytes): the client is left waiting inside a frame."""
+        self._need_frames()
+        with self._lock:
+            self._frame_faults.append(("stall", None, 0))
+
+    def release(self):
+        """Resumes every stalled connection."""
+        with self._lock:
+            self._released += 1
+            self._lock.notify_all()
 
     def wait_fault(self, timeout, count=1):
         """Waits until `count` faults were applied; returns the last record."""
@@ -514,9 +560,42 @@ class FaultProxy(object):
                         index = self._rng.randrange(header["payload_length"])
                     elif index >= header["payload_length"]:
                         continue
+                elif kind == "stall":
+                    if header["payload_length"] < 2:
+                        continue
+                    index = header["payload_length"] // 2
                 del self._frame_faults[i]
                 return kind, index, xor
         return None
+
+    def _add_stall(self, conn, direction, offset, record):
+        with self._lock:
+            self._stalls.append([conn, direction, offset, record])
+
+    def _take_stall(self, conn, direction, start, length):
+        """The stream offset of a stall within [start, start + length]."""
+        with self._lock:
+            for st in self._stalls:
+                c, d, offset, record = st
+                if (c is None or c is conn) and d == direction and \
+                        start <= offset <= start + length:
+                    self._stalls.remove(st)
+                    break
+            else:
+                return None
+            conn._release_seen = self._released
+        record = dict(record, conn=conn.id, time=time.time())
+        self._applied(record)
+        return offset
+
+    def _wait_release(self, conn):
+        """Blocks a stalled reader until release(); False if aborted."""
+        with self._lock:
+            while self._released == conn._release_seen:
+                if conn._aborted or self._stopping:
+                    return False
+                self._lock.wait(0.2)
+        return not conn._aborted
 
     def _apply_offset_faults(self, conn, direction, start, data):
         with self._lock:
@@ -563,6 +642,12 @@ def _command(proxy, line):
         proxy.corrupt_next_data_payload()
     elif cmd == "corrupt-header":
         proxy.corrupt_next_data_header(int(args[0]))
+    elif cmd == "stall-offset":
+        proxy.stall_at(int(args[0]), args[1] if len(args) > 1 else S2C)
+    elif cmd == "stall-data":
+        proxy.stall_next_data_payload()
+    elif cmd == "release":
+        proxy.release()
     elif cmd == "faults":
         return "ok " + json.dumps(proxy.faults)
     elif cmd == "connections":

@@ -5,7 +5,8 @@ A small library, Python 3 standard library only:
   * binary(): finds walship-agent, walship-replica and walship-status in the
     Bazel runfiles (TEST_SRCDIR/TEST_WORKSPACE), or under bazel-bin/ of this
     checkout for manual runs (`python3 -m integration.e2e_test` from the
-    repository root after `bazel build //agent:all //replica:all`).
+    repository root after `bazel build //agent:all //replica:all`), or in
+    $WALSHIP_BIN_DIR if that is set.
   * Agent, Replica: process wrappers. start() waits (bounded) until the
     daemon is up; stop() sends SIGTERM and returns the exit status; kill()
     is kill -9; pause()/resume() are SIGSTOP/SIGCONT. Each daemon's stderr
@@ -43,6 +44,9 @@ except ImportError:  # run as a script from integration/
 
 WORKSPACE = "walship"
 STATE_FILE = "walship.state"
+# The replica's own files in its destination (walship.state, walship.sums,
+# their temporaries): never segments.
+METADATA_PREFIX = "walship."
 PARTIAL = ".partial"
 SEGMENT_RE = re.compile(r"^seg-\d{8}$")
 
@@ -65,6 +69,8 @@ def binary(target):
     """Path of a daemon binary, e.g. binary(AGENT). Raises if missing."""
     pkg, name = target
     candidates = []
+    if os.environ.get("WALSHIP_BIN_DIR"):  # manual runs against a fixed build
+        candidates.append(os.path.join(os.environ["WALSHIP_BIN_DIR"], name))
     srcdir = os.environ.get("TEST_SRCDIR") or os.environ.get("RUNFILES_DIR")
     if srcdir:
         ws = os.environ.get("TEST_WORKSPACE", WORKSPACE)
@@ -226,8 +232,8 @@ def diff_dirs(src, dest):
     """Problems (strings) keeping `dest` from equalling `src`; [] if equal.
 
     Every source segment must be byte-identical to dest/NAME, except the last
-    one, which may be dest/NAME.partial. Nothing else but walship.state may
-    be in dest.
+    one, which may be dest/NAME.partial. Nothing else but the replica's
+    walship.* files may be in dest.
     """
     problems = []
     names = source_segments(src)
@@ -248,7 +254,8 @@ def diff_dirs(src, dest):
             problems.append("%s: differs from the source at offset %d (source %d "
                             "bytes, replica %s %d bytes)" % (
                                 name, at, len(a), os.path.basename(path), len(b)))
-    extra = sorted(set(os.listdir(dest)) - expected)
+    extra = sorted(n for n in set(os.listdir(dest)) - expected
+                   if not n.startswith(METADATA_PREFIX) or n.endswith(".tmp"))
     if extra:
         problems.append("unexpected files in the replica: %s" % extra)
     return problems
@@ -276,7 +283,7 @@ def dest_consistency(src, dest):
     """
     problems = []
     for entry in sorted(os.listdir(dest)):
-        if entry == STATE_FILE or entry.endswith(".tmp"):
+        if entry.startswith(METADATA_PREFIX) or entry.endswith(".tmp"):
             continue
         name = entry[:-len(PARTIAL)] if entry.endswith(PARTIAL) else entry
         src_path = os.path.join(src, name)
@@ -301,7 +308,8 @@ def dest_consistency(src, dest):
 def read_state(dest):
     """The replica's walship.state as a dict, or None if absent.
 
-    Keys: stream, segment, offset (int), complete (bool), pos (Pos). Raises
+    Keys: stream, segment, offset (int), complete (bool), pos (Pos); other
+    key=value lines are ignored. Raises
     AssertionError if the file is damaged (bad layout or CRC32C).
     """
     path = os.path.join(dest, STATE_FILE)
@@ -316,9 +324,10 @@ def read_state(dest):
     if wirelib.crc32c(body.encode()) != crc:
         raise AssertionError("%s: CRC32C mismatch: %r" % (path, text))
     lines = body.strip("\n").split("\n")
-    if lines[0] != "walship-replica-state 1" or len(lines) != 5:
+    kv = dict(line.split("=", 1) for line in lines[1:] if "=" in line)
+    if lines[0] != "walship-replica-state 2" or not all(
+            k in kv for k in ("stream", "segment", "offset", "complete")):
         raise AssertionError("%s: unknown layout %r" % (path, text))
-    kv = dict(line.split("=", 1) for line in lines[1:])
     st = {"stream": kv["stream"], "segment": kv["segment"],
           "offset": int(kv["offset"]), "complete": kv["complete"] == "1"}
     st["pos"] = Pos(st["segment"], st["offset"])
@@ -592,13 +601,15 @@ class WalGenerator(object):
     bytes: a record that does not fit continues in the next segment, which
     is created when its first byte is written, so no segment is ever left
     empty and a segment is complete exactly when a later one exists. Runs on
-    a thread between start() and stop(); write() appends synchronously.
+    a thread between start() and stop(); write() appends synchronously. The
+    seed defaults to $WALSHIP_GEN_SEED, else a random one; it is printed.
     """
 
     def __init__(self, wal_dir, seed=None, rate=5e6, segment_size=4 << 20,
                  min_record=100, max_record=64 << 10, first_index=1):
         if seed is None:
-            seed = random.SystemRandom().randrange(1 << 32)
+            text = os.environ.get("WALSHIP_GEN_SEED")
+            seed = int(text) if text else random.SystemRandom().randrange(1 << 32)
         self.seed = seed
         log("WalGenerator seed=%d (%s, %.1f MB/s, segments of %d bytes)",
             seed, wal_dir, rate / 1e6, segment_size)
@@ -750,7 +761,8 @@ class Cluster(object):
 
     def dump_logs(self, lines=80):
         for d in self.daemons:
-            sys.stdout.write("\n---- last %d lines of %s ----\n%s\n" % (lines, d.log_path, d.tail(lines)))
+            sys.stdout.write("\n---- last %d lines of %s ----\n%s\n"
+                             % (lines, d.log_path, d.tail(lines)))
         sys.stdout.flush()
         out = os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR")
         if out:

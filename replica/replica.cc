@@ -141,7 +141,11 @@ absl::Status Replica::Run() {
                     s.ToString());
       return s;
     }
-    if (absl::Now() - began > absl::Seconds(10)) backoff = options_.min_backoff;
+    // A session that got as far as shipping resets the backoff: an agent
+    // restart is not a reason to wait longer each time.
+    if (established_.exchange(false) || absl::Now() - began > absl::Seconds(10)) {
+      backoff = options_.min_backoff;
+    }
     spdlog::warn("session ended: {}; retrying in {}", s.ToString(),
                  absl::FormatDuration(backoff));
     absl::Time until = absl::Now() + backoff;
@@ -221,8 +225,11 @@ absl::Status Replica::RunOnce() {
   if (!options_.data_address.empty()) {
     WALSHIP_ASSIGN_OR_RETURN(data, ParseHostPort(options_.data_address));
   }
-  WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd sock,
-                           ConnectTcp(sys_, data, options_.connect_timeout));
+  // Non-blocking: a stall inside a frame ends after io_timeout instead of
+  // hanging the session while heartbeats keep it looking alive.
+  WALSHIP_ASSIGN_OR_RETURN(
+      sys::UniqueFd sock,
+      ConnectTcp(sys_, data, options_.connect_timeout, /*nonblocking=*/true));
   WALSHIP_RETURN_IF_ERROR(SetNoDelay(sys_, sock.get()));
   int rcvbuf = 4 << 20;
   sys_.Setsockopt(sock.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
@@ -231,6 +238,7 @@ absl::Status Replica::RunOnce() {
   sys::TransferOptions io;
   io.io_timeout = options_.io_timeout;
   WALSHIP_RETURN_IF_ERROR(sys::SendFully(sys_, sock.get(), hello.data(), hello.size(), 0, io));
+  established_.store(true);
 
   // 4. Session stream and threads.
   SessionRun run(sys_, options_);
@@ -259,11 +267,11 @@ absl::Status Replica::RunOnce() {
       uint8_t hdr[wire::kFrameHeaderSize];
       absl::Status s = sys::ReadFully(sys_, sock.get(), hdr, sizeof(hdr), idle);
       if (absl::IsOutOfRange(s)) s = absl::UnavailableError("agent closed the data socket");
-      if (!s.ok()) return run.Fail(s);
+      if (!s.ok()) return run.Fail(s);  // already logged by whoever ended the session
       absl::StatusOr<wire::FrameHeader> h =
           wire::DecodeFrameHeader(absl::MakeConstSpan(hdr, sizeof(hdr)), max_payload);
       if (!h.ok()) {
-        spdlog::error("data socket: rejected frame: {}", h.status().ToString());
+        if (!run.failed()) spdlog::error("data socket: rejected frame: {}", h.status().ToString());
         return run.Fail(h.status());
       }
       if (h->type == wire::FrameType::kSegment) {
@@ -284,7 +292,8 @@ absl::Status Replica::RunOnce() {
                                              " frame from the agent"));
       }
       if (!s.ok()) {
-        spdlog::error("data socket: {}", s.ToString());
+        // A failure caused by our own shutdown of the socket is not news.
+        if (!run.failed()) spdlog::error("data socket: {}", s.ToString());
         return run.Fail(s);
       }
     }

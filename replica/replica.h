@@ -51,6 +51,8 @@ class Replica {
   sys::SysCalls& sys_;
   const ReplicaOptions options_;
   std::atomic<bool> stopping_{false};
+  // Set when a session reached the data socket; resets the backoff.
+  std::atomic<bool> established_{false};
   absl::Mutex mu_;
   SessionRun* current_ ABSL_GUARDED_BY(mu_) = nullptr;
 };

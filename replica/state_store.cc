@@ -13,7 +13,7 @@ StateStore::StateStore(sys::SysCalls& sys, std::string dir)
     : sys_(sys), dir_(std::move(dir)) {}
 
 std::string StateStore::Encode(const ReplicaState& s) {
-  std::string body = absl::StrCat("walship-replica-state 1\nstream=", s.stream_id,
+  std::string body = absl::StrCat("walship-replica-state 2\nstream=", s.stream_id,
                                   "\nsegment=", s.durable.segment,
                                   "\noffset=", s.durable.offset,
                                   "\ncomplete=", s.segment_complete ? 1 : 0,
@@ -36,7 +36,7 @@ absl::StatusOr<ReplicaState> StateStore::Decode(const std::string& text) {
   if (!absl::SimpleHexAtoi(crc_text, &want)) return bad("unreadable crc");
   if (wire::Crc32c(body.data(), body.size()) != want) return bad("crc mismatch");
   std::vector<std::string> lines = absl::StrSplit(body, '\n', absl::SkipEmpty());
-  if (lines.size() != 6 || lines[0] != "walship-replica-state 1") {
+  if (lines.size() != 6 || lines[0] != "walship-replica-state 2") {
     return bad("unknown layout or version");
   }
   auto value = [&](int i, absl::string_view key) -> absl::StatusOr<std::string> {

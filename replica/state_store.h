@@ -8,7 +8,7 @@
 // or the new position, never a torn one; a CRC line catches any other damage.
 //
 // Format (text, one key=value per line, in this order):
-//   walship-replica-state 1
+//   walship-replica-state 2
 //   stream=<stream id>
 //   segment=<segment name, may be empty>
 //   offset=<decimal byte offset within segment>

@@ -17,5 +17,19 @@ failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|
 if [[ $rc -ne 0 && $failed -eq 0 ]]; then
   failed=1  # the build itself failed
 fi
+
+# The README's PostgreSQL walk-through, word for word. It runs bazel and
+# installs binaries itself, so it cannot be a Bazel test.
+if bash integration/readme_pg_quickstart.sh > "$log.readme" 2>&1; then
+  echo "//integration:readme_pg_quickstart                              PASSED"
+  passed=$((passed + 1))
+else
+  tail -n 60 "$log.readme"
+  echo "//integration:readme_pg_quickstart                              FAILED"
+  failed=$((failed + 1))
+  rc=1
+fi
+rm -f "$log.readme"
+
 echo "${passed} passed, ${failed} failed"
 exit "$rc"

@@ -96,9 +96,9 @@ absl::StatusOr<SegmentId> ParseSegmentName(absl::string_view name,
   uint32_t parts[3];
   for (int i = 0; i < 3; ++i) {
     if (!ParseHex32(name.substr(8 * i, 8), /*upper_only=*/true, &parts[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "invalid WAL segment name ", Quote(name),
-          ": expected 24 uppercase hexadecimal digits [0-9A-F]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid WAL segment name ", Quote(name),
+                       ": expected 24 uppercase hexadecimal digits [0-9A-F]"));
     }
   }
   if (parts[0] == 0) {
@@ -192,10 +192,10 @@ absl::StatusOr<std::vector<TimelineSwitch>> ParseHistoryFile(
     // The rest of the line is the free-text reason; ignored.
 
     if (!result.empty() && tli <= result.back().parent_timeline) {
-      return absl::DataLossError(absl::StrCat(
-          "invalid timeline history file, line ", line_no, " ", Quote(line),
-          ": timeline IDs must increase (", tli, " after ",
-          result.back().parent_timeline, ")"));
+      return absl::DataLossError(
+          absl::StrCat("invalid timeline history file, line ", line_no, " ",
+                       Quote(line), ": timeline IDs must increase (", tli,
+                       " after ", result.back().parent_timeline, ")"));
     }
     result.push_back(TimelineSwitch{static_cast<uint32_t>(tli), *lsn});
   }

@@ -129,7 +129,8 @@ absl::Status ValidatePage(absl::Span<const uint8_t> page_start,
   }
   absl::StatusOr<PageHeader> h = DecodePageHeader(page_start);
   if (!h.ok()) {
-    return PageError(at, PageProblem::kTruncated, problem, h.status().message());
+    return PageError(at, PageProblem::kTruncated, problem,
+                     h.status().message());
   }
   if (h->magic != exp.magic) {
     return PageError(at, PageProblem::kBadMagic, problem,
@@ -150,14 +151,14 @@ absl::Status ValidatePage(absl::Span<const uint8_t> page_start,
     if (h->seg_size != exp.segment_size) {
       return PageError(
           at, PageProblem::kWrongSegmentSize, problem,
-          absl::StrCat("belongs to another cluster: segment size ",
-                       h->seg_size, ", expected ", exp.segment_size));
+          absl::StrCat("belongs to another cluster: segment size ", h->seg_size,
+                       ", expected ", exp.segment_size));
     }
     if (h->block_size != exp.block_size) {
-      return PageError(at, PageProblem::kWrongBlockSize, problem,
-                       absl::StrCat("belongs to another cluster: block size ",
-                                    h->block_size, ", expected ",
-                                    exp.block_size));
+      return PageError(
+          at, PageProblem::kWrongBlockSize, problem,
+          absl::StrCat("belongs to another cluster: block size ", h->block_size,
+                       ", expected ", exp.block_size));
     }
   } else if (at % exp.segment_size == 0) {
     return PageError(
@@ -167,10 +168,10 @@ absl::Status ValidatePage(absl::Span<const uint8_t> page_start,
                         h->info));
   }
   if (h->pageaddr != at) {
-    return PageError(at, PageProblem::kStaleAddress, problem,
-                     absl::StrCat("recycled or stale page: page address ",
-                                  FormatLsn(h->pageaddr), ", expected ",
-                                  FormatLsn(at)));
+    return PageError(
+        at, PageProblem::kStaleAddress, problem,
+        absl::StrCat("recycled or stale page: page address ",
+                     FormatLsn(h->pageaddr), ", expected ", FormatLsn(at)));
   }
   return absl::OkStatus();
 }

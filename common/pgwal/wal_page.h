@@ -68,7 +68,8 @@ inline constexpr size_t kShortPageHeaderSize = 24;
 // sizeof(XLogLongPageHeaderData) == 40: SizeOfXLogLongPHD.
 inline constexpr size_t kLongPageHeaderSize = 40;
 static_assert(kShortPageHeaderSize == MaxAlign(2 + 2 + 4 + 8 + 4));
-static_assert(kLongPageHeaderSize == MaxAlign(kShortPageHeaderSize + 8 + 4 + 4));
+static_assert(kLongPageHeaderSize ==
+              MaxAlign(kShortPageHeaderSize + 8 + 4 + 4));
 
 // xlp_info flags of PostgreSQL 15.
 // The page begins with the continuation of a record from the previous page.
@@ -87,14 +88,14 @@ inline constexpr uint16_t kXlpAllFlags = 0x000F;
 
 // Byte offsets of the header fields.
 namespace page_layout {
-inline constexpr size_t kMagic = 0;      // u16
-inline constexpr size_t kInfo = 2;       // u16
-inline constexpr size_t kTimeline = 4;   // u32
-inline constexpr size_t kPageAddr = 8;   // u64
-inline constexpr size_t kRemLen = 16;    // u32
-inline constexpr size_t kSystemId = 24;  // u64, long header only
-inline constexpr size_t kSegSize = 32;   // u32, long header only
-inline constexpr size_t kBlockSize = 36; // u32, long header only
+inline constexpr size_t kMagic = 0;       // u16
+inline constexpr size_t kInfo = 2;        // u16
+inline constexpr size_t kTimeline = 4;    // u32
+inline constexpr size_t kPageAddr = 8;    // u64
+inline constexpr size_t kRemLen = 16;     // u32
+inline constexpr size_t kSystemId = 24;   // u64, long header only
+inline constexpr size_t kSegSize = 32;    // u32, long header only
+inline constexpr size_t kBlockSize = 36;  // u32, long header only
 }  // namespace page_layout
 
 // PageHeaderSize()

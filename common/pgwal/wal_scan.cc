@@ -135,11 +135,11 @@ bool Scanner::CheckPage(const uint8_t* bytes, size_t n, Lsn addr) {
         break;
     }
     if (stop == ScanStop::kNoData) {
-      return Stop(stop, addr,
-                  absl::StrCat("no WAL available at ", FormatLsn(addr),
-                               " (segment ",
-                               SegmentOfLsn(addr, exp_.segment_size),
-                               " missing or shorter): ", s.message()));
+      return Stop(
+          stop, addr,
+          absl::StrCat("no WAL available at ", FormatLsn(addr), " (segment ",
+                       SegmentOfLsn(addr, exp_.segment_size),
+                       " missing or shorter): ", s.message()));
     }
     return Stop(stop, addr, std::string(s.message()));
   }
@@ -208,15 +208,15 @@ absl::StatusOr<bool> Scanner::LoadPage(Lsn addr) {
 bool Scanner::CheckRecordHeader(const uint8_t* hdr, Lsn rec) {
   const uint32_t tot_len = LoadLe32(hdr + record_layout::kTotLen);
   if (tot_len < kRecordHeaderSize) {
-    return Stop(ScanStop::kInvalidRecord, rec,
-                absl::StrCat("invalid record length at ", FormatLsn(rec),
-                             ": wanted ", kRecordHeaderSize, ", got ",
-                             tot_len));
+    return Stop(
+        ScanStop::kInvalidRecord, rec,
+        absl::StrCat("invalid record length at ", FormatLsn(rec), ": wanted ",
+                     kRecordHeaderSize, ", got ", tot_len));
   }
   if (tot_len > kMaxRecordLength) {
     return Stop(ScanStop::kInvalidRecord, rec,
-                absl::StrCat("record length ", tot_len, " at ",
-                             FormatLsn(rec), " too long"));
+                absl::StrCat("record length ", tot_len, " at ", FormatLsn(rec),
+                             " too long"));
   }
   const uint8_t rmid = hdr[record_layout::kRmid];
   if (!IsValidRmgrId(rmid)) {
@@ -305,10 +305,10 @@ absl::StatusOr<bool> Scanner::ReadRecord() {
     if (!CheckRecordHeader(page_.bytes.data() + off, rec)) return false;
     header_checked = true;
   } else if (tot_len < kRecordHeaderSize) {
-    return Stop(ScanStop::kInvalidRecord, rec,
-                absl::StrCat("invalid record length at ", FormatLsn(rec),
-                             ": wanted ", kRecordHeaderSize, ", got ",
-                             tot_len));
+    return Stop(
+        ScanStop::kInvalidRecord, rec,
+        absl::StrCat("invalid record length at ", FormatLsn(rec), ": wanted ",
+                     kRecordHeaderSize, ", got ", tot_len));
   }
 
   // Stream the record: header bytes into `hdr`, the rest into the CRC.
@@ -330,9 +330,8 @@ absl::StatusOr<bool> Scanner::ReadRecord() {
   if (page_.avail < off + first_len) {
     return Stop(ScanStop::kNoData, rec,
                 absl::StrCat("no WAL available past ",
-                             FormatLsn(page_addr + page_.avail),
-                             " (record at ", FormatLsn(rec), ", ", tot_len,
-                             " bytes)"));
+                             FormatLsn(page_addr + page_.avail), " (record at ",
+                             FormatLsn(rec), ", ", tot_len, " bytes)"));
   }
   consume(page_.bytes.data() + off, first_len);
   Lsn end_exact = rec + first_len;
@@ -342,9 +341,9 @@ absl::StatusOr<bool> Scanner::ReadRecord() {
     WALSHIP_ASSIGN_OR_RETURN(bool loaded, LoadPage(page_addr));
     if (!loaded) {
       result_.stop_lsn = rec;
-      result_.stop_reason = absl::StrCat("record at ", FormatLsn(rec),
-                                         " is incomplete: ",
-                                         result_.stop_reason);
+      result_.stop_reason =
+          absl::StrCat("record at ", FormatLsn(rec),
+                       " is incomplete: ", result_.stop_reason);
       return false;
     }
     const PageHeader& ph = page_.header;
@@ -356,26 +355,26 @@ absl::StatusOr<bool> Scanner::ReadRecord() {
       return true;
     }
     if ((ph.info & kXlpFirstIsContRecord) == 0) {
-      return Stop(ScanStop::kInvalidRecord, rec,
-                  absl::StrCat("there is no contrecord flag at ",
-                               FormatLsn(page_addr), " (record at ",
-                               FormatLsn(rec), ")"));
+      return Stop(
+          ScanStop::kInvalidRecord, rec,
+          absl::StrCat("there is no contrecord flag at ", FormatLsn(page_addr),
+                       " (record at ", FormatLsn(rec), ")"));
     }
     if (ph.rem_len == 0 || tot_len != ph.rem_len + got) {
-      return Stop(ScanStop::kInvalidRecord, rec,
-                  absl::StrCat("invalid contrecord length ", ph.rem_len,
-                               " (expected ", tot_len - got, ") at ",
-                               FormatLsn(page_addr), " (record at ",
-                               FormatLsn(rec), ")"));
+      return Stop(
+          ScanStop::kInvalidRecord, rec,
+          absl::StrCat("invalid contrecord length ", ph.rem_len, " (expected ",
+                       tot_len - got, ") at ", FormatLsn(page_addr),
+                       " (record at ", FormatLsn(rec), ")"));
     }
     const size_t hsz = ph.size();
     const size_t len = std::min<uint64_t>(block_ - hsz, ph.rem_len);
     if (page_.avail < hsz + len) {
-      return Stop(ScanStop::kNoData, rec,
-                  absl::StrCat("no WAL available past ",
-                               FormatLsn(page_addr + page_.avail),
-                               " (record at ", FormatLsn(rec), ", ", tot_len,
-                               " bytes)"));
+      return Stop(
+          ScanStop::kNoData, rec,
+          absl::StrCat("no WAL available past ",
+                       FormatLsn(page_addr + page_.avail), " (record at ",
+                       FormatLsn(rec), ", ", tot_len, " bytes)"));
     }
     consume(page_.bytes.data() + hsz, len);
     end_exact = page_addr + hsz + len;
@@ -391,8 +390,7 @@ absl::StatusOr<bool> Scanner::ReadRecord() {
                              FormatLsn(end_exact), ", past the limit ",
                              FormatLsn(limit_)));
   }
-  const uint32_t crc =
-      wire::Crc32cExtend(body_crc, hdr, kRecordCrcOffset);
+  const uint32_t crc = wire::Crc32cExtend(body_crc, hdr, kRecordCrcOffset);
   const uint32_t stored = LoadLe32(hdr + record_layout::kCrc);
   if (crc != stored) {
     return Stop(ScanStop::kChecksumMismatch, rec,
@@ -420,9 +418,8 @@ absl::StatusOr<bool> Scanner::ReadRecord() {
 absl::StatusOr<ScanResult> Scanner::Run(Lsn start) {
   WALSHIP_RETURN_IF_ERROR(ValidateExpectations(exp_));
   if (start % kMaxAlign != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("scan start ", FormatLsn(start),
-                     " is not a multiple of ", kMaxAlign));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scan start ", FormatLsn(start), " is not a multiple of ", kMaxAlign));
   }
   if (start % block_ != 0 && start % block_ < kShortPageHeaderSize) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -480,8 +477,8 @@ absl::StatusOr<size_t> DirectoryWalBytes::ReadAt(Lsn lsn, uint8_t* buf,
     const uint64_t seg_off = pos % segment_size_;
     WALSHIP_RETURN_IF_ERROR(OpenSegment(segno));
     if (!fd_.valid()) break;
-    const size_t want =
-        static_cast<size_t>(std::min<uint64_t>(n - done, segment_size_ - seg_off));
+    const size_t want = static_cast<size_t>(
+        std::min<uint64_t>(n - done, segment_size_ - seg_off));
     size_t got = 0;
     while (got < want) {
       const sys::SysResult r =

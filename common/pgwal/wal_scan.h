@@ -217,9 +217,9 @@ struct ScanResult {
   uint64_t records = 0;       // valid records read
   uint64_t overwritten_records = 0;  // abandoned records skipped
   ScanStop stop = ScanStop::kLimit;
-  Lsn stop_lsn = 0;           // where the problem was found (a record or
-                              // page address)
-  std::string stop_reason;    // human-readable, for logs
+  Lsn stop_lsn = 0;         // where the problem was found (a record or
+                            // page address)
+  std::string stop_reason;  // human-readable, for logs
 };
 
 // ScanWal()
