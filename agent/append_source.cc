@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
@@ -53,21 +52,12 @@ absl::Status AppendSource::Start() {
   } else {
     stream_id_ = options_.stream_id;
   }
-  sys::SysResult r = sys_.InotifyInit1(IN_CLOEXEC | IN_NONBLOCK);
-  if (!r.ok()) return sys::ErrnoToStatus(r.err, "inotify_init1");
-  inotify_.reset(static_cast<int>(r.rc));
-  r = sys_.InotifyAddWatch(inotify_.get(), options_.wal_dir.c_str(),
-                           IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO |
-                               IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF |
-                               IN_MOVE_SELF | IN_ONLYDIR);
-  if (!r.ok()) {
-    return sys::ErrnoToStatus(r.err, absl::StrCat("watch WAL directory ", options_.wal_dir));
-  }
-  int fds[2];
-  r = sys_.Pipe2(fds, O_CLOEXEC | O_NONBLOCK);
-  if (!r.ok()) return sys::ErrnoToStatus(r.err, "pipe2");
-  wake_read_.reset(fds[0]);
-  wake_write_.reset(fds[1]);
+  auto watch = sys::DirWatch::Open(sys_, options_.wal_dir,
+                                   IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO |
+                                       IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF |
+                                       IN_MOVE_SELF);
+  if (!watch.ok()) return watch.status();
+  watch_.emplace(std::move(*watch));
   absl::Status s = Rescan();
   if (!s.ok()) return s;
   thread_ = std::thread([this] { Loop(); });
@@ -76,52 +66,39 @@ absl::Status AppendSource::Start() {
 
 void AppendSource::Stop() {
   if (stopping_.exchange(true)) return;
-  if (wake_write_.valid()) {
-    char c = 1;
-    sys_.Write(wake_write_.get(), &c, 1);
-  }
+  if (watch_.has_value()) watch_->Wake();
   if (thread_.joinable()) thread_.join();
 }
 
 void AppendSource::Loop() {
   absl::Time next_rescan = absl::Now() + options_.rescan_interval;
-  std::vector<char> buf(64 * 1024);
   while (!stopping_.load()) {
-    pollfd pfds[2] = {{inotify_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
-    int timeout_ms = static_cast<int>(
-        std::max<int64_t>(0, absl::ToInt64Milliseconds(next_rescan - absl::Now())));
-    sys_.Poll(pfds, 2, timeout_ms);
-    if (stopping_.load()) break;
-    bool rescan = absl::Now() >= next_rescan;
+    bool rescan = false;
     bool tail_modified = false;
-    // Drain every queued event, then act once: a burst of appends costs one
-    // fstat, not one per write.
-    for (;;) {
-      sys::SysResult r = sys_.Read(inotify_.get(), buf.data(), buf.size());
-      if (!r.ok() || r.rc <= 0) break;
-      for (size_t off = 0; off < static_cast<size_t>(r.rc);) {
-        const auto* ev = reinterpret_cast<const inotify_event*>(buf.data() + off);
-        off += sizeof(inotify_event) + ev->len;
-        if (ev->mask & IN_Q_OVERFLOW) {
-          rescan = true;
-        } else if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) {
-          if (!failed_) {
-            failed_ = true;
-            catalog_.Fail(absl::FailedPreconditionError(absl::StrCat(
-                "WAL directory ", options_.wal_dir, " was deleted or moved")));
-            spdlog::error("WAL directory {} was deleted or moved", options_.wal_dir);
-          }
-        } else if (ev->mask & IN_MODIFY) {
-          if (ev->len > 0 && tail_name_ == ev->name) {
-            tail_modified = true;
-          } else {
-            rescan = true;
-          }
+    // Events are drained in one batch and acted on once: a burst of appends
+    // costs one fstat, not one per write.
+    watch_->Wait(next_rescan - absl::Now(), [&](const inotify_event& ev) {
+      if (ev.mask & IN_Q_OVERFLOW) {
+        rescan = true;
+      } else if (ev.mask & (IN_DELETE_SELF | IN_MOVE_SELF)) {
+        if (!failed_) {
+          failed_ = true;
+          catalog_.Fail(absl::FailedPreconditionError(
+              absl::StrCat("WAL directory ", options_.wal_dir, " was deleted or moved")));
+          spdlog::error("WAL directory {} was deleted or moved", options_.wal_dir);
+        }
+      } else if (ev.mask & IN_MODIFY) {
+        if (ev.len > 0 && tail_name_ == ev.name) {
+          tail_modified = true;
         } else {
           rescan = true;
         }
+      } else {
+        rescan = true;
       }
-    }
+    });
+    if (stopping_.load()) break;
+    if (absl::Now() >= next_rescan) rescan = true;
     if (failed_) continue;
     absl::Status s;
     if (rescan) {

@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -29,6 +30,7 @@
 #include "absl/time/time.h"
 #include "agent/segment_catalog.h"
 #include "agent/wal_source.h"
+#include "common/sys/dir_watch.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/unique_fd.h"
 
@@ -65,9 +67,7 @@ class AppendSource final : public WalSource {
   const AppendSourceOptions options_;
   SegmentCatalog& catalog_;
   std::string stream_id_;
-  sys::UniqueFd inotify_;
-  sys::UniqueFd wake_read_;
-  sys::UniqueFd wake_write_;
+  std::optional<sys::DirWatch> watch_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   bool failed_ = false;

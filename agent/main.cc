@@ -58,19 +58,8 @@ int main(int argc, char** argv) {
                "once listening.");
   flags.String("log-level", &log_level, "trace, debug, info, warn or error.");
 
-  auto args = flags.Parse(argc, argv);
-  if (flags.help_requested()) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    return 0;
-  }
-  if (!args.ok()) {
-    std::fprintf(stderr, "walship-agent: %s\n", std::string(args.status().message()).c_str());
-    return 2;
-  }
-  if (!args->empty()) {
-    std::fprintf(stderr, "walship-agent: unexpected argument \"%s\" (see --help)\n",
-                 (*args)[0].c_str());
-    return 2;
+  if (std::optional<int> exit_status = flags.ParseOrExitStatus(argc, argv, "walship-agent", 2)) {
+    return *exit_status;
   }
   if (absl::Status s = walship::InitLogging("walship-agent", log_level); !s.ok()) {
     std::fprintf(stderr, "walship-agent: %s\n", std::string(s.message()).c_str());

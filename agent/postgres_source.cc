@@ -75,20 +75,11 @@ absl::Status PostgresSource::Start() {
   spdlog::info("PostgreSQL cluster {}: WAL segments of {} bytes, pages of {} bytes, in {}",
                exp_.system_id, exp_.segment_size, exp_.block_size, options_.wal_dir);
 
-  sys::SysResult r = sys_.InotifyInit1(IN_CLOEXEC | IN_NONBLOCK);
-  if (!r.ok()) return sys::ErrnoToStatus(r.err, "inotify_init1");
-  inotify_.reset(static_cast<int>(r.rc));
-  r = sys_.InotifyAddWatch(inotify_.get(), options_.wal_dir.c_str(),
-                           IN_CREATE | IN_MODIFY | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE |
-                               IN_CLOSE_WRITE | IN_ONLYDIR);
-  if (!r.ok()) {
-    return sys::ErrnoToStatus(r.err, absl::StrCat("watch WAL directory ", options_.wal_dir));
-  }
-  int fds[2];
-  r = sys_.Pipe2(fds, O_CLOEXEC | O_NONBLOCK);
-  if (!r.ok()) return sys::ErrnoToStatus(r.err, "pipe2");
-  wake_read_.reset(fds[0]);
-  wake_write_.reset(fds[1]);
+  auto watch = sys::DirWatch::Open(
+      sys_, options_.wal_dir,
+      IN_CREATE | IN_MODIFY | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE);
+  if (!watch.ok()) return watch.status();
+  watch_.emplace(std::move(*watch));
   if (absl::Status s = Poll(); !s.ok()) return s;
   thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
@@ -96,22 +87,17 @@ absl::Status PostgresSource::Start() {
 
 void PostgresSource::Stop() {
   if (stopping_.exchange(true)) return;
-  if (wake_write_.valid()) {
-    char c = 1;
-    sys_.Write(wake_write_.get(), &c, 1);
-  }
+  if (watch_.has_value()) watch_->Wake();
   if (thread_.joinable()) thread_.join();
 }
 
 void PostgresSource::Loop() {
-  std::vector<char> buf(64 * 1024);
   absl::Time last_query = absl::InfinitePast();
   while (!stopping_.load()) {
-    pollfd pfds[2] = {{inotify_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
-    sys_.Poll(pfds, 2, static_cast<int>(absl::ToInt64Milliseconds(options_.poll_interval)));
+    // Any change in pg_wal (PostgreSQL writing WAL) is a reason to ask for
+    // the flush position now rather than at the next poll.
+    watch_->Wait(options_.poll_interval, [](const inotify_event&) {});
     if (stopping_.load()) break;
-    while (sys_.Read(inotify_.get(), buf.data(), buf.size()).rc > 0) {
-    }
     absl::Duration since = absl::Now() - last_query;
     if (since < options_.min_query_interval) absl::SleepFor(options_.min_query_interval - since);
     last_query = absl::Now();

@@ -47,6 +47,7 @@
 #include "common/pgwal/wal_names.h"
 #include "common/pgwal/wal_page.h"
 #include "common/position.h"
+#include "common/sys/dir_watch.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/unique_fd.h"
 
@@ -110,8 +111,7 @@ class PostgresSource final : public WalSource {
   pg::WalExpectations exp_;
   std::string pgdata_;
 
-  sys::UniqueFd inotify_;
-  sys::UniqueFd wake_read_, wake_write_;
+  std::optional<sys::DirWatch> watch_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
 

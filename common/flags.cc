@@ -1,5 +1,7 @@
 #include "common/flags.h"
 
+#include <cstdio>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -84,6 +86,26 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, char** argv,
     }
   }
   return positional;
+}
+
+std::optional<int> FlagSet::ParseOrExitStatus(int argc, char** argv,
+                                              const std::string& program, int error_status) {
+  auto args = Parse(argc, argv);
+  if (help_requested_) {
+    std::fputs(Usage().c_str(), stdout);
+    return 0;
+  }
+  if (!args.ok()) {
+    std::fprintf(stderr, "%s: %s\n", program.c_str(),
+                 std::string(args.status().message()).c_str());
+    return error_status;
+  }
+  if (!args->empty()) {
+    std::fprintf(stderr, "%s: unexpected argument \"%s\" (see --help)\n", program.c_str(),
+                 (*args)[0].c_str());
+    return error_status;
+  }
+  return std::nullopt;
 }
 
 std::string FlagSet::Usage() const {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,13 @@ class FlagSet {
   // kInvalidArgument for an unknown flag, a missing or malformed value.
   // --help / -h sets help_requested() and stops parsing.
   absl::StatusOr<std::vector<std::string>> Parse(int argc, char** argv, int first = 1);
+
+  // For binaries without positional arguments: parses argv, prints --help
+  // or "PROGRAM: error" as needed, and returns the status main() should exit
+  // with now (0 after --help, `error_status` after a usage error), or
+  // nullopt to carry on.
+  std::optional<int> ParseOrExitStatus(int argc, char** argv, const std::string& program,
+                                       int error_status);
 
   bool help_requested() const { return help_requested_; }
   std::string Usage() const;

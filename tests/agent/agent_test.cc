@@ -17,6 +17,7 @@
 #include "common/wire/crc32c.h"
 #include "common/wire/frame.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/temp_dir.h"
 #include "proto/walship.grpc.pb.h"
 
 namespace walship::agent {
@@ -24,15 +25,6 @@ namespace {
 
 using walship::v1::HandshakeRequest;
 using walship::v1::HandshakeResponse;
-
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string dir = std::string(base ? base : "/tmp") + "/" + name;
-  std::string cmd = "rm -rf '" + dir + "'";
-  EXPECT_EQ(system(cmd.c_str()), 0);
-  EXPECT_EQ(mkdir(dir.c_str(), 0755), 0);
-  return dir;
-}
 
 void Write(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
@@ -42,7 +34,7 @@ void Write(const std::string& path, const std::string& bytes) {
 class AgentTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    wal_ = TempDir("wal");
+    wal_ = testing::FreshTempDir("wal");
     seg1_ = std::string(5000, 'a') + std::string(5000, 'b');
     seg2_ = "second segment, still growing";
     Write(wal_ + "/seg-001", seg1_);

@@ -12,18 +12,10 @@
 #include "absl/time/clock.h"
 #include "agent/segment_catalog.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/temp_dir.h"
 
 namespace walship::agent {
 namespace {
-
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string dir = std::string(base ? base : "/tmp") + "/" + name;
-  std::string cmd = "rm -rf '" + dir + "'";
-  EXPECT_EQ(system(cmd.c_str()), 0);
-  EXPECT_EQ(mkdir(dir.c_str(), 0755), 0);
-  return dir;
-}
 
 void Append(const std::string& path, size_t n, char c = 'x') {
   std::ofstream f(path, std::ios::binary | std::ios::app);
@@ -43,7 +35,7 @@ CatalogSnapshot WaitFor(const SegmentCatalog& catalog, Pred pred) {
 }
 
 TEST(AppendSourceTest, FollowsGrowthAndNewSegments) {
-  std::string dir = TempDir("follow");
+  std::string dir = testing::FreshTempDir("follow");
   Append(dir + "/seg-001", 100);
   Append(dir + "/.hidden", 10);
   Append(dir + "/seg-000.tmp", 10);  // not a segment name
@@ -79,7 +71,7 @@ TEST(AppendSourceTest, FollowsGrowthAndNewSegments) {
 }
 
 TEST(AppendSourceTest, ShrinkingSegmentFailsTheSource) {
-  std::string dir = TempDir("shrink");
+  std::string dir = testing::FreshTempDir("shrink");
   Append(dir + "/seg-001", 1000);
   SegmentCatalog catalog;
   AppendSourceOptions o;
@@ -94,7 +86,7 @@ TEST(AppendSourceTest, ShrinkingSegmentFailsTheSource) {
 }
 
 TEST(AppendSourceTest, CompleteSegmentThatGrowsFailsTheSource) {
-  std::string dir = TempDir("regrow");
+  std::string dir = testing::FreshTempDir("regrow");
   Append(dir + "/seg-001", 10);
   Append(dir + "/seg-002", 10);
   SegmentCatalog catalog;
@@ -120,7 +112,7 @@ TEST(AppendSourceTest, MissingDirectoryIsAClearError) {
 }
 
 TEST(AppendSourceTest, StreamIdIsStableAndDistinct) {
-  std::string a = TempDir("id-a"), b = TempDir("id-b");
+  std::string a = testing::FreshTempDir("id-a"), b = testing::FreshTempDir("id-b");
   auto ia = DeriveStreamId(sys::DefaultSysCalls(), a, "append");
   auto ia2 = DeriveStreamId(sys::DefaultSysCalls(), a, "append");
   auto ib = DeriveStreamId(sys::DefaultSysCalls(), b, "append");

@@ -12,19 +12,11 @@
 
 #include "common/wire/crc32c.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/temp_dir.h"
 #include "replica/state_store.h"
 
 namespace walship::replica {
 namespace {
-
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string dir = std::string(base ? base : "/tmp") + "/" + name;
-  std::string cmd = "rm -rf '" + dir + "'";
-  EXPECT_EQ(system(cmd.c_str()), 0);
-  EXPECT_EQ(mkdir(dir.c_str(), 0755), 0);
-  return dir;
-}
 
 void Write(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
@@ -69,8 +61,8 @@ class RestoreTest : public ::testing::Test {
     return Restore(sys::DefaultSysCalls(), dir_, name, target_, &why_);
   }
   void SetUp() override {
-    dir_ = TempDir("dest");
-    target_ = TempDir("pgwal") + "/RECOVERYXLOG";
+    dir_ = testing::FreshTempDir("dest");
+    target_ = testing::FreshTempDir("pgwal") + "/RECOVERYXLOG";
   }
   std::string dir_, target_, why_;
 };

@@ -16,20 +16,12 @@
 #include "common/wire/crc32c.h"
 #include "common/wire/frame.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/temp_dir.h"
 #include "replica/state_store.h"
 #include "tests/replica/crash_sim_syscalls.h"
 
 namespace walship::replica {
 namespace {
-
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string dir = std::string(base ? base : "/tmp") + "/" + name;
-  std::string cmd = "rm -rf '" + dir + "'";
-  EXPECT_EQ(system(cmd.c_str()), 0);
-  EXPECT_EQ(mkdir(dir.c_str(), 0755), 0);
-  return dir;
-}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -91,7 +83,7 @@ class SegmentWriterTest : public ::testing::TestWithParam<Transport> {
 };
 
 TEST_P(SegmentWriterTest, WritesVerifiesFlushesAndFinalizes) {
-  std::string dir = TempDir("basic");
+  std::string dir = testing::FreshTempDir("basic");
   SegmentWriter w(sys_, dir, Options());
   ASSERT_TRUE(w.Recover(std::nullopt).ok());
   Channel ch;
@@ -135,7 +127,7 @@ TEST_P(SegmentWriterTest, WritesVerifiesFlushesAndFinalizes) {
 }
 
 TEST_P(SegmentWriterTest, CorruptPayloadIsDiscarded) {
-  std::string dir = TempDir("corrupt");
+  std::string dir = testing::FreshTempDir("corrupt");
   SegmentWriter w(sys_, dir, Options());
   ASSERT_TRUE(w.Recover(std::nullopt).ok());
   Channel ch;
@@ -154,7 +146,7 @@ TEST_P(SegmentWriterTest, CorruptPayloadIsDiscarded) {
 }
 
 TEST_P(SegmentWriterTest, OverlappingResendIsComparedNotOverwritten) {
-  std::string dir = TempDir("overlap");
+  std::string dir = testing::FreshTempDir("overlap");
   SegmentWriter w(sys_, dir, Options());
   ASSERT_TRUE(w.Recover(std::nullopt).ok());
   Channel ch;
@@ -176,7 +168,7 @@ TEST_P(SegmentWriterTest, OverlappingResendIsComparedNotOverwritten) {
 }
 
 TEST_P(SegmentWriterTest, GapsAndBadFramesAreRejected) {
-  std::string dir = TempDir("gaps");
+  std::string dir = testing::FreshTempDir("gaps");
   SegmentWriter w(sys_, dir, Options());
   ASSERT_TRUE(w.Recover(std::nullopt).ok());
   Channel ch;
@@ -199,7 +191,7 @@ TEST_P(SegmentWriterTest, GapsAndBadFramesAreRejected) {
 }
 
 TEST_P(SegmentWriterTest, CheckpointMismatchIsNotPublished) {
-  std::string dir = TempDir("badcheckpoint");
+  std::string dir = testing::FreshTempDir("badcheckpoint");
   SegmentWriter w(sys_, dir, Options());
   ASSERT_TRUE(w.Recover(std::nullopt).ok());
   Channel ch;
@@ -213,7 +205,7 @@ TEST_P(SegmentWriterTest, CheckpointMismatchIsNotPublished) {
   EXPECT_TRUE(Exists(dir + "/seg-1.partial"));
   EXPECT_FALSE(Exists(dir + "/seg-1"));
   // A checkpoint shorter than what was written is divergence too.
-  SegmentWriter w2(sys_, TempDir("shortcheckpoint"), Options());
+  SegmentWriter w2(sys_, testing::FreshTempDir("shortcheckpoint"), Options());
   ASSERT_TRUE(w2.Recover(std::nullopt).ok());
   ASSERT_TRUE(w2.BeginSegment("seg-1", 1, 0).ok());
   ch.Put(a);
@@ -223,7 +215,7 @@ TEST_P(SegmentWriterTest, CheckpointMismatchIsNotPublished) {
 }
 
 TEST_P(SegmentWriterTest, RecoverTruncatesUnacknowledgedAndDetectsLoss) {
-  std::string dir = TempDir("recover");
+  std::string dir = testing::FreshTempDir("recover");
   {
     std::ofstream(dir + "/seg-1", std::ios::binary) << std::string(100, 'a');
     std::ofstream(dir + "/seg-2.partial", std::ios::binary) << std::string(300, 'b');
@@ -262,7 +254,7 @@ TEST_P(SegmentWriterTest, RecoverTruncatesUnacknowledgedAndDetectsLoss) {
 }
 
 TEST(StateStoreTest, RoundTripAndDamage) {
-  std::string dir = TempDir("state");
+  std::string dir = testing::FreshTempDir("state");
   StateStore store(sys::DefaultSysCalls(), dir);
   auto none = store.Load();
   ASSERT_TRUE(none.ok());
@@ -287,7 +279,7 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
   const uint64_t seed = 20261202 + static_cast<int>(GetParam());
   std::mt19937_64 rng(seed);
   std::printf("crash simulation seed %llu\n", static_cast<unsigned long long>(seed));
-  std::string dir = TempDir(GetParam() == Transport::kZeroCopy ? "crash-zc" : "crash-copy");
+  std::string dir = testing::FreshTempDir(GetParam() == Transport::kZeroCopy ? "crash-zc" : "crash-copy");
   testing::CrashSimSysCalls sim(dir);
   // Source: 6 segments of random sizes.
   std::vector<std::pair<std::string, std::string>> source;

@@ -1,0 +1,53 @@
+#include "common/sys/dir_watch.h"
+
+#include <fcntl.h>
+#include <poll.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/sys/errors.h"
+
+namespace walship::sys {
+
+absl::StatusOr<DirWatch> DirWatch::Open(SysCalls& sys, const std::string& dir,
+                                        uint32_t mask) {
+  SysResult r = sys.InotifyInit1(IN_CLOEXEC | IN_NONBLOCK);
+  if (!r.ok()) return ErrnoToStatus(r.err, "inotify_init1");
+  UniqueFd inotify(static_cast<int>(r.rc));
+  r = sys.InotifyAddWatch(inotify.get(), dir.c_str(), mask | IN_ONLYDIR);
+  if (!r.ok()) return ErrnoToStatus(r.err, absl::StrCat("watch directory ", dir));
+  int fds[2];
+  r = sys.Pipe2(fds, O_CLOEXEC | O_NONBLOCK);
+  if (!r.ok()) return ErrnoToStatus(r.err, "pipe2");
+  return DirWatch(sys, std::move(inotify), UniqueFd(fds[0]), UniqueFd(fds[1]));
+}
+
+int DirWatch::Wait(absl::Duration timeout,
+                   const std::function<void(const inotify_event&)>& on_event) {
+  pollfd pfds[2] = {{inotify_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
+  int ms = static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout)));
+  sys_.Poll(pfds, 2, ms);
+  char drain[64];
+  while (sys_.Read(wake_read_.get(), drain, sizeof(drain)).rc > 0) {
+  }
+  int events = 0;
+  for (;;) {
+    SysResult r = sys_.Read(inotify_.get(), buf_.data(), buf_.size());
+    if (!r.ok() || r.rc <= 0) break;
+    for (size_t off = 0; off < static_cast<size_t>(r.rc);) {
+      const auto* ev = reinterpret_cast<const inotify_event*>(buf_.data() + off);
+      off += sizeof(inotify_event) + ev->len;
+      on_event(*ev);
+      ++events;
+    }
+  }
+  return events;
+}
+
+void DirWatch::Wake() {
+  char c = 1;
+  sys_.Write(wake_write_.get(), &c, 1);
+}
+
+}  // namespace walship::sys
