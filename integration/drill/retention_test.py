@@ -1,0 +1,152 @@
+"""The agent's replication slot keeps unshipped WAL, within a bound.
+
+A real PostgreSQL 15 primary with 1 MiB segments, walship-agent in postgres
+mode with a small --max-retained-bytes, and one replica:
+
+1. While the replica follows, the slot's restart_lsn advances with the
+   replica's acknowledged flushed position (WAL is released as it is shipped).
+2. The replica dies (kill -9) and WAL keeps coming: the slot holds the
+   primary's WAL for it (every segment from its position on stays in pg_wal
+   across checkpoints) until the bound is reached; then the agent logs an
+   alert at 80 %, releases WAL past the bound, and names the replica.
+3. The replica, restarted, finds its position gone and stops with a clear gap
+   error (exit status 3), instead of silently skipping WAL.
+"""
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import drillkit as dk  # noqa: E402
+
+SEG = 1 << 20
+BOUND = 6 * SEG
+
+
+def lsn_of(pos):
+    return dk.position_lsn(pos, SEG)
+
+
+class RetentionTest(unittest.TestCase):
+    def setUp(self):
+        self.env = dk.DrillEnv(base_dir="/tmp")
+        self.addCleanup(self.env.close)
+        d = self.env.mkdir("retention")
+        sock = self.env.mkdir("retention", "sock")
+        self.logs = self.env.mkdir("retention", "logs")
+        self.pg = dk.PgCluster(self.env, "primary", os.path.join(d, "primary"), sock,
+                               dk.free_port(), self.logs)
+        self.pg.initdb(1)
+        self.pg.configure({"port": self.pg.port, "unix_socket_directories": sock,
+                           "listen_addresses": "", "wal_level": "replica",
+                           "max_replication_slots": 4, "max_wal_senders": 4,
+                           "min_wal_size": "2MB", "max_wal_size": "4MB",
+                           "wal_keep_size": 0, "checkpoint_timeout": "30min"})
+        self.pg.start()
+        self.pg.psql("CREATE TABLE filler (x text)")
+        ports = os.path.join(d, "agent.ports")
+        self.agent_log = os.path.join(self.logs, "agent.log")
+        self.agent = dk.Proc(self.env, "agent", [
+            self.env.binaries["walship-agent"], "--format=postgres",
+            "--wal-dir=%s" % self.pg.pg_wal, "--pg-conninfo=%s" % self.pg.conninfo(),
+            "--pg-slot=walship_test", "--max-retained-bytes=%d" % BOUND,
+            "--io-timeout-ms=2000", "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0",
+            "--port-file=%s" % ports], self.agent_log)
+
+        def port_file():
+            try:
+                with open(ports) as f:
+                    return dict(l.strip().split("=", 1) for l in f if "=" in l).get("control")
+            except OSError:
+                return None
+        self.control = dk.wait_until(port_file, 30, 0.05, "agent port file")
+        self.replica_log = os.path.join(self.logs, "replica.log")
+        self.replica_argv = [
+            self.env.binaries["walship-replica"], "--agent=%s" % self.control,
+            "--dest=%s" % os.path.join(d, "replica"), "--name=r1"]
+        self.replica = dk.Proc(self.env, "replica", self.replica_argv, self.replica_log)
+
+    def write_wal(self, segments):
+        """Fills `segments` WAL segments (a row, then a segment switch)."""
+        for _ in range(segments):
+            self.pg.psql("INSERT INTO filler VALUES ('x'); SELECT pg_switch_wal()")
+
+    def slot(self):
+        row = self.pg.psql("SELECT restart_lsn, pg_current_wal_flush_lsn() "
+                           "FROM pg_replication_slots WHERE slot_name = 'walship_test'")
+        restart, flush = row.split("|")
+        return dk.parse_lsn(restart), dk.parse_lsn(flush)
+
+    def replica_flushed(self):
+        r = self.env.run([self.env.binaries["walship-status"], "--agent=%s" % self.control,
+                          "--json"], as_user=False, check=False, timeout=10)
+        if r.returncode != 0:
+            return None
+        import json
+        reps = json.loads(r.stdout)["replicas"]
+        return lsn_of(reps[0]["flushed"]) if reps and reps[0]["flushed"]["segment"] else None
+
+    def log_text(self, path):
+        with open(path, errors="replace") as f:
+            return f.read()
+
+    def tearDown(self):
+        for path in (self.agent_log, self.replica_log):
+            sys.stderr.write("---- %s\n%s\n" % (path, self.log_text(path)[-4000:]))
+
+    def test_slot_follows_replica_then_releases_past_the_bound(self):
+        # 1. Following: the slot advances to the replica's flushed position.
+        self.write_wal(3)
+        self.pg.psql("CHECKPOINT")
+        _, flush = self.slot()
+        dk.wait_until(lambda: (self.replica_flushed() or 0) >= flush, 60, 0.1,
+                      "replica to catch up")
+        acked = self.replica_flushed()
+        dk.wait_until(lambda: self.slot()[0] >= acked - SEG, 15, 0.2,
+                      "slot to advance to the replica's position")
+        restart, _ = self.slot()
+        self.assertLessEqual(restart, acked, "the slot released WAL the replica lacks")
+
+        # 2. The replica dies; WAL keeps coming; the slot holds it up to the bound.
+        held = self.replica_flushed()
+        self.replica.kill9()
+        self.write_wal(3)
+        self.pg.psql("CHECKPOINT")
+        time.sleep(2.5)  # a few slot-keeper rounds
+        restart, flush = self.slot()
+        self.assertLess(flush - held, BOUND)
+        self.assertLessEqual(restart, held, "WAL the stopped replica needs was released early")
+        first_needed = dk.segment_name(1, held // SEG, SEG)
+        self.assertIn(first_needed, os.listdir(self.pg.pg_wal),
+                      "a segment the replica has not flushed was recycled")
+
+        # Past 80 % of the bound: an alert, nothing released yet.
+        while self.slot()[1] - held < BOUND * 0.85:
+            self.write_wal(1)
+        dk.wait_until(lambda: "over 80% of --max-retained-bytes" in self.log_text(self.agent_log),
+                      20, 0.2, "the agent's 80% alert")
+        self.assertLessEqual(self.slot()[0], held, "released before the bound was reached")
+        self.assertNotIn("bound exceeded", self.log_text(self.agent_log))
+
+        # Past the bound: released, loudly, naming the replica at risk.
+        self.write_wal(4)
+        self.pg.psql("CHECKPOINT")
+        dk.wait_until(lambda: "WAL retention bound exceeded" in self.log_text(self.agent_log),
+                      20, 0.2, "the agent's retention alert")
+        self.assertIn("r1 at", self.log_text(self.agent_log))
+        dk.wait_until(lambda: self.slot()[1] - self.slot()[0] <= BOUND + SEG, 15, 0.2,
+                      "the slot to release WAL beyond the bound")
+        self.pg.psql("CHECKPOINT")
+        dk.wait_until(lambda: first_needed not in os.listdir(self.pg.pg_wal), 15, 0.2,
+                      "the released segment to be recycled")
+
+        # 3. The replica restarts and reports the gap; it does not skip WAL.
+        self.replica = dk.Proc(self.env, "replica", self.replica_argv, self.replica_log)
+        rc = self.replica.wait(60)
+        self.assertEqual(rc, 3, "replica should stop with exit status 3 (operator must act)")
+        self.assertIn("gap", self.log_text(self.replica_log))
+
+
+if __name__ == "__main__":
+    unittest.main()
