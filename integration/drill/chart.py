@@ -72,7 +72,7 @@ def _fmt(v, unit):
     if unit == "bytes":
         return human_bytes(v)
     if unit == "ms":
-        return ("%g ms" % v) if v < 10000 else ("%g s" % (v / 1000.0))
+        return ("%g ms" % v) if v < 10000 else ("%.1f s" % (v / 1000.0))
     return "%g" % v
 
 
@@ -85,7 +85,7 @@ def lag_chart(title, times, panels, markers=(), width=860, panel_height=190):
             with `times` (None = no sample).
     markers: list of (time, label[, color]) vertical lines.
     """
-    left, right, top, gap, bottom = 78, 20, 46, 34, 40
+    left, right, top, gap, bottom = 78, 20, 58, 34, 40
     height = top + len(panels) * panel_height + (len(panels) - 1) * gap + bottom
     plot_w = width - left - right
     finite_t = [t for t in times if t is not None]
@@ -111,6 +111,13 @@ def lag_chart(title, times, panels, markers=(), width=860, panel_height=190):
         vmax = max(vals) if vals else 1.0
         if vmax <= 0:
             vmax = 1.0
+        # A short spike (a new replica copying from the slot) would flatten
+        # everything else: past 4x the 95th percentile the scale stops and
+        # higher values are drawn at the top edge, with a note.
+        clipped = None
+        p95 = percentiles(vals, (95,))["p95"] if vals else None
+        if p95 and vmax > 4 * p95:
+            clipped, vmax = vmax, 2 * p95
         unit = panel.get("unit", "")
         scale = 1.0
         if unit == "bytes":  # ticks round in KiB or MiB, not in decimal bytes
@@ -119,7 +126,7 @@ def lag_chart(title, times, panels, markers=(), width=860, panel_height=190):
         vtop = max(yticks[-1], vmax)
 
         def y_of(v, py=py, vtop=vtop):
-            return py + panel_height - (v / vtop) * panel_height
+            return py + panel_height - (min(v, vtop) / vtop) * panel_height
 
         out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#999"/>'
                    % (left, py, plot_w, panel_height))
@@ -136,6 +143,10 @@ def lag_chart(title, times, panels, markers=(), width=860, panel_height=190):
             if i == len(panels) - 1:
                 out.append('<text x="%.1f" y="%d" text-anchor="middle">%g</text>'
                            % (xx, py + panel_height + 14, xt))
+        if clipped is not None:
+            out.append('<text x="%d" y="%d" text-anchor="end" fill="#666">clipped at the top '
+                       '(max %s)</text>' % (left + plot_w - 4, py + 14,
+                                            escape(_fmt(clipped, panel.get("unit", "")))))
         out.append('<text x="14" y="%d" transform="rotate(-90 14 %d)" text-anchor="middle">%s</text>'
                    % (py + panel_height // 2, py + panel_height // 2, escape(panel["label"])))
         for k, (name, series) in enumerate(panel["series"]):
@@ -173,7 +184,7 @@ def lag_chart(title, times, panels, markers=(), width=860, panel_height=190):
                        % (xx, py, xx, py + panel_height, color))
             if i == 0:
                 # Close labels go on alternate rows; labels near the right edge end at the line.
-                row = (row + 1) % 2 if last_label_x is not None and xx - last_label_x < 70 else 0
+                row = (row + 1) % 3 if last_label_x is not None and xx - last_label_x < 80 else 0
                 last_label_x = xx
                 anchor = "end" if xx > width - right - 40 else "middle"
                 out.append('<text x="%.1f" y="%d" fill="%s" text-anchor="%s">%s</text>'

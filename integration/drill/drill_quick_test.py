@@ -29,14 +29,25 @@ class DrillQuickTest(unittest.TestCase):
             argv += ["--seed", os.environ["WALSHIP_DRILL_SEED"]]
         print("running: %s" % " ".join(argv), flush=True)
         # The drill bounds every wait itself; this is a last resort below
-        # Bazel's "long" timeout (900 s).
-        r = subprocess.run(argv, timeout=780)
+        # Bazel's "long" timeout (900 s). SIGTERM first: the drill then stops
+        # every process it started and still writes nothing half-done.
+        p = subprocess.Popen(argv)
+        try:
+            rc = p.wait(timeout=780)
+        except subprocess.TimeoutExpired:
+            p.terminate()
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            self.fail("walship_drill.py --quick did not finish within 780 s")
         report_path = os.path.join(out, "report.md")
         if os.path.exists(report_path):
             with open(report_path) as f:
                 report = f.read()
             print(report, flush=True)
-        self.assertEqual(r.returncode, 0, "walship_drill.py --quick failed; see the log above")
+        self.assertEqual(rc, 0, "walship_drill.py --quick failed; see the log above")
         self.assertTrue(os.path.exists(report_path))
         for section in ["# walship failover drill report", "## Summary", "## process-crash",
                         "## host-loss", "### RPO and RTO", "### Lag during load",

@@ -43,6 +43,22 @@ _SHORT_PHD = 24  # SizeOfXLogShortPHD, MAXALIGNed
 _LONG_PHD = 40  # SizeOfXLogLongPHD, MAXALIGNed
 
 
+def _find_setpriv():
+    """util-linux setpriv if it knows --pdeathsig (Debian 12 does)."""
+    path = shutil.which("setpriv", path=_SBIN_PATH)
+    if not path:
+        return None
+    try:
+        r = subprocess.run([path, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return path if "--pdeathsig" in r.stdout else None
+
+
+_SETPRIV = _find_setpriv()
+
+
 class DrillError(Exception):
     """A step of the drill could not be carried out (set-up, a bounded wait)."""
 
@@ -222,12 +238,14 @@ class Proc(object):
         self.env = env
         self.name = name
         self.argv = list(argv)
+        if _SETPRIV:  # dies with the drill even if the drill is SIGKILLed
+            argv = [_SETPRIV, "--pdeathsig", "KILL", "--"] + self.argv
         self.log_path = log_path
         with open(log_path, "ab") as f:
             f.write(("\n==== %s start %s: %s\n" % (
                 name, time.strftime("%H:%M:%S"), " ".join(self.argv))).encode())
             f.flush()
-            self.p = subprocess.Popen(self.argv, stdout=f, stderr=subprocess.STDOUT,
+            self.p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
                                       stdin=stdin if stdin is not None else subprocess.DEVNULL,
                                       start_new_session=True, cwd=cwd or env.work,
                                       env=env.child_env(as_user, extra_env),
@@ -300,12 +318,17 @@ class DrillEnv(object):
         self.home = self.home or self.work
         self.bin = self.mkdir("bin")
         self.binaries = {}
-        for pkg, name in [("agent", "walship-agent"), ("agent", "walship-status"),
-                          ("replica", "walship-replica"), ("integration/drill", "drill-loader")]:
-            dst = os.path.join(self.bin, name)
-            shutil.copyfile(find_binary(pkg, name), dst)
-            os.chmod(dst, 0o755)
-            self.binaries[name] = dst
+        try:
+            for pkg, name in [("agent", "walship-agent"), ("agent", "walship-status"),
+                              ("replica", "walship-replica"),
+                              ("integration/drill", "drill-loader")]:
+                dst = os.path.join(self.bin, name)
+                shutil.copyfile(find_binary(pkg, name), dst)
+                os.chmod(dst, 0o755)
+                self.binaries[name] = dst
+        except BaseException:
+            shutil.rmtree(self.work, ignore_errors=True)
+            raise
         log("work dir %s, user %s (uid %d), PostgreSQL %s", self.work, self.user, self.uid,
             self.pg_bin)
 
@@ -566,6 +589,26 @@ class PgCluster(object):
         """kill -9 of the postmaster and every backend (its process group)."""
         if self.proc:
             self.proc.kill9()
+
+    def kill9_postmaster(self, timeout=15):
+        """kill -9 of the postmaster alone, as when it is OOM-killed.
+
+        Its backends notice and exit by themselves (one may still finish the
+        commit it was flushing); returns the seconds until the last one
+        left, after which stragglers get SIGKILL.
+        """
+        t = time.time()
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        while time.time() - t < timeout:
+            try:
+                os.killpg(self.proc.pid, 0)
+            except ProcessLookupError:
+                return time.time() - t
+            time.sleep(0.02)
+        log("%s: backends still alive %ss after the postmaster died: SIGKILL", self.name, timeout)
+        self.proc.signal_group(signal.SIGKILL)
+        return time.time() - t
 
     def stop(self, mode="fast", timeout=60):
         """Clean shutdown: fast = SIGINT (checkpoint, then exit), immediate = SIGQUIT."""

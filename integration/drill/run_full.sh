@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The full failover drill (all five drills, ~5 minutes on 2 cores): builds the
+# The full failover drill (all five drills, about 4 minutes on 2 cores): builds the
 # binaries offline, then runs walship_drill.py. Arguments are passed on, e.g.
 #   integration/drill/run_full.sh --out /tmp/drill --seed 42
 # Exit status: the drill's (0 every invariant held, 1 one failed).

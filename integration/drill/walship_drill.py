@@ -56,7 +56,7 @@ class Params(object):
         self.quick = quick
         self.segsize_mb = segsize_mb or (1 if quick else 16)
         self.segsize = self.segsize_mb * 1024 * 1024
-        self.load_seconds = load_seconds or (10 if quick else 15)
+        self.load_seconds = load_seconds or (10 if quick else 30)
         self.switch_load_seconds = 5
         self.sample_period = 0.25
         self.pgbench_scale = 1 if quick else 5
@@ -244,7 +244,7 @@ PRIMARY_CONF = {
 class Setup(object):
     """A primary, its agent, a replica, and a standby fed by the replica."""
 
-    def __init__(self, ctx, name, proxied=False):
+    def __init__(self, ctx, name, proxied=False, names=("node-a", "node-b")):
         self.ctx = ctx
         self.name = name
         self.dir = ctx.env.mkdir(name)
@@ -252,9 +252,9 @@ class Setup(object):
         self.out = os.path.join(ctx.out, name)
         self.logs = os.path.join(self.out, "logs")
         os.makedirs(self.logs, exist_ok=True)
-        self.primary = dk.PgCluster(ctx.env, "primary", os.path.join(self.dir, "primary"),
+        self.primary = dk.PgCluster(ctx.env, names[0], os.path.join(self.dir, names[0]),
                                     self.sock, dk.free_port(), self.logs)
-        self.standby = dk.PgCluster(ctx.env, "standby", os.path.join(self.dir, "standby"),
+        self.standby = dk.PgCluster(ctx.env, names[1], os.path.join(self.dir, names[1]),
                                     self.sock, dk.free_port(), self.logs)
         self.proxied = proxied
         self.proxies = []
@@ -711,8 +711,17 @@ def wait_standby_replayed(ctx, setup, standby, replica, required):
 
 
 def promote(ctx, setup, standby, t_fault, res):
-    """Promotes and waits for the first successful INSERT; returns RTO seconds."""
-    setup.event("promote %s" % standby.name)
+    """Reserves the walship slot, promotes, waits for the first INSERT; returns RTO seconds.
+
+    The slot is created on the standby before promotion (see README.md,
+    "Switchover needs the slot reserved"): the new timeline's first segment
+    must survive until a new agent on the promoted server has shipped it, or
+    the old primary can never follow it.
+    """
+    standby.psql("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                 "WHERE slot_name = 'walship'; "
+                 "SELECT pg_create_physical_replication_slot('walship', true)")
+    setup.event("promote %s (slot walship reserved)" % standby.name)
     out = standby.psql("SELECT pg_promote(true, %d)" % ctx.p.promote_timeout,
                        timeout=ctx.p.promote_timeout + 10, check=False)
     if out != "t":
@@ -727,6 +736,54 @@ def promote(ctx, setup, standby, t_fault, res):
             raise DrillError("%s accepted no write within %ss of promotion" % (
                 standby.name, ctx.p.promote_timeout))
         time.sleep(0.05)
+
+
+def rejoin(ctx, s, res, old, new, tag):
+    """Makes the stopped old primary a standby of the promoted `new` through walship.
+
+    pg_rewind (which first completes crash recovery of a crashed target in
+    single-user mode, and says "no rewind required" when the old primary
+    never went past the switch point), then a new agent on `new`, a fresh
+    replica, and the old primary started with restore_command from it.
+    Returns False (with res.error set) when it could not.
+    """
+    # PostgreSQL 15's pg_rewind reads the source's timeline from its control
+    # file, which a promotion updates only at the (spread) end-of-recovery
+    # checkpoint: force it first, as the docs advise.
+    new.psql("CHECKPOINT", timeout=120)
+    # pg_rewind reads the old primary's WAL back from the divergence point to
+    # the last checkpoint before it; the old primary may have recycled those
+    # segments (its own crash recovery ends with a checkpoint), but the
+    # replica that followed it has them: --restore-target-wal fetches them
+    # through walship's restore_command.
+    prev = s.replica
+    if prev.alive():
+        prev.stop()
+    old.configure({"restore_command": "%s restore --dest=%s %%f %%p" % (
+        ctx.env.binaries["walship-replica"], prev.dest)})
+    r = ctx.env.run([ctx.env.pg("pg_rewind"), "--target-pgdata=%s" % old.datadir,
+                     "--source-server=%s" % new.conninfo(), "--restore-target-wal",
+                     "--no-sync"], timeout=300, check=False)
+    out = [l for l in (r.stdout + r.stderr).strip().splitlines() if l.strip()]
+    s.event("pg_rewind %s: exit %d: %s" % (old.name, r.returncode, out[-1] if out else ""))
+    with open(os.path.join(s.logs, "pg_rewind-%s.log" % tag), "w") as f:
+        f.write(r.stdout + r.stderr)
+    diverged = [l for l in out if "diverged" in l or "rewind required" in l or "Done" in l]
+    res.check("%s: pg_rewind of %s succeeded" % (tag, old.name), r.returncode == 0,
+              " / ".join(diverged or out[-2:]))
+    if r.returncode != 0:
+        res.error = "pg_rewind failed"
+        return False
+    agent, rep = s.start_walship(new, "agent-%s" % tag, "replica-%s" % tag)
+    s.standby_conf(old, rep)
+    try:
+        os.unlink(os.path.join(old.datadir, "recovery.signal"))
+    except OSError:
+        pass
+    s.primary, s.standby = new, old
+    old.start(wait_for=("ready", "standby"), timeout=ctx.p.replay_timeout)
+    s.event("%s is a standby of %s, fed by %s" % (old.name, new.name, rep.name))
+    return True
 
 
 def table_seqs(cluster):
@@ -813,8 +870,9 @@ def drill_crash(ctx, name):
             s.agent.kill9()
             s.primary.kill9()
         else:
-            t_fault = s.event("FAULT: kill -9 postgres (process crash)")
-            s.primary.kill9()
+            t_fault = s.event("FAULT: kill -9 of the postmaster (process crash)")
+            secs = s.primary.kill9_postmaster()
+            s.event("the last orphaned backend exited %.2fs after the postmaster" % secs)
         rc = load.wait(30)
         res.metrics["loader_exit"] = rc
         res.metrics["fault_after_load_s"] = round(t_fault - s.t0, 2)
@@ -832,6 +890,8 @@ def drill_crash(ctx, name):
                       durable == flushed, "state %s, acked %s" % (dk.fmt_lsn(durable),
                                                                  dk.fmt_lsn(flushed)))
         ok, replay, detail = wait_standby_replayed(ctx, s, s.standby, s.replica, durable)
+        s.event("%s replay at %s: %s" % (s.standby.name, dk.fmt_lsn(replay),
+                                         "caught up" if ok else "BEHIND"))
         res.metrics["standby_replay_lsn"] = dk.fmt_lsn(replay)
         res.check("before promotion the standby replayed all WAL the replica acknowledged",
                   ok, detail)
@@ -853,15 +913,39 @@ def drill_crash(ctx, name):
             return res
         rto = promote(ctx, s, s.standby, t_fault, res)
         res.metrics["rto_s"] = round(rto, 3)
-        lost, _ = check_acked_present(res, s.standby, [load],
-                                      allow_suffix_loss=(name == "host-loss"))
+        check_acked_present(res, s.standby, [load], allow_suffix_loss=(name == "host-loss"))
+        if name == "host-loss":
+            # The old primary comes back (its disk survived): its unshipped
+            # tail diverges from the new timeline, so pg_rewind must discard
+            # it before it can follow the new primary through walship.
+            old, new = s.primary, s.standby
+            if rejoin(ctx, s, res, old, new, "rejoin"):
+                ld = Load(ctx, s, new, ctx.p.switch_load_seconds, 1000001, "rejoin")
+                ld.start()
+                rc = ld.wait(ctx.p.switch_load_seconds + 60)
+                res.check("rejoin: load on the new primary completed", rc == 0,
+                          "loader exit %s" % rc)
+                try:
+                    s.wait_standby_near(new, old)
+                    caught = True
+                except DrillError as e:
+                    caught = False
+                    res.notes.append(str(e))
+                res.check("rejoin: rows written on the new primary reached the rewound old "
+                          "primary through walship", caught,
+                          "replay %s" % dk.fmt_lsn(old.lsn("pg_last_wal_replay_lsn()")))
+                rows_old, rows_new = table_seqs(old), table_seqs(new)
+                res.check("rejoin: the rewound old primary holds exactly the new primary's "
+                          "rows (its lost tail discarded)", rows_old == rows_new,
+                          "%d rows on %s, %d on %s" % (len(rows_old), old.name, len(rows_new),
+                                                       new.name))
         if name == "process-crash":
             res.check("the standby replayed up to the end of the primary's valid WAL",
                       wal_lost == 0, "primary WAL ends at %s, standby replayed to %s" % (
                           dk.fmt_lsn(primary_end), dk.fmt_lsn(replay)))
         return res
     finally:
-        finish_drill(ctx, s, sampler, res, "fault")
+        finish_drill(ctx, s, sampler, res, "FAULT")
 
 
 def drill_in_load(ctx, name):
@@ -895,6 +979,10 @@ def drill_in_load(ctx, name):
             t_back = s.event("network restored")
         res.metrics["fault_after_load_s"] = round(t_fault - s.t0, 2)
         res.metrics["fault_duration_s"] = round(t_back - t_fault, 2)
+        during = [r["connected"] for r in list(sampler.rows) if t_fault < r["t"] <= t_back]
+        res.check("the fault took effect: the agent saw the replica disconnected",
+                  False in during, "%d of %d samples during the fault disconnected" % (
+                      during.count(False), len(during)))
         # Catch-up: the replica holds what the primary had flushed when the fault ended.
         flush_at_back = s.primary.lsn()
         t_caught = None
@@ -946,7 +1034,7 @@ def drill_in_load(ctx, name):
         res.metrics["wal_bytes_lost"] = 0 if caught else None
         return res
     finally:
-        finish_drill(ctx, s, sampler, res, "fault")
+        finish_drill(ctx, s, sampler, res, "FAULT")
 
 
 def drill_switchover(ctx, name="switchover"):
@@ -976,6 +1064,8 @@ def drill_switchover(ctx, name="switchover"):
             flushed, source_end, secs = wait_drained(ctx, s, s.agent, s.replica)
             s.event("agent drained: %s" % dk.fmt_lsn(flushed))
             ok, replay, detail = wait_standby_replayed(ctx, s, new, s.replica, flushed)
+            s.event("%s replay at %s: %s" % (new.name, dk.fmt_lsn(replay),
+                                             "caught up" if ok else "BEHIND"))
             res.check("%s: before promotion %s replayed all WAL the replica acknowledged"
                       % (tag, new.name), ok, detail)
             tli = s.replica.timeline()
@@ -992,30 +1082,8 @@ def drill_switchover(ctx, name="switchover"):
             rtos.append(round(rto, 3))
             s.agent.stop()
             s.replica.stop()
-            # PostgreSQL 15's pg_rewind reads the source's timeline from its
-            # control file, which a promotion updates only at the (spread)
-            # end-of-recovery checkpoint: force it first, as the docs advise.
-            new.psql("CHECKPOINT", timeout=120)
-            r = ctx.env.run([ctx.env.pg("pg_rewind"), "--target-pgdata=%s" % old.datadir,
-                             "--source-server=%s" % new.conninfo(), "--no-sync"],
-                            timeout=300, check=False)
-            rewind = (r.stdout + r.stderr).strip().splitlines()
-            s.event("pg_rewind %s: exit %d: %s" % (old.name, r.returncode,
-                                                   rewind[-1] if rewind else ""))
-            res.check("%s: pg_rewind of %s succeeded" % (tag, old.name), r.returncode == 0,
-                      " | ".join(rewind[-3:]))
-            if r.returncode != 0:
-                res.error = "pg_rewind failed"
+            if not rejoin(ctx, s, res, old, new, tag):
                 return res
-            agent, rep = s.start_walship(new, "agent-%s" % tag, "replica-%s" % tag)
-            s.standby_conf(old, rep)
-            try:
-                os.unlink(os.path.join(old.datadir, "recovery.signal"))
-            except OSError:
-                pass
-            s.primary, s.standby = new, old
-            old.start(wait_for=("ready", "standby"), timeout=ctx.p.replay_timeout)
-            s.event("%s is a standby of %s, fed by %s" % (old.name, new.name, rep.name))
             ld = Load(ctx, s, new, ctx.p.switch_load_seconds, start_seq, tag)
             ld.start()
             loads.append(ld)
@@ -1031,7 +1099,7 @@ def drill_switchover(ctx, name="switchover"):
             res.check("%s: rows written on %s reached %s through walship" % (
                 tag, new.name, old.name), caught,
                 "replay %s" % dk.fmt_lsn(old.lsn("pg_last_wal_replay_lsn()")))
-            lost, _ = check_acked_present(res, old, loads, allow_suffix_loss=False)
+            check_acked_present(res, old, loads, allow_suffix_loss=False)
             if res.error or not caught:
                 break
         res.metrics["rto_s"] = rtos[0] if rtos else None
@@ -1105,6 +1173,8 @@ def finish_drill(ctx, s, sampler, res, fault_word):
                 markers.append((t, "writable", "#2ca02c"))
             elif label.startswith(("replica restarted", "network restored")):
                 markers.append((t, label.split()[1], "#17becf"))
+            elif " is a standby of " in label:
+                markers.append((t, "old primary follows", "#17becf"))
         if rows:
             csvn, svgn = write_lag_outputs(s, rows, markers, "%s: replication lag" % res.name)
             res.files.update({"csv": "%s/%s" % (s.name, csvn), "svg": "%s/%s" % (s.name, svgn)})
@@ -1321,6 +1391,11 @@ def main(argv=None):
         r.error = str(e)
         results.append(r)
         log("drill set-up failed: %s", e)
+    except (SystemExit, KeyboardInterrupt) as e:
+        r = Result("interrupted")
+        r.error = "interrupted (%s) during drill %s" % (e or "SIGINT", len(results) + 1)
+        results.append(r)
+        log("%s", r.error)
     finally:
         if env is not None:
             env.close()
