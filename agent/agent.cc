@@ -1,10 +1,13 @@
 #include "agent/agent.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
 #include "agent/append_source.h"
 #include "agent/postgres_source.h"
+#include "agent/rate_limiter.h"
 #include "agent/slot_keeper.h"
 #include "agent/control_service.h"
 #include "agent/data_server.h"
@@ -15,12 +18,100 @@
 #include "common/net.h"
 #include "common/status_macros.h"
 #include "common/sys/file_util.h"
+#include "proto/walship.grpc.pb.h"
 #include "spdlog/spdlog.h"
 
 namespace walship::agent {
+namespace {
+
+// Counts what one replica's shipper sends, then forwards.
+class MeteredEvents final : public ShipperEvents {
+ public:
+  MeteredEvents(ShipperEvents* inner, MetricsRegistry& m, std::string replica)
+      : inner_(inner),
+        bytes_(m.Counter("walship_agent_bytes_shipped_total", "")),
+        frames_(m.Counter("walship_agent_frames_shipped_total", "")),
+        segments_(m.Counter("walship_agent_segments_completed_total", "")),
+        replica_(std::move(replica)) {}
+  void OnCheckpoint(const std::string& segment, uint64_t length, uint32_t crc32c) override {
+    inner_->OnCheckpoint(segment, length, crc32c);
+    segments_.Add({{"replica", replica_}}, 1);
+  }
+  void OnSent(const Position& sent, uint64_t bytes, bool zerocopy) override {
+    inner_->OnSent(sent, bytes, zerocopy);
+    bytes_.Add({{"replica", replica_}, {"transport", zerocopy ? "zerocopy" : "copy"}},
+               static_cast<double>(bytes));
+    frames_.Add({{"replica", replica_}}, 1);
+  }
+
+ private:
+  ShipperEvents* const inner_;
+  const MetricsRegistry::Family bytes_, frames_, segments_;
+  const std::string replica_;
+};
+
+}  // namespace
 
 Agent::Agent(sys::SysCalls& sys, AgentOptions options)
-    : sys_(sys), options_(std::move(options)) {}
+    : sys_(sys), options_(std::move(options)), metrics_(std::make_unique<MetricsRegistry>()) {}
+
+uint16_t Agent::metrics_port() const {
+  return metrics_server_ ? metrics_server_->port() : 0;
+}
+
+void Agent::DeclareMetrics() {
+  MetricsRegistry& m = *metrics_;
+  m.Counter("walship_agent_bytes_shipped_total",
+            "Payload bytes written to replicas' data sockets, by replica and transport "
+            "path (zerocopy = sendfile, copy = pread/write).");
+  m.Counter("walship_agent_frames_shipped_total", "DATA frames written, by replica.");
+  m.Counter("walship_agent_segments_completed_total",
+            "Segments fully sent and checkpointed, by replica.");
+  m.Counter("walship_agent_data_connections_rejected_total",
+            "Connections refused on the data port, by reason.");
+  MetricsRegistry::Family lag_bytes = m.Gauge(
+      "walship_agent_replica_lag_bytes",
+      "Shippable bytes not yet acknowledged as flushed (durable) by the replica.");
+  MetricsRegistry::Family lag_seconds = m.Gauge(
+      "walship_agent_replica_lag_seconds",
+      "Age of the oldest shippable byte the replica has not flushed (0 when caught up).");
+  MetricsRegistry::Family backlog = m.Gauge(
+      "walship_agent_replica_backlog_bytes",
+      "Shippable bytes not yet sent to the replica (what its shipper still has to do).");
+  MetricsRegistry::Family connected =
+      m.Gauge("walship_agent_replica_connected", "1 while the replica's data socket is live.");
+  MetricsRegistry::Family source_end = m.Gauge(
+      "walship_agent_source_bytes", "Total shippable bytes the source currently shows.");
+  MetricsRegistry::Family replicas = m.Gauge("walship_agent_replicas", "Known replicas.");
+  m.AddCollector([this, lag_bytes, lag_seconds, backlog, connected, source_end, replicas] {
+    if (!catalog_ || !registry_) return;
+    CatalogSnapshot snap = catalog_->Get();
+    lag_bytes.Clear();
+    lag_seconds.Clear();
+    backlog.Clear();
+    connected.Clear();
+    uint64_t total = 0;
+    if (snap.segments) {
+      for (const SegmentInfo& s : *snap.segments) total += s.shippable;
+    }
+    source_end.Set({}, static_cast<double>(total));
+    auto all = registry_->All();
+    replicas.Set({}, static_cast<double>(all.size()));
+    for (const auto& session : all) {
+      MetricLabels l = {{"replica", session->name()}};
+      walship::v1::ReplicaStatus st = session->Snapshot();
+      uint64_t lag = snap.BytesAfter(session->flushed());
+      lag_bytes.Set(l, static_cast<double>(lag));
+      std::optional<absl::Time> since = catalog_->ShippableSince(session->flushed());
+      lag_seconds.Set(l, lag == 0 || !since.has_value()
+                             ? 0.0
+                             : absl::ToDoubleSeconds(absl::Now() - *since));
+      backlog.Set(l, static_cast<double>(
+                         snap.BytesAfter(Position{st.sent().segment(), st.sent().offset()})));
+      connected.Set(l, st.connected() ? 1 : 0);
+    }
+  });
+}
 
 Agent::~Agent() { Shutdown(); }
 
@@ -28,6 +119,7 @@ uint16_t Agent::data_port() const { return data_server_ ? data_server_->port() :
 
 absl::Status Agent::Start() {
   WALSHIP_RETURN_IF_ERROR(options_.Validate());
+  DeclareMetrics();
   catalog_ = std::make_unique<SegmentCatalog>();
   registry_ = std::make_unique<SessionRegistry>();
   if (options_.format == "postgres") {
@@ -71,18 +163,39 @@ absl::Status Agent::Start() {
   ShipperRunner runner = [this, ship](int fd, const Position& start,
                                       ShipperEvents* events,
                                       const std::atomic<bool>& stop) {
+    auto* session = dynamic_cast<ReplicaSession*>(events);
+    MeteredEvents metered(events, *metrics_, session ? session->name() : "unknown");
+    events = &metered;
+    std::optional<RateLimiter> limiter;
+    std::optional<ThrottledEvents> throttled;
+    if (options_.max_rate_bytes_per_sec > 0) {
+      limiter.emplace(options_.max_rate_bytes_per_sec, 0, [] { return absl::Now(); });
+      throttled.emplace(events, &*limiter, stop);
+      events = &*throttled;
+    }
     Shipper shipper(sys_, *catalog_, *checksums_, source_->wal_dir(), fd, start, ship,
                     events);
     return shipper.Run(stop);
   };
   DataServerOptions dso;
   WALSHIP_ASSIGN_OR_RETURN(dso.listen, ParseHostPort(options_.data_listen));
+  MetricsRegistry::Family rejected =
+      metrics_->Counter("walship_agent_data_connections_rejected_total", "");
+  dso.on_reject = [rejected](const std::string& reason) {
+    rejected.Add({{"reason", reason}}, 1);
+  };
   data_server_ = std::make_unique<DataServer>(sys_, dso, *registry_, std::move(runner));
   WALSHIP_RETURN_IF_ERROR(data_server_->Start());
   data_port_ = data_server_->port();
 
   service_ = std::make_unique<ControlServiceImpl>(options_, *source_, *catalog_,
-                                                  *checksums_, *registry_, data_port_);
+                                                  *checksums_, *registry_, data_port_,
+                                                  metrics_.get());
+  // grpc.health.v1.Health (overall status "" and the Control service) and
+  // grpc.reflection.v1alpha.ServerReflection; both must be set up before the
+  // builder is created.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port);
@@ -93,6 +206,10 @@ absl::Status Agent::Start() {
         absl::StrCat("cannot listen for control on ", options_.listen));
   }
   control_port_ = static_cast<uint16_t>(port);
+  if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+    health->SetServingStatus(true);
+    health->SetServingStatus(walship::v1::Control::service_full_name(), true);
+  }
   WALSHIP_ASSIGN_OR_RETURN(HostPort control, ParseHostPort(options_.listen));
   WALSHIP_ASSIGN_OR_RETURN(HostPort data, ParseHostPort(options_.data_listen));
   control.port = control_port_;
@@ -100,6 +217,15 @@ absl::Status Agent::Start() {
   spdlog::info("serving stream {} ({} format) from {}: control on {}, data on {}, transport {}",
                source_->StreamId(), source_->FormatName(), options_.wal_dir,
                control.ToString(), data.ToString(), TransportName(options_.transport));
+  std::string metrics_line;
+  if (!options_.metrics_listen.empty()) {
+    WALSHIP_ASSIGN_OR_RETURN(HostPort mhp, ParseHostPort(options_.metrics_listen));
+    metrics_server_ = std::make_unique<MetricsServer>(*metrics_);
+    WALSHIP_RETURN_IF_ERROR(metrics_server_->Start(mhp.host, mhp.port));
+    mhp.port = metrics_server_->port();
+    spdlog::info("metrics on http://{}/metrics", mhp.ToString());
+    metrics_line = absl::StrCat("metrics=", mhp.ToString(), "\n");
+  }
   if (!options_.port_file.empty()) {
     std::string dir = ".", name = options_.port_file;
     size_t slash = options_.port_file.rfind('/');
@@ -109,12 +235,19 @@ absl::Status Agent::Start() {
     }
     WALSHIP_RETURN_IF_ERROR(sys::WriteFileAtomically(
         sys_, dir, name,
-        absl::StrCat("control=", control.ToString(), "\ndata=", data.ToString(), "\n")));
+        absl::StrCat("control=", control.ToString(), "\ndata=", data.ToString(), "\n",
+                     metrics_line)));
   }
   return absl::OkStatus();
 }
 
 void Agent::Shutdown() {
+  if (metrics_server_) metrics_server_->Stop();
+  if (server_) {
+    if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+      health->SetServingStatus(false);
+    }
+  }
   if (slot_keeper_) slot_keeper_->Stop();
   if (data_server_) data_server_->Stop();
   if (catalog_) catalog_->Shutdown();

@@ -1,7 +1,9 @@
 // agent.h: walship-agent, assembled.
 //
 // Owns the WAL source, the segment catalog, the session registry, the data
-// server and the gRPC control server. Start() binds both ports (port 0 picks
+// server, the gRPC control server (with grpc.health.v1 health checking and
+// server reflection) and the metrics registry (served on /metrics when
+// options.metrics_listen is set). Start() binds both ports (port 0 picks
 // a free one; the chosen ports are logged and returned); Shutdown() stops
 // accepting, ends every session and joins every thread.
 //
@@ -15,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "agent/agent_options.h"
+#include "common/metrics.h"
 #include "common/sys/syscalls.h"
 
 namespace grpc {
@@ -41,8 +44,14 @@ class Agent {
 
   uint16_t control_port() const { return control_port_; }
   uint16_t data_port() const;
+  // 0 unless metrics_listen is set and Start() succeeded.
+  uint16_t metrics_port() const;
+  // Valid for the agent's lifetime; for tests and embedding.
+  MetricsRegistry& metrics() { return *metrics_; }
 
  private:
+  void DeclareMetrics();
+
   sys::SysCalls& sys_;
   const AgentOptions options_;
   std::unique_ptr<SegmentCatalog> catalog_;
@@ -53,6 +62,8 @@ class Agent {
   std::unique_ptr<SlotKeeper> slot_keeper_;
   std::unique_ptr<ControlServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsRegistry> metrics_;
+  std::unique_ptr<MetricsServer> metrics_server_;
   uint16_t control_port_ = 0;
   // Referenced by the control service for handshake responses.
   uint16_t data_port_ = 0;

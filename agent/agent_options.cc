@@ -29,6 +29,21 @@ absl::Status AgentOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max-frame-bytes must be in [4096, ", wire::kMaxPayloadLength, "]"));
   }
+  if (!metrics_listen.empty()) {
+    if (auto hp = ParseHostPort(metrics_listen); !hp.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--metrics-listen: ", hp.status().message()));
+    }
+  }
+  for (const std::string& name : allow_replicas) {
+    if (name.empty()) {
+      return absl::InvalidArgumentError("--allow-replicas: empty replica name");
+    }
+  }
+  if (max_rate_bytes_per_sec != 0 && max_rate_bytes_per_sec < 4096) {
+    return absl::InvalidArgumentError(
+        "--max-rate must be 0 (unlimited) or at least 4096 bytes per second");
+  }
   if (heartbeat < absl::Milliseconds(10)) {
     return absl::InvalidArgumentError("--heartbeat-ms must be at least 10");
   }

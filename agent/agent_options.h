@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -33,6 +34,14 @@ struct AgentOptions {
   absl::Duration io_timeout = absl::Seconds(30);
   // Written (atomically) with the bound ports once listening, for scripts.
   std::string port_file;
+  // Replica names allowed to handshake; empty allows every name. Others are
+  // refused with kPermissionDenied before any byte is shipped.
+  std::vector<std::string> allow_replicas;
+  // Most payload bytes per second shipped to each replica (a token bucket in
+  // its shipper thread); 0 is unlimited.
+  uint64_t max_rate_bytes_per_sec = 0;
+  // HOST:PORT of the Prometheus /metrics endpoint; empty disables it.
+  std::string metrics_listen;
 
   // kInvalidArgument naming the first bad field.
   absl::Status Validate() const;

@@ -1,8 +1,10 @@
 #include "agent/control_service.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "common/wire/segment_name.h"
 #include "spdlog/spdlog.h"
@@ -37,13 +39,28 @@ ControlServiceImpl::ControlServiceImpl(const AgentOptions& options,
                                        const SegmentCatalog& catalog,
                                        SegmentChecksums& checksums,
                                        SessionRegistry& registry,
-                                       const uint16_t& data_port)
+                                       const uint16_t& data_port,
+                                       MetricsRegistry* metrics)
     : options_(options),
       source_(source),
       catalog_(catalog),
       checksums_(checksums),
       registry_(registry),
-      data_port_(data_port) {}
+      data_port_(data_port),
+      metrics_(metrics) {
+  if (metrics_ != nullptr) {
+    metrics_->Counter("walship_agent_handshakes_refused_total",
+                      "Handshakes refused, by reason (not_allowed, wrong_stream, divergent, "
+                      "gap, invalid, other).");
+    metrics_->Counter("walship_agent_handshakes_total", "Handshakes accepted, by replica.");
+  }
+}
+
+void ControlServiceImpl::CountRefusal(const std::string& reason) {
+  if (metrics_ == nullptr) return;
+  metrics_->Counter("walship_agent_handshakes_refused_total", "")
+      .Add({{"reason", reason}}, 1);
+}
 
 absl::StatusOr<Position> ControlServiceImpl::StartPosition(
     const walship::v1::HandshakeRequest& req) {
@@ -112,8 +129,18 @@ grpc::Status ControlServiceImpl::Handshake(grpc::ServerContext* ctx,
                                      req->protocol_version(), " (agent speaks 1)"));
   }
   if (!ValidReplicaName(req->replica_name())) {
+    CountRefusal("invalid");
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "replica name must be 1..64 characters of [A-Za-z0-9._-]");
+  }
+  if (!options_.allow_replicas.empty() &&
+      std::find(options_.allow_replicas.begin(), options_.allow_replicas.end(),
+                req->replica_name()) == options_.allow_replicas.end()) {
+    std::string msg = absl::StrCat("replica ", req->replica_name(),
+                                   " is not in this agent's --allow-replicas list");
+    spdlog::error("handshake from {}: refused: {}", ctx->peer(), msg);
+    CountRefusal("not_allowed");
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, msg);
   }
   const std::string stream_id = source_.StreamId();
   if (!req->stream_id().empty() && req->stream_id() != stream_id) {
@@ -122,12 +149,17 @@ grpc::Status ControlServiceImpl::Handshake(grpc::ServerContext* ctx,
         " but this agent serves stream ", stream_id,
         "; refusing to mix two primaries' WAL");
     spdlog::error("handshake from {}: {}", ctx->peer(), msg);
+    CountRefusal("wrong_stream");
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, msg);
   }
   absl::StatusOr<Position> start = StartPosition(*req);
   if (!start.ok()) {
     spdlog::error("handshake from replica {} ({}): {}", req->replica_name(), ctx->peer(),
                   start.status().ToString());
+    absl::string_view m = start.status().message();
+    CountRefusal(absl::StartsWith(m, "divergent") ? "divergent"
+                 : absl::StartsWith(m, "gap")     ? "gap"
+                                                  : "other");
     return ToGrpc(start.status());
   }
   std::string token;
@@ -144,6 +176,10 @@ grpc::Status ControlServiceImpl::Handshake(grpc::ServerContext* ctx,
       static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.heartbeat)));
   resp->set_data_port(data_port_);
   resp->set_source_format(source_.FormatName());
+  if (metrics_ != nullptr) {
+    metrics_->Counter("walship_agent_handshakes_total", "")
+        .Add({{"replica", req->replica_name()}}, 1);
+  }
   spdlog::info("replica {} (session {}) from {}: shipping from {}", req->replica_name(),
                session->id(), ctx->peer(), start->ToString());
   return grpc::Status::OK;
@@ -186,7 +222,6 @@ grpc::Status ControlServiceImpl::Session(
       }
       CatalogSnapshot snap = catalog_.Get();
       Position endpos = snap.End();
-      session->NoteCaughtUp(endpos);
       ev.mutable_heartbeat()->set_agent_unix_nanos(absl::ToUnixNanos(absl::Now()));
       SetPos(endpos, ev.mutable_heartbeat()->mutable_source_end());
     }
@@ -223,12 +258,11 @@ grpc::Status ControlServiceImpl::Status(grpc::ServerContext*,
     Position flushed = session->flushed();
     uint64_t lag = snap.BytesAfter(flushed);
     r->set_lag_bytes(lag);
-    if (lag == 0) {
-      r->set_lag_ms(0);
-    } else {
-      r->set_lag_ms(static_cast<uint64_t>(
-          absl::ToInt64Milliseconds(absl::Now() - session->last_caught_up())));
-    }
+    // Age of the oldest shippable byte this replica has not flushed.
+    std::optional<absl::Time> since = catalog_.ShippableSince(flushed);
+    r->set_lag_ms(lag == 0 || !since.has_value()
+                      ? 0
+                      : static_cast<uint64_t>(absl::ToInt64Milliseconds(absl::Now() - *since)));
     zc += r->agent_counters().bytes_zerocopy();
     cp += r->agent_counters().bytes_copy();
   }

@@ -5,7 +5,9 @@
 // it is complete and the stream moved on), that it does not hold more bytes
 // than the source shows, and that the CRC of its durable prefix equals the
 // source's. Any mismatch is FAILED_PRECONDITION with a message an operator can
-// act on; the replica must not retry it blindly.
+// act on; the replica must not retry it blindly. A replica whose name is not
+// on a non-empty AgentOptions::allow_replicas is refused with
+// PERMISSION_DENIED before anything else is checked.
 //
 // Thread-safety: gRPC calls the methods concurrently; all state lives in the
 // thread-safe catalog and registry.
@@ -19,6 +21,7 @@
 #include "agent/segment_catalog.h"
 #include "agent/segment_checksums.h"
 #include "agent/wal_source.h"
+#include "common/metrics.h"
 #include "proto/walship.grpc.pb.h"
 
 namespace walship::agent {
@@ -27,7 +30,8 @@ class ControlServiceImpl final : public walship::v1::Control::Service {
  public:
   ControlServiceImpl(const AgentOptions& options, const WalSource& source,
                      const SegmentCatalog& catalog, SegmentChecksums& checksums,
-                     SessionRegistry& registry, const uint16_t& data_port);
+                     SessionRegistry& registry, const uint16_t& data_port,
+                     MetricsRegistry* metrics = nullptr);
 
   grpc::Status Handshake(grpc::ServerContext* ctx,
                          const walship::v1::HandshakeRequest* req,
@@ -42,6 +46,8 @@ class ControlServiceImpl final : public walship::v1::Control::Service {
  private:
   // Where shipping starts for a replica durable at `durable`, or why not.
   absl::StatusOr<Position> StartPosition(const walship::v1::HandshakeRequest& req);
+  // Counts a refused handshake by reason (when metrics are on).
+  void CountRefusal(const std::string& reason);
 
   const AgentOptions& options_;
   const WalSource& source_;
@@ -49,6 +55,7 @@ class ControlServiceImpl final : public walship::v1::Control::Service {
   SegmentChecksums& checksums_;
   SessionRegistry& registry_;
   const uint16_t& data_port_;
+  MetricsRegistry* const metrics_;
 };
 
 // absl::Status -> grpc::Status with the same code and message.

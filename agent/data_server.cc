@@ -77,6 +77,7 @@ void DataServer::AcceptLoop() {
       if (pending_ >= options_.max_pending) {
         spdlog::warn("data port: rejected connection from {}: too many pending handshakes ({})",
                      peer, pending_);
+        if (options_.on_reject) options_.on_reject("too_many_pending");
         continue;
       }
       ++pending_;
@@ -127,6 +128,19 @@ void DataServer::Handshake(sys::UniqueFd fd, std::string peer) {
   absl::Status s = ReadHello(fd.get(), &session);
   if (!s.ok()) {
     spdlog::warn("data port: rejected connection from {}: {}", peer, s.ToString());
+    if (options_.on_reject) {
+      const char* reason = "other";
+      switch (s.code()) {
+        case absl::StatusCode::kUnavailable: reason = "closed"; break;
+        case absl::StatusCode::kDeadlineExceeded: reason = "timeout"; break;
+        case absl::StatusCode::kDataLoss:
+        case absl::StatusCode::kInvalidArgument:
+        case absl::StatusCode::kOutOfRange: reason = "bad_frame"; break;
+        case absl::StatusCode::kUnauthenticated: reason = "bad_token"; break;
+        default: break;
+      }
+      options_.on_reject(reason);
+    }
     return;
   }
   int buf = options_.socket_buffer_bytes;

@@ -35,6 +35,10 @@ struct DataServerOptions {
   absl::Duration hello_timeout = absl::Seconds(5);
   int max_pending = 64;
   int socket_buffer_bytes = 4 << 20;
+  // Called (on a data-server thread) for every rejected connection with a
+  // short reason: "too_many_pending", "closed", "timeout", "bad_frame",
+  // "bad_token", "other". Optional; used for metrics.
+  std::function<void(const std::string& reason)> on_reject;
 };
 
 class DataServer {

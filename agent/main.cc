@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <string>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
 #include "agent/agent.h"
 #include "common/flags.h"
 #include "common/logging.h"
@@ -16,6 +18,7 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   uint64_t max_frame = o.max_payload;
   int64_t heartbeat_ms = 1000, io_timeout_ms = 30000;
+  std::string allow_replicas;
 
   walship::FlagSet flags(
       "walship-agent: ships WAL segment files to walship-replica subscribers.\n"
@@ -56,6 +59,14 @@ int main(int argc, char** argv) {
   flags.String("port-file", &o.port_file,
                "If set, write 'control=HOST:PORT' and 'data=HOST:PORT' lines to this file "
                "once listening.");
+  flags.String("allow-replicas", &allow_replicas,
+               "Comma-separated replica names allowed to subscribe; empty allows all. "
+               "Others are refused at handshake with PERMISSION_DENIED.");
+  flags.Uint("max-rate", &o.max_rate_bytes_per_sec,
+             "Most payload bytes per second shipped to each replica; 0 is unlimited.");
+  flags.String("metrics-listen", &o.metrics_listen,
+               "HOST:PORT serving Prometheus metrics at /metrics; empty disables it; "
+               "port 0 picks a free port (logged).");
   flags.String("log-level", &log_level, "trace, debug, info, warn or error.");
 
   if (std::optional<int> exit_status = flags.ParseOrExitStatus(argc, argv, "walship-agent", 2)) {
@@ -71,6 +82,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.transport = *t;
+  for (absl::string_view name : absl::StrSplit(allow_replicas, ',', absl::SkipWhitespace())) {
+    o.allow_replicas.emplace_back(absl::StripAsciiWhitespace(name));
+  }
   o.max_payload = static_cast<uint32_t>(std::min<uint64_t>(max_frame, UINT32_MAX));
   o.heartbeat = absl::Milliseconds(heartbeat_ms);
   o.io_timeout = absl::Milliseconds(io_timeout_ms);

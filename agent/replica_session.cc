@@ -51,7 +51,6 @@ ReplicaSession::ReplicaSession(uint64_t id, std::string name, Position start,
   sent_ = start_;
   written_ = start_;
   flushed_ = start_;
-  last_caught_up_ = absl::Now();
 }
 
 ReplicaSession::~ReplicaSession() { Close(); }
@@ -174,16 +173,6 @@ walship::v1::ReplicaStatus ReplicaSession::Snapshot() const {
 Position ReplicaSession::flushed() const {
   absl::MutexLock lock(&mu_);
   return flushed_;
-}
-
-absl::Time ReplicaSession::last_caught_up() const {
-  absl::MutexLock lock(&mu_);
-  return last_caught_up_;
-}
-
-void ReplicaSession::NoteCaughtUp(const Position& source_end) {
-  absl::MutexLock lock(&mu_);
-  if (source_end <= flushed_) last_caught_up_ = absl::Now();
 }
 
 void ReplicaSession::OnCheckpoint(const std::string& segment, uint64_t length,

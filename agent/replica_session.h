@@ -75,8 +75,6 @@ class ReplicaSession final : public ShipperEvents {
   // Fills everything but lag, which needs the catalog.
   walship::v1::ReplicaStatus Snapshot() const;
   Position flushed() const;
-  absl::Time last_caught_up() const;
-  void NoteCaughtUp(const Position& source_end);
 
   // ShipperEvents (shipper thread).
   void OnCheckpoint(const std::string& segment, uint64_t length,
@@ -101,7 +99,6 @@ class ReplicaSession final : public ShipperEvents {
   Position sent_ ABSL_GUARDED_BY(mu_);
   Position written_ ABSL_GUARDED_BY(mu_);
   Position flushed_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_caught_up_ ABSL_GUARDED_BY(mu_);
   walship::v1::TransferCounters agent_counters_ ABSL_GUARDED_BY(mu_);
   walship::v1::TransferCounters replica_counters_ ABSL_GUARDED_BY(mu_);
 

@@ -38,12 +38,31 @@ SegmentCatalog::SegmentCatalog() {
   current_.published = absl::Now();
 }
 
+namespace {
+// Enough history for minutes of lag at a publication every few ms; older
+// entries are merged away, which only makes a very old lag read younger.
+constexpr size_t kMaxEnds = 8192;
+}  // namespace
+
 void SegmentCatalog::Publish(std::vector<SegmentInfo> segments) {
   absl::MutexLock lock(&mu_);
   current_.version++;
   current_.segments =
       std::make_shared<const std::vector<SegmentInfo>>(std::move(segments));
   current_.published = absl::Now();
+  Position end = current_.End();
+  if (ends_.empty() || ends_.back().first < end) ends_.emplace_back(end, current_.published);
+  while (ends_.size() > kMaxEnds) ends_.pop_front();
+}
+
+std::optional<absl::Time> SegmentCatalog::ShippableSince(const Position& p) const {
+  absl::MutexLock lock(&mu_);
+  if (ends_.empty() || !(p < ends_.back().first)) return std::nullopt;
+  // The first publication that made a byte after `p` shippable.
+  auto it = std::upper_bound(
+      ends_.begin(), ends_.end(), p,
+      [](const Position& x, const std::pair<Position, absl::Time>& e) { return x < e.first; });
+  return it->second;
 }
 
 void SegmentCatalog::Fail(absl::Status status) {

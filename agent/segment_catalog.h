@@ -13,7 +13,9 @@
 #define WALSHIP_AGENT_SEGMENT_CATALOG_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +70,10 @@ class SegmentCatalog {
   void Shutdown();
 
   CatalogSnapshot Get() const;
+  // When the byte just after `p` became shippable (the first publication
+  // whose end was past `p`), or nullopt if no byte after `p` is shippable.
+  // Used for lag in time: the age of the oldest byte a replica lacks.
+  std::optional<absl::Time> ShippableSince(const Position& p) const;
   // Blocks until the version differs from `seen_version`, `deadline` passes
   // or Shutdown is called. Returns false only on shutdown.
   bool WaitForChange(uint64_t seen_version, absl::Time deadline) const;
@@ -75,6 +81,8 @@ class SegmentCatalog {
  private:
   mutable absl::Mutex mu_;
   CatalogSnapshot current_ ABSL_GUARDED_BY(mu_);
+  // (end of shippable WAL, when it was published), oldest first; bounded.
+  std::deque<std::pair<Position, absl::Time>> ends_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -133,5 +133,20 @@ TEST(SegmentCatalogTest, WaitWakesOnPublishAndShutdown) {
   EXPECT_FALSE(catalog.WaitForChange(catalog.Get().version, absl::Now() + absl::Seconds(10)));
 }
 
+TEST(SegmentCatalogTest, ShippableSinceIsTheAgeOfTheOldestMissingByte) {
+  SegmentCatalog catalog;
+  EXPECT_FALSE(catalog.ShippableSince(Position{}).has_value());
+  catalog.Publish({SegmentInfo{"a", 100, false}});
+  absl::Time t1 = catalog.Get().published;
+  absl::SleepFor(absl::Milliseconds(5));
+  catalog.Publish({SegmentInfo{"a", 200, false}});
+  absl::Time t2 = catalog.Get().published;
+  ASSERT_LT(t1, t2);
+  EXPECT_EQ(catalog.ShippableSince(Position{}), t1);
+  EXPECT_EQ(catalog.ShippableSince(Position{"a", 99}), t1);
+  EXPECT_EQ(catalog.ShippableSince(Position{"a", 100}), t2);  // byte 100 came later
+  EXPECT_FALSE(catalog.ShippableSince(Position{"a", 200}).has_value());  // caught up
+}
+
 }  // namespace
 }  // namespace walship::agent
