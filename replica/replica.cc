@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 
 #include <thread>
 
@@ -146,8 +147,21 @@ absl::Status Replica::Run() {
     if (established_.exchange(false) || absl::Now() - began > absl::Seconds(10)) {
       backoff = options_.min_backoff;
     }
-    spdlog::warn("session ended: {}; retrying in {}", s.ToString(),
-                 absl::FormatDuration(backoff));
+    if (absl::IsResourceExhausted(s)) {
+      // Disk full (or out of descriptors): everything durable stays, nothing
+      // new is acknowledged, and the next session resumes from the durable
+      // position once space returns.
+      struct statvfs v;
+      uint64_t free_bytes = statvfs(options_.dest.c_str(), &v) == 0
+                                ? static_cast<uint64_t>(v.f_bavail) * v.f_frsize
+                                : 0;
+      spdlog::error("disk full in {}: {} bytes free; acknowledging nothing new; retrying in {} "
+                    "({})",
+                    options_.dest, free_bytes, absl::FormatDuration(backoff), s.ToString());
+    } else {
+      spdlog::warn("session ended: {}; retrying in {}", s.ToString(),
+                   absl::FormatDuration(backoff));
+    }
     absl::Time until = absl::Now() + backoff;
     while (!stopping_.load() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(20));
     backoff = std::min(backoff * 2, options_.max_backoff);

@@ -1,0 +1,83 @@
+"""Disk full on the replica, made for real with a small tmpfs.
+
+The replica's --dest is a 16 MiB tmpfs the test mounts. While a generator
+writes, a filler file takes the remaining space. The replica must not crash,
+must say "disk full" in its log, must never acknowledge a byte it does not
+hold (checked repeatedly while the disk is full), and must resume by itself
+once the filler is removed, ending byte-identical.
+"""
+
+import os
+import subprocess
+import time
+import unittest
+
+from integration import harness as h
+
+TMPFS_BYTES = 16 << 20
+SEGMENT = 1 << 20
+
+
+def mount_tmpfs(path):
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d" % TMPFS_BYTES, "tmpfs", path],
+                       capture_output=True, text=True)
+    return r.returncode == 0, r.stderr.strip()
+
+
+def fill(path, chunk=1 << 16):
+    """Writes zeros into `path` until the filesystem is full."""
+    with open(path, "wb") as f:
+        block = b"\0" * chunk
+        try:
+            while True:
+                f.write(block)
+                f.flush()
+        except OSError:
+            pass
+
+
+class DiskFullTest(h.ClusterTestCase):
+
+    def test_full_disk_stops_acknowledging_and_resumes(self):
+        c = self.cluster
+        wal = c.dir("wal")
+        dest = c.dir("dest")
+        ok, err = mount_tmpfs(dest)
+        if not ok:
+            self.skipTest("cannot mount a tmpfs here (%s)" % err)
+        self.addCleanup(lambda: subprocess.run(["umount", "-l", dest]))
+
+        gen = c.generator(wal, rate=2e6, segment_size=SEGMENT)
+        agent = c.agent(wal).start()
+        replica = c.replica(agent, "full", dest=dest).start()
+        gen.start()
+        h.wait_until(lambda: (h.flushed(h.try_status(agent), "full") or h.Pos("", 0)).segment
+                     >= "seg-00000002", 30, "the replica to start following")
+
+        filler = os.path.join(dest, "filler.tmp")
+        fill(filler)
+        h.wait_until(lambda: replica.grep(r"disk full in "), 30,
+                     "the replica to report the full disk")
+        # While full: nothing acknowledged that is not on disk, repeatedly.
+        stalled_at = None
+        for _ in range(10):
+            acked = h.flushed(h.try_status(agent), "full")
+            if acked is not None:
+                self.assertEqual(h.acked_bytes_problems(wal, dest, acked), [])
+                stalled_at = acked
+            self.assertEqual(h.dest_consistency(wal, dest), [])
+            time.sleep(0.3)
+        self.assertIsNotNone(stalled_at, "no acknowledged position seen while full")
+        self.assertTrue(replica.running(), "the replica exited on a full disk")
+
+        # Space returns: the replica resumes by itself.
+        os.unlink(filler)
+        gen.stop()
+        end = self.wait_caught_up(agent, wal, ["full"], timeout=90)
+        h.compare_dirs(wal, dest)
+        self.assertGreater(end, stalled_at)
+        self.assertTrue(replica.running())
+
+
+if __name__ == "__main__":
+    unittest.main()
