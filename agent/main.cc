@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
                "port 0 picks a free port (logged).");
   flags.String("log-level", &log_level, "trace, debug, info, warn or error.");
 
+  flags.EnableConfigFile();
   if (std::optional<int> exit_status = flags.ParseOrExitStatus(argc, argv, "walship-agent", 2)) {
     return *exit_status;
   }

@@ -1,11 +1,70 @@
 #include "common/flags.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <toml++/toml.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace walship {
+namespace {
+
+// A TOML basic string: quotes, backslashes and control characters escaped;
+// other bytes (UTF-8) as they are.
+std::string TomlQuote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          out += absl::StrFormat("\\u%04X", c);
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+const char* TomlTypeName(const toml::node& v) {
+  switch (v.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    default: return "a date or time";
+  }
+}
+
+// Word-wraps `text` into "# " comment lines of at most ~78 columns.
+std::string CommentLines(const std::string& text) {
+  std::string out, line;
+  for (absl::string_view word : absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
+    if (!line.empty() && line.size() + 1 + word.size() > 76) {
+      absl::StrAppend(&out, "# ", line, "\n");
+      line.clear();
+    }
+    if (!line.empty()) line += ' ';
+    absl::StrAppend(&line, word);
+  }
+  if (!line.empty()) absl::StrAppend(&out, "# ", line, "\n");
+  return out;
+}
+
+}  // namespace
 
 FlagSet::FlagSet(std::string usage) : usage_(std::move(usage)) {}
 
@@ -15,22 +74,114 @@ void FlagSet::String(const std::string& name, std::string* target,
                     [target](const std::string& v) {
                       *target = v;
                       return true;
-                    }});
+                    },
+                    Kind::kString, [target] { return TomlQuote(*target); }});
 }
 
 void FlagSet::Int(const std::string& name, int64_t* target, const std::string& help) {
   flags_.push_back({name, help, std::to_string(*target), false,
-                    [target](const std::string& v) { return absl::SimpleAtoi(v, target); }});
+                    [target](const std::string& v) { return absl::SimpleAtoi(v, target); },
+                    Kind::kInt, [target] { return std::to_string(*target); }});
 }
 
 void FlagSet::Uint(const std::string& name, uint64_t* target, const std::string& help) {
   flags_.push_back({name, help, std::to_string(*target), false,
-                    [target](const std::string& v) { return absl::SimpleAtoi(v, target); }});
+                    [target](const std::string& v) { return absl::SimpleAtoi(v, target); },
+                    Kind::kUint, [target] { return std::to_string(*target); }});
 }
 
 void FlagSet::Bool(const std::string& name, bool* target, const std::string& help) {
   flags_.push_back({name, help, *target ? "true" : "false", true,
-                    [target](const std::string& v) { return absl::SimpleAtob(v, target); }});
+                    [target](const std::string& v) { return absl::SimpleAtob(v, target); },
+                    Kind::kBool, [target] { return std::string(*target ? "true" : "false"); }});
+}
+
+void FlagSet::EnableConfigFile() {
+  if (config_enabled_) return;
+  config_enabled_ = true;
+  flags_.push_back({"config", "TOML file of flag values (keys are flag names, e.g. "
+                              "wal-dir = \"/x\"); flags on the command line override it.",
+                    "none", false,
+                    [this](const std::string& v) {
+                      config_path_ = v;  // already applied by Parse()'s first pass
+                      return true;
+                    },
+                    Kind::kString, nullptr});
+  flags_.push_back({"print-config",
+                    "Print the effective configuration (every flag, as a file --config "
+                    "loads) and exit.",
+                    "false", true,
+                    [this](const std::string& v) { return absl::SimpleAtob(v, &print_config_); },
+                    Kind::kBool, nullptr});
+}
+
+absl::Status FlagSet::ApplyConfig(const std::string& toml_text,
+                                  const std::string& source_name) {
+  toml::table table;
+  try {
+    table = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& e) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "config file %s:%d:%d: %s", source_name, e.source().begin.line,
+        e.source().begin.column, std::string(e.description())));
+  }
+  for (auto&& [key, node] : table) {
+    const std::string name(key.str());
+    auto fail = [&](const std::string& why) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config file ", source_name, ": key \"", name, "\": ", why));
+    };
+    const Flag* f = Find(name);
+    if (f == nullptr || !f->get) {
+      return fail(f == nullptr ? "unknown key (keys are flag names, see --help)"
+                               : "not allowed in a config file");
+    }
+    std::string value;
+    switch (f->kind) {
+      case Kind::kString:
+        if (!node.is_string()) return fail(absl::StrCat("expected a string, got ", TomlTypeName(node)));
+        value = node.as_string()->get();
+        break;
+      case Kind::kInt:
+        if (!node.is_integer()) return fail(absl::StrCat("expected an integer, got ", TomlTypeName(node)));
+        value = std::to_string(node.as_integer()->get());
+        break;
+      case Kind::kUint:
+        if (!node.is_integer()) return fail(absl::StrCat("expected an integer, got ", TomlTypeName(node)));
+        if (node.as_integer()->get() < 0) return fail("expected a non-negative integer");
+        value = std::to_string(node.as_integer()->get());
+        break;
+      case Kind::kBool:
+        if (!node.is_boolean()) return fail(absl::StrCat("expected true or false, got ", TomlTypeName(node)));
+        value = node.as_boolean()->get() ? "true" : "false";
+        break;
+    }
+    if (!f->set(value)) return fail(absl::StrCat("bad value ", value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FlagSet::ApplyConfigFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read config file ", path, ": ", std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read config file ", path));
+  }
+  return ApplyConfig(text.str(), path);
+}
+
+std::string FlagSet::ConfigText() const {
+  std::string out;
+  for (const Flag& f : flags_) {
+    if (!f.get) continue;
+    absl::StrAppend(&out, CommentLines(f.help), f.name, " = ", f.get(), "\n\n");
+  }
+  return out;
 }
 
 const FlagSet::Flag* FlagSet::Find(const std::string& name) const {
@@ -43,6 +194,30 @@ const FlagSet::Flag* FlagSet::Find(const std::string& name) const {
 absl::StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, char** argv,
                                                         int first) {
   std::vector<std::string> positional;
+  if (config_enabled_) {
+    // First pass: find --config (the last one wins) so the file's values can
+    // be overridden by every other flag, wherever they appear.
+    std::string path;
+    bool have = false;
+    for (int i = first; i < argc; ++i) {
+      std::string arg = argv[i];
+      if (arg == "--" || arg == "--help" || arg == "-h") break;
+      if (arg.compare(0, 9, "--config=") == 0) {
+        path = arg.substr(9);
+        have = true;
+      } else if (arg == "--config" && i + 1 < argc) {
+        path = argv[++i];
+        have = true;
+      } else if (arg.size() > 2 && arg.compare(0, 2, "--") == 0 &&
+                 arg.find('=') == std::string::npos) {
+        const Flag* f = Find(arg.substr(2));
+        if (f != nullptr && !f->is_bool) ++i;  // skip its value
+      }
+    }
+    if (have) {
+      if (absl::Status s = ApplyConfigFile(path); !s.ok()) return s;
+    }
+  }
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") {
@@ -104,6 +279,11 @@ std::optional<int> FlagSet::ParseOrExitStatus(int argc, char** argv,
     std::fprintf(stderr, "%s: unexpected argument \"%s\" (see --help)\n", program.c_str(),
                  (*args)[0].c_str());
     return error_status;
+  }
+  if (print_config_) {
+    std::printf("# %s: effective configuration (load with --config=FILE)\n\n%s",
+                program.c_str(), ConfigText().c_str());
+    return 0;
   }
   return std::nullopt;
 }

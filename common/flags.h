@@ -5,6 +5,14 @@
 // help text. Binaries register flags that write straight into their options
 // struct, then call Validate() on it: libraries never read flags.
 //
+// Configuration files: after EnableConfigFile(), --config=FILE loads a TOML
+// file whose keys are flag names (`wal-dir = "/x"`, `max-rate = 1000000`,
+// `verbose = true`). The file is applied first, then the command line, so a
+// flag given on the command line wins wherever --config appears. An unknown
+// key, a table, or a value of the wrong type is kInvalidArgument naming the
+// file and the key. --print-config prints every flag's effective value as a
+// TOML file that --config loads again (see ConfigText()).
+//
 // Not thread-safe; use from main() only. Registered targets must outlive
 // Parse().
 #ifndef WALSHIP_COMMON_FLAGS_H_
@@ -30,35 +38,60 @@ class FlagSet {
   void Uint(const std::string& name, uint64_t* target, const std::string& help);
   void Bool(const std::string& name, bool* target, const std::string& help);
 
+  // Registers --config=FILE and --print-config (see the file comment).
+  void EnableConfigFile();
+
+  // Applies a TOML document (`source_name` names it in errors) to the
+  // registered flags. kInvalidArgument on a syntax error (with line and
+  // column), an unknown key, or a value of the wrong type or out of range; the
+  // flags set before the bad key keep their new values.
+  absl::Status ApplyConfig(const std::string& toml_text, const std::string& source_name);
+  // Reads `path` and applies it; kNotFound / kInvalidArgument name the file.
+  absl::Status ApplyConfigFile(const std::string& path);
+
+  // Every flag (except --config and --print-config) with its current value,
+  // one `name = value` line each, preceded by its help text as `#` comments.
+  // Strings are TOML basic strings, numbers integers, booleans true/false.
+  // Loading the text with ApplyConfig() sets the same values.
+  std::string ConfigText() const;
+
   // Parses argv[first, argc). Returns the positional arguments (everything
   // not starting with "--", and everything after a bare "--").
   // kInvalidArgument for an unknown flag, a missing or malformed value.
-  // --help / -h sets help_requested() and stops parsing.
+  // --help / -h sets help_requested() and stops parsing. With
+  // EnableConfigFile(), the --config file is applied before any other flag.
   absl::StatusOr<std::vector<std::string>> Parse(int argc, char** argv, int first = 1);
 
   // For binaries without positional arguments: parses argv, prints --help
   // or "PROGRAM: error" as needed, and returns the status main() should exit
   // with now (0 after --help, `error_status` after a usage error), or
-  // nullopt to carry on.
+  // nullopt to carry on. --print-config prints ConfigText() and returns 0.
   std::optional<int> ParseOrExitStatus(int argc, char** argv, const std::string& program,
                                        int error_status);
 
   bool help_requested() const { return help_requested_; }
+  bool print_config_requested() const { return print_config_; }
   std::string Usage() const;
 
  private:
+  enum class Kind { kString, kInt, kUint, kBool };
   struct Flag {
     std::string name;
     std::string help;
     std::string default_text;
     bool is_bool = false;
     std::function<bool(const std::string&)> set;
+    Kind kind = Kind::kString;
+    std::function<std::string()> get;  // current value as TOML; empty: not in configs
   };
   const Flag* Find(const std::string& name) const;
 
   std::string usage_;
   std::vector<Flag> flags_;
   bool help_requested_ = false;
+  bool config_enabled_ = false;
+  std::string config_path_;
+  bool print_config_ = false;
 };
 
 }  // namespace walship

@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
             "Longest wait inside a frame for the agent's bytes before reconnecting.");
   flags.String("log-level", &log_level, "trace, debug, info, warn or error.");
 
+  flags.EnableConfigFile();
   if (std::optional<int> exit_status = flags.ParseOrExitStatus(argc, argv, "walship-replica", 1)) {
     return *exit_status;
   }
