@@ -8,9 +8,11 @@ once the filler is removed, ending byte-identical.
 """
 
 import os
+import re
 import subprocess
 import time
 import unittest
+import urllib.request
 
 from integration import harness as h
 
@@ -22,6 +24,19 @@ def mount_tmpfs(path):
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d" % TMPFS_BYTES, "tmpfs", path],
                        capture_output=True, text=True)
     return r.returncode == 0, r.stderr.strip()
+
+
+def scrape(replica):
+    """The replica's /metrics as {series: value} (port read from its log)."""
+    m = re.search(r"metrics on http://([0-9.]+:[0-9]+)/metrics", replica.log_text())
+    assert m, "the replica did not log its metrics address"
+    text = urllib.request.urlopen("http://%s/metrics" % m.group(1), timeout=5).read().decode()
+    series = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            series[key] = float(value)
+    return series
 
 
 def fill(path, chunk=1 << 16):
@@ -49,7 +64,8 @@ class DiskFullTest(h.ClusterTestCase):
 
         gen = c.generator(wal, rate=2e6, segment_size=SEGMENT)
         agent = c.agent(wal).start()
-        replica = c.replica(agent, "full", dest=dest).start()
+        replica = c.replica(agent, "full", dest=dest,
+                            extra_args=["--metrics-listen=127.0.0.1:0"]).start()
         gen.start()
         h.wait_until(lambda: (h.flushed(h.try_status(agent), "full") or h.Pos("", 0)).segment
                      >= "seg-00000002", 30, "the replica to start following")
@@ -69,6 +85,10 @@ class DiskFullTest(h.ClusterTestCase):
             time.sleep(0.3)
         self.assertIsNotNone(stalled_at, "no acknowledged position seen while full")
         self.assertTrue(replica.running(), "the replica exited on a full disk")
+        m = scrape(replica)
+        self.assertGreaterEqual(m.get("walship_replica_disk_full_total", 0), 1, m)
+        self.assertGreater(m.get('walship_replica_bytes_received_total{path="zerocopy"}', 0), 0)
+        self.assertGreater(m.get("walship_replica_flush_seconds_count", 0), 0)
 
         # Space returns: the replica resumes by itself.
         os.unlink(filler)

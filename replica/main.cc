@@ -9,6 +9,8 @@
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/sys/transfer.h"
+#include "common/metrics.h"
+#include "common/net.h"
 #include "replica/replica.h"
 #include "replica/restore.h"
 #include "spdlog/spdlog.h"
@@ -81,6 +83,9 @@ int main(int argc, char** argv) {
             "Longest pause between fdatasyncs while bytes are pending.");
   flags.Int("io-timeout-ms", &io_timeout_ms,
             "Longest wait inside a frame for the agent's bytes before reconnecting.");
+  flags.String("metrics-listen", &o.metrics_listen,
+               "HOST:PORT serving Prometheus metrics at /metrics; empty disables it; port 0 "
+               "picks a free port (logged).");
   flags.String("log-level", &log_level, "trace, debug, info, warn or error.");
 
   flags.EnableConfigFile();
@@ -116,7 +121,19 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   walship::sys::IgnoreSigpipe();
 
-  walship::replica::Replica replica(walship::sys::DefaultSysCalls(), o);
+  walship::MetricsRegistry metrics;
+  std::unique_ptr<walship::MetricsServer> metrics_server;
+  if (!o.metrics_listen.empty()) {
+    auto hp = walship::ParseHostPort(o.metrics_listen);
+    metrics_server = std::make_unique<walship::MetricsServer>(metrics);
+    if (absl::Status s = metrics_server->Start(hp->host, hp->port); !s.ok()) {
+      spdlog::error("cannot serve metrics: {}", s.ToString());
+      return 1;
+    }
+    hp->port = metrics_server->port();
+    spdlog::info("metrics on http://{}/metrics", hp->ToString());
+  }
+  walship::replica::Replica replica(walship::sys::DefaultSysCalls(), o, &metrics);
   std::thread([&replica, signals] {
     int sig = 0;
     sigwait(&signals, &sig);

@@ -6,6 +6,7 @@
 
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/net.h"
 #include "common/status_macros.h"
@@ -107,8 +108,38 @@ class SessionRun {
   bool kicked_ ABSL_GUARDED_BY(kick_mu_) = false;
 };
 
-Replica::Replica(sys::SysCalls& sys, ReplicaOptions options)
-    : sys_(sys), options_(std::move(options)) {}
+Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* metrics)
+    : sys_(sys), options_(std::move(options)), metrics_(metrics ? *metrics : own_metrics_) {
+  // Declared up front so every series exists (at 0) from the first scrape.
+  metrics_.Counter("walship_replica_sessions_total", "Sessions started (handshakes sent).");
+  metrics_.Counter("walship_replica_session_failures_total",
+                   "Sessions that ended with an error, by status code.");
+  metrics_.Counter("walship_replica_checksum_failures_total",
+                   "Frames or segments whose CRC32C did not match; nothing of them was kept.");
+  metrics_.Counter("walship_replica_divergences_total",
+                   "Divergent history detected (the replica's bytes differ from the agent's).");
+  metrics_.Counter("walship_replica_disk_full_total", "Sessions ended by a full disk.");
+  metrics_.Counter("walship_replica_bytes_received_total", "Payload bytes written, by path.");
+  metrics_.Counter("walship_replica_segments_completed_total",
+                   "Segments verified, fdatasync'ed and renamed to their final name.");
+  metrics_.Histogram("walship_replica_flush_seconds",
+                     "Time to make received bytes durable: fdatasync, finalize, persist state.",
+                     {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5});
+  metrics_.Gauge("walship_replica_durable_offset_bytes",
+                 "Byte offset of the durable position within its segment.");
+}
+
+void Replica::CountFailure(const absl::Status& s) {
+  metrics_.Counter("walship_replica_session_failures_total", "")
+      .Add({{"code", absl::StatusCodeToString(s.code())}}, 1);
+  const bool checksum = absl::StrContains(s.message(), "checksum mismatch") ||
+                        absl::StrContains(s.message(), "CRC32C");
+  if (checksum) metrics_.Counter("walship_replica_checksum_failures_total", "").Add({}, 1);
+  if (absl::StrContains(s.message(), "divergent")) {
+    metrics_.Counter("walship_replica_divergences_total", "").Add({}, 1);
+  }
+  if (absl::IsResourceExhausted(s)) metrics_.Counter("walship_replica_disk_full_total", "").Add({}, 1);
+}
 
 Replica::~Replica() = default;
 
@@ -136,6 +167,7 @@ absl::Status Replica::Run() {
     absl::Time began = absl::Now();
     absl::Status s = RunOnce();
     if (stopping_.load()) break;
+    CountFailure(s);
     if (IsFatal(s)) {
       spdlog::error("stopping: {} -- an operator must resolve this; restarting will "
                     "not help until then",
@@ -227,6 +259,7 @@ absl::Status Replica::RunOnce() {
     WALSHIP_RETURN_IF_ERROR(store.Save(bound));
     stream_id = resp.stream_id();
   }
+  metrics_.Counter("walship_replica_sessions_total", "").Add({}, 1);
   spdlog::info("session {} with {} (stream {}): durable at {}, shipping from {}",
                resp.session_id(), options_.agent, resp.stream_id(),
                durable.position.ToString(), resp.start().segment().empty()
@@ -338,12 +371,19 @@ absl::Status Replica::RunOnce() {
     return absl::OkStatus();
   };
 
+  auto flush_seconds = metrics_.Histogram("walship_replica_flush_seconds", "", {});
+  auto received = metrics_.Counter("walship_replica_bytes_received_total", "");
+  auto completed = metrics_.Counter("walship_replica_segments_completed_total", "");
+  auto durable_offset = metrics_.Gauge("walship_replica_durable_offset_bytes", "");
   std::thread flusher([&] {
     absl::Time last_ack = absl::InfinitePast();
     Position last_acked_flush = durable.position;
+    WriterCounters counted;
+    std::string last_complete = durable.complete ? durable.position.segment : "";
     while (!run.failed()) {
       run.WaitKick(options_.flush_interval);
       if (run.failed()) break;
+      const absl::Time flush_start = absl::Now();
       absl::StatusOr<DurablePoint> dp = writer.Flush();
       if (!dp.ok()) {
         spdlog::error("flush: {}", dp.status().ToString());
@@ -353,6 +393,19 @@ absl::Status Replica::RunOnce() {
         spdlog::error("persisting the durable position: {}", s.ToString());
         return run.Fail(s);
       }
+      WriterCounters c = writer.counters();
+      if (c.bytes_zerocopy > counted.bytes_zerocopy || c.bytes_copy > counted.bytes_copy) {
+        flush_seconds.Observe({}, absl::ToDoubleSeconds(absl::Now() - flush_start));
+        received.Add({{"path", "zerocopy"}},
+                     static_cast<double>(c.bytes_zerocopy - counted.bytes_zerocopy));
+        received.Add({{"path", "copy"}}, static_cast<double>(c.bytes_copy - counted.bytes_copy));
+        counted = c;
+      }
+      if (dp->complete && dp->position.segment != last_complete) {
+        completed.Add({}, 1);
+        last_complete = dp->position.segment;
+      }
+      durable_offset.Set({}, static_cast<double>(dp->position.offset));
       // Only now, with the bytes and the position durable, acknowledge.
       if (dp->position != last_acked_flush || absl::Now() - last_ack > absl::Seconds(1)) {
         if (!send_ack(*dp)) return run.Fail(absl::UnavailableError("control stream closed"));

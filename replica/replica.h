@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/metrics.h"
 #include "common/sys/syscalls.h"
 #include "replica/replica_options.h"
 
@@ -36,7 +37,9 @@ class SessionRun;
 
 class Replica {
  public:
-  Replica(sys::SysCalls& sys, ReplicaOptions options);
+  // `metrics` (optional, not owned, must outlive the object) receives the
+  // walship_replica_* series.
+  Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* metrics = nullptr);
   ~Replica();
 
   absl::Status Run();
@@ -47,9 +50,13 @@ class Replica {
 
  private:
   absl::Status RunOnce();
+  // Counts why a session ended, for the metrics.
+  void CountFailure(const absl::Status& s);
 
   sys::SysCalls& sys_;
   const ReplicaOptions options_;
+  MetricsRegistry own_metrics_;  // used when the caller passes none
+  MetricsRegistry& metrics_;
   std::atomic<bool> stopping_{false};
   // Set when a session reached the data socket; resets the backoff.
   std::atomic<bool> established_{false};

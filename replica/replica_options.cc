@@ -16,6 +16,12 @@ absl::Status ReplicaOptions::Validate() const {
           absl::StrCat("--data-address: ", hp.status().message()));
     }
   }
+  if (!metrics_listen.empty()) {
+    if (auto hp = ParseHostPort(metrics_listen); !hp.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--metrics-listen: ", hp.status().message()));
+    }
+  }
   if (dest.empty()) return absl::InvalidArgumentError("--dest is required");
   if (name.empty() || name.size() > 64) {
     return absl::InvalidArgumentError("--name is required (1..64 characters)");

@@ -31,6 +31,8 @@ struct ReplicaOptions {
   absl::Duration max_backoff = absl::Seconds(5);
   // The session is dropped when the agent is silent this long.
   absl::Duration agent_silence_timeout = absl::Seconds(15);
+  // HOST:PORT of the Prometheus /metrics endpoint; empty disables it.
+  std::string metrics_listen;
 
   absl::Status Validate() const;
 };
