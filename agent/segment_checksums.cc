@@ -27,6 +27,12 @@ absl::StatusOr<uint32_t> SegmentChecksums::Get(const std::string& name,
   return *crc;
 }
 
+void SegmentChecksums::Put(const std::string& name, uint64_t length, uint32_t crc32c) {
+  absl::MutexLock lock(&mu_);
+  cache_[{name, length}] = crc32c;
+  while (cache_.size() > capacity_) cache_.erase(cache_.begin());
+}
+
 absl::StatusOr<uint32_t> SegmentChecksums::Prefix(const std::string& name,
                                                   uint64_t length) {
   std::string path = absl::StrCat(wal_dir_, "/", name);

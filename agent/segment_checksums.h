@@ -26,6 +26,9 @@ class SegmentChecksums {
 
   // CRC32C of bytes [0, length) of segment `name`.
   absl::StatusOr<uint32_t> Get(const std::string& name, uint64_t length);
+  // Records a CRC a shipper computed while sending the whole segment, so no
+  // replica's checkpoint needs another pass over the file.
+  void Put(const std::string& name, uint64_t length, uint32_t crc32c);
   // CRC32C of bytes [0, length) of segment `name`, uncached (prefixes of
   // growing segments, for divergence checks at handshake).
   absl::StatusOr<uint32_t> Prefix(const std::string& name, uint64_t length);

@@ -32,6 +32,8 @@ absl::Status Shipper::EnterSegment(const std::string& name) {
   std::string path = absl::StrCat(wal_dir_, "/", name);
   WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd file, sys::OpenFile(sys_, path, O_RDONLY));
   segment_file_ = std::move(file);
+  segment_crc_ = 0;
+  segment_crc_valid_ = pos_.offset == 0;
   std::string frame = wire::EncodeFrame(wire::FrameType::kSegment, ++handle_,
                                         pos_.offset, name);
   WALSHIP_RETURN_IF_ERROR(
@@ -42,9 +44,11 @@ absl::Status Shipper::EnterSegment(const std::string& name) {
 
 absl::Status Shipper::SendData(uint64_t length) {
   const std::string context = absl::StrCat(wal_dir_, "/", pos_.segment);
+  // One pass: the frame's CRC and the segment's running CRC.
   WALSHIP_ASSIGN_OR_RETURN(
-      uint32_t crc, Crc32cOfFileRange(sys_, segment_file_.get(), pos_.offset,
-                                      length, context));
+      auto crcs, Crc32cOfFileRangeTwice(sys_, segment_file_.get(), pos_.offset, length,
+                                        context, 0, segment_crc_));
+  const uint32_t crc = crcs.first;
   // The bytes just checksummed belong to this segment only if the name still
   // points at the open file: PostgreSQL recycles a segment by renaming it
   // before overwriting it, so an unchanged name means unrecycled content.
@@ -80,6 +84,7 @@ absl::Status Shipper::SendData(uint64_t length) {
         absl::MakeSpan(copy_buffer_), options_.io));
   }
   pos_.offset += length;
+  segment_crc_ = crcs.second;
   events_->OnSent(pos_, length, zerocopy);
   return absl::OkStatus();
 }
@@ -125,7 +130,13 @@ absl::Status Shipper::Run(const std::atomic<bool>& stop) {
       continue;
     }
     if (seg.complete && static_cast<size_t>(i) + 1 < segs.size()) {
-      WALSHIP_ASSIGN_OR_RETURN(uint32_t crc, checksums_.Get(seg.name, seg.shippable));
+      uint32_t crc;
+      if (segment_crc_valid_ && entered_) {
+        crc = segment_crc_;
+        checksums_.Put(seg.name, seg.shippable, crc);
+      } else {
+        WALSHIP_ASSIGN_OR_RETURN(crc, checksums_.Get(seg.name, seg.shippable));
+      }
       events_->OnCheckpoint(seg.name, seg.shippable, crc);
       pos_ = Position{segs[i + 1].name, 0};
       entered_ = false;

@@ -76,6 +76,10 @@ class Shipper {
   ShipperEvents* const events_;
   uint64_t handle_ = 0;
   bool entered_ = false;
+  // CRC32C of [0, pos_.offset) of the current segment, kept while sending
+  // when shipping started at offset 0; the checkpoint then costs no re-read.
+  uint32_t segment_crc_ = 0;
+  bool segment_crc_valid_ = false;
   int segment_fd_ = -1;
   sys::UniqueFd segment_file_;
   std::vector<char> copy_buffer_;

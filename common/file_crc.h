@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "common/sys/syscalls.h"
@@ -26,6 +27,14 @@ absl::StatusOr<uint32_t> Crc32cOfFileRange(sys::SysCalls& sys, int fd,
                                            uint64_t offset, uint64_t length,
                                            const std::string& context,
                                            uint32_t seed = 0);
+
+// Two CRC32Cs of the same range in one pass over the mapping: extending
+// `seed_a` and `seed_b` (e.g. a frame's own CRC and a segment's running CRC).
+// Each 64 KiB piece is read once from the page cache and then from the CPU
+// cache.
+absl::StatusOr<std::pair<uint32_t, uint32_t>> Crc32cOfFileRangeTwice(
+    sys::SysCalls& sys, int fd, uint64_t offset, uint64_t length, const std::string& context,
+    uint32_t seed_a, uint32_t seed_b);
 
 }  // namespace walship
 

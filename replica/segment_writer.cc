@@ -268,22 +268,18 @@ absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h) {
     }
     uint32_t new_crc = 0;
     if (s.ok()) {
-      auto got = Crc32cOfFileRange(sys_, fd->get(), written, rest, path, crc);
+      // One pass over what landed: the frame's CRC (to verify it) and the
+      // segment's running CRC (for the durable prefix and the checkpoint).
+      auto got = Crc32cOfFileRangeTwice(sys_, fd->get(), written, rest, path, crc, written_crc);
       if (!got.ok()) {
         s = got.status();
-      } else if (*got != h.payload_crc32c) {
+      } else if (got->first != h.payload_crc32c) {
         s = absl::DataLossError(absl::StrFormat(
             "payload checksum mismatch in %s at offset %d (%d bytes): frame says %08x, "
             "received %08x; discarded",
-            name, off, len, h.payload_crc32c, *got));
-      }
-    }
-    if (s.ok()) {
-      auto ext = Crc32cOfFileRange(sys_, fd->get(), written, rest, path, written_crc);
-      if (ext.ok()) {
-        new_crc = *ext;
+            name, off, len, h.payload_crc32c, got->first));
       } else {
-        s = ext.status();
+        new_crc = got->second;
       }
     }
     if (!s.ok()) {
