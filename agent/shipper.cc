@@ -22,7 +22,8 @@ Shipper::Shipper(sys::SysCalls& sys, const SegmentCatalog& catalog,
       fd_(data_fd),
       pos_(std::move(start)),
       options_(options),
-      events_(events) {
+      events_(events),
+      crc_reader_(sys) {
   if (options_.transport == Transport::kCopy) {
     copy_buffer_.resize(options_.copy_buffer_bytes);
   }
@@ -31,6 +32,7 @@ Shipper::Shipper(sys::SysCalls& sys, const SegmentCatalog& catalog,
 absl::Status Shipper::EnterSegment(const std::string& name) {
   std::string path = absl::StrCat(wal_dir_, "/", name);
   WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd file, sys::OpenFile(sys_, path, O_RDONLY));
+  crc_reader_.Reset();
   segment_file_ = std::move(file);
   segment_crc_ = 0;
   segment_crc_valid_ = pos_.offset == 0;
@@ -46,8 +48,8 @@ absl::Status Shipper::SendData(uint64_t length) {
   const std::string context = absl::StrCat(wal_dir_, "/", pos_.segment);
   // One pass: the frame's CRC and the segment's running CRC.
   WALSHIP_ASSIGN_OR_RETURN(
-      auto crcs, Crc32cOfFileRangeTwice(sys_, segment_file_.get(), pos_.offset, length,
-                                        context, 0, segment_crc_));
+      auto crcs,
+      crc_reader_.Twice(segment_file_.get(), pos_.offset, length, context, 0, segment_crc_));
   const uint32_t crc = crcs.first;
   // The bytes just checksummed belong to this segment only if the name still
   // points at the open file: PostgreSQL recycles a segment by renaming it

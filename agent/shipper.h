@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "agent/segment_catalog.h"
 #include "agent/segment_checksums.h"
+#include "common/file_crc.h"
 #include "common/position.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
@@ -83,6 +84,7 @@ class Shipper {
   int segment_fd_ = -1;
   sys::UniqueFd segment_file_;
   std::vector<char> copy_buffer_;
+  FileCrcReader crc_reader_;
 };
 
 }  // namespace walship::agent

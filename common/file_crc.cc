@@ -87,4 +87,55 @@ absl::StatusOr<std::pair<uint32_t, uint32_t>> Crc32cOfFileRangeTwice(
   return std::make_pair(a, b);
 }
 
+void FileCrcReader::Reset() {
+  if (addr_ != nullptr) sys_.Munmap(addr_, len_);
+  addr_ = nullptr;
+  len_ = 0;
+}
+
+absl::StatusOr<std::pair<uint32_t, uint32_t>> FileCrcReader::Twice(
+    int fd, uint64_t offset, uint64_t length, const std::string& context, uint32_t seed_a,
+    uint32_t seed_b) {
+  if (length == 0) return std::make_pair(seed_a, seed_b);
+  struct stat st;
+  sys::SysResult r = sys_.Fstat(fd, &st);
+  if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fstat ", context));
+  if (static_cast<uint64_t>(st.st_size) < offset + length) {
+    return absl::OutOfRangeError(
+        absl::StrCat(context, ": range [", offset, ", ", offset + length,
+                     ") is past the end of the file (", st.st_size, " bytes)"));
+  }
+  constexpr uint64_t kStep = 64ull << 20;
+  if (addr_ == nullptr || static_cast<uint64_t>(st.st_dev) != dev_ ||
+      static_cast<uint64_t>(st.st_ino) != ino_ || offset + length > len_) {
+    Reset();
+    uint64_t want = (offset + length + kStep - 1) / kStep * kStep;
+    void* addr = nullptr;
+    // Mapping past the end of the file is allowed; only touching those pages
+    // would fault, and the range checked above never does.
+    r = sys_.Mmap(nullptr, static_cast<size_t>(want), PROT_READ, MAP_SHARED, fd, 0, &addr);
+    if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("mmap ", context));
+    addr_ = addr;
+    len_ = want;
+    dev_ = static_cast<uint64_t>(st.st_dev);
+    ino_ = static_cast<uint64_t>(st.st_ino);
+  }
+  const auto* base = static_cast<const uint8_t*>(addr_);
+  uint64_t page_start = offset & ~uint64_t{4095};
+#ifdef MADV_POPULATE_READ
+  // One call maps the range's pages instead of a fault per page; older
+  // kernels refuse it and fault as usual.
+  madvise(const_cast<uint8_t*>(base) + page_start,
+          static_cast<size_t>(offset + length - page_start), MADV_POPULATE_READ);
+#endif
+  uint32_t a = seed_a, b = seed_b;
+  constexpr size_t kPiece = 64 << 10;
+  for (uint64_t done = 0; done < length; done += kPiece) {
+    size_t m = static_cast<size_t>(std::min<uint64_t>(kPiece, length - done));
+    a = wire::Crc32cExtend(a, base + offset + done, m);
+    b = wire::Crc32cExtend(b, base + offset + done, m);
+  }
+  return std::make_pair(a, b);
+}
+
 }  // namespace walship

@@ -36,6 +36,36 @@ absl::StatusOr<std::pair<uint32_t, uint32_t>> Crc32cOfFileRangeTwice(
     sys::SysCalls& sys, int fd, uint64_t offset, uint64_t length, const std::string& context,
     uint32_t seed_a, uint32_t seed_b);
 
+// FileCrcReader: the two-CRC pass above, for a caller that checksums many
+// consecutive ranges of the same file (a shipper's or writer's current
+// segment). It keeps one read-only mapping of the file's start across calls,
+// grown in 64 MiB steps and replaced when the file (device, inode) changes,
+// so a frame costs no mmap/munmap (munmap's TLB shootdowns dominated the
+// per-frame cost). Pages are populated with MADV_POPULATE_READ for just the
+// range read; nothing past the end of the file is touched.
+//
+// Not thread-safe: one owner thread. The mapping is released by Reset() or
+// the destructor.
+class FileCrcReader {
+ public:
+  explicit FileCrcReader(sys::SysCalls& sys) : sys_(sys) {}
+  ~FileCrcReader() { Reset(); }
+  FileCrcReader(const FileCrcReader&) = delete;
+  FileCrcReader& operator=(const FileCrcReader&) = delete;
+
+  absl::StatusOr<std::pair<uint32_t, uint32_t>> Twice(int fd, uint64_t offset,
+                                                      uint64_t length,
+                                                      const std::string& context,
+                                                      uint32_t seed_a, uint32_t seed_b);
+  void Reset();
+
+ private:
+  sys::SysCalls& sys_;
+  void* addr_ = nullptr;
+  uint64_t len_ = 0;
+  uint64_t dev_ = 0, ino_ = 0;
+};
+
 }  // namespace walship
 
 #endif  // WALSHIP_COMMON_FILE_CRC_H_

@@ -33,7 +33,7 @@ absl::StatusOr<uint64_t> FileSize(sys::SysCalls& sys, int fd, const std::string&
 
 SegmentWriter::SegmentWriter(sys::SysCalls& sys, std::string dest_dir,
                              WriterOptions options)
-    : sys_(sys), dir_(std::move(dest_dir)), options_(options) {}
+    : sys_(sys), dir_(std::move(dest_dir)), options_(options), crc_reader_(sys) {}
 
 std::string SegmentWriter::PathOf(const std::string& name, bool partial) const {
   return absl::StrCat(dir_, "/", name, partial ? kPartial : "");
@@ -270,7 +270,7 @@ absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h) {
     if (s.ok()) {
       // One pass over what landed: the frame's CRC (to verify it) and the
       // segment's running CRC (for the durable prefix and the checkpoint).
-      auto got = Crc32cOfFileRangeTwice(sys_, fd->get(), written, rest, path, crc, written_crc);
+      auto got = crc_reader_.Twice(fd->get(), written, rest, path, crc, written_crc);
       if (!got.ok()) {
         s = got.status();
       } else if (got->first != h.payload_crc32c) {

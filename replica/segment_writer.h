@@ -42,6 +42,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/file_crc.h"
 #include "common/position.h"
 #include "common/sys/pipe.h"
 #include "common/sys/syscalls.h"
@@ -126,6 +127,7 @@ class SegmentWriter {
   std::optional<sys::Pipe> pipe_;  // receiver thread only
   std::vector<char> buffer_;       // receiver thread only
   sys::UniqueFd sums_;             // flusher thread only
+  FileCrcReader crc_reader_;       // receiver thread only
 
   mutable absl::Mutex mu_;
   std::deque<Segment> open_ ABSL_GUARDED_BY(mu_);

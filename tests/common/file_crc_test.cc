@@ -38,6 +38,24 @@ TEST(FileCrcTest, MatchesInMemoryCrcForAnyRange) {
     EXPECT_EQ(two->first, want);
     EXPECT_EQ(two->second, wire::Crc32c(bytes.data(), off + len));
   }
+  // The reader keeps its mapping across calls and notices a different file.
+  FileCrcReader reader(sys::DefaultSysCalls());
+  uint32_t running = 0;
+  for (uint64_t off = 0; off < bytes.size(); off += 1 << 20) {
+    uint64_t len = std::min<uint64_t>(1 << 20, bytes.size() - off);
+    auto got = reader.Twice(fd->get(), off, len, "f", 0, running);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(got->first, wire::Crc32c(bytes.data() + off, len));
+    running = got->second;
+  }
+  EXPECT_EQ(running, wire::Crc32c(bytes.data(), bytes.size()));
+  std::ofstream(dir + "/g", std::ios::binary) << "other";
+  auto g = sys::OpenFile(sys::DefaultSysCalls(), dir + "/g", O_RDONLY);
+  auto other = reader.Twice(g->get(), 0, 5, "g", 0, 0);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->first, wire::Crc32c("other", 5));
+  EXPECT_EQ(reader.Twice(g->get(), 3, 5, "g", 0, 0).status().code(),
+            absl::StatusCode::kOutOfRange);
   EXPECT_EQ(Crc32cOfFileRange(sys::DefaultSysCalls(), fd->get(), bytes.size() - 1, 2, "f")
                 .status()
                 .code(),

@@ -1,0 +1,54 @@
+"""Runs the benchmark in --quick mode and checks its outputs exist and parse.
+
+Never asserts timings (2 cores, noisy): only that every section ran and
+results.json, results.md and chart.svg are well-formed.
+"""
+import json
+import os
+import sys
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from integration.bench import bench  # noqa: E402
+
+
+class BenchSmokeTest(unittest.TestCase):
+
+    def test_quick_run_writes_parseable_outputs(self):
+        out = os.path.join(os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR") or tempfile.mkdtemp(),
+                           "bench")
+        sections = list(bench.SECTIONS)
+        if not bench.find_pg_bin():
+            sections = [s for s in sections if s not in ("pg", "pgbench")]
+        rc = bench.main(["--quick", "--out", out, "--sections", ",".join(sections)])
+
+        with open(os.path.join(out, "results.json")) as f:
+            results = json.load(f)
+        self.assertEqual(results["errors"], {}, "sections failed")
+        self.assertEqual(rc, 0)
+        self.assertTrue(results["quick"])
+        self.assertEqual(sorted(results["sections"]), sorted(sections))
+        for key in ("nproc", "kernel", "cpu_model", "mem_total_mib", "fs_type"):
+            self.assertIn(key, results["machine"])
+        ids = [t["id"] for t in results["targets"]]
+        self.assertIn("catchup-vs-raw", ids)
+        self.assertIn("fanout-reads-once", ids)
+        for t in results["targets"]:
+            self.assertIn(t["pass"], (True, False, None))
+        catchup = results["sections"]["catchup"]["summary"]
+        for v in ("raw-zerocopy", "walship-zerocopy", "walship-copy"):
+            self.assertGreater(catchup[v]["mb_s"]["median"], 0)
+
+        with open(os.path.join(out, "results.md")) as f:
+            md = f.read()
+        self.assertIn("### Targets", md)
+        self.assertIn("| walship `--transport=zerocopy` |", md)
+        root = ET.parse(os.path.join(out, "chart.svg")).getroot()
+        self.assertTrue(root.tag.endswith("svg"))
+        self.assertGreater(len(list(root.iter("{http://www.w3.org/2000/svg}rect"))), 3)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,122 @@
+"""report.py on fake results: target verdicts, Markdown tables, SVG."""
+import os
+import sys
+import unittest
+import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from integration.bench import report  # noqa: E402
+
+MIB = 1 << 20
+
+
+def s(*values):
+    vals = sorted(values)
+    return {"median": vals[len(vals) // 2], "min": vals[0], "max": vals[-1], "n": len(vals),
+            "values": list(values)}
+
+
+def fake(**over):
+    cu = {
+        "raw-zerocopy": {"mb_s": s(500.0), "agent_cpu_s_per_gib": s(0.2),
+                         "replica_cpu_s_per_gib": s(0.5), "agent_hwm": s(3 * MIB),
+                         "replica_hwm": s(3 * MIB)},
+        "walship-zerocopy": {"mb_s": s(460.0, 470.0, 480.0), "agent_cpu_s_per_gib": s(0.5),
+                             "replica_cpu_s_per_gib": s(0.5), "agent_hwm": s(30 * MIB),
+                             "replica_hwm": s(20 * MIB)},
+        "walship-copy": {"mb_s": s(400.0), "agent_cpu_s_per_gib": s(0.6),
+                         "replica_cpu_s_per_gib": s(1.0), "agent_hwm": s(30 * MIB),
+                         "replica_hwm": s(20 * MIB)},
+        "walship-zerocopy-small": {"mb_s": s(300.0), "agent_hwm": s(29 * MIB),
+                                   "replica_hwm": s(20 * MIB)},
+        "walship-copy-small": {"mb_s": s(300.0), "agent_hwm": s(29 * MIB),
+                               "replica_hwm": s(20 * MIB)},
+    }
+    r = {"quick": False, "config": {"rounds": 3}, "started": "now", "elapsed_s": 1.0,
+         "machine": {"nproc": 2, "cpu_model": "X", "mem_total_mib": 1024, "kernel": "6",
+                     "fs_type": "ext4", "disk_device": "/dev/vda", "disk_model": "v",
+                     "mount_options": "rw", "loadavg_start": ["0.1", "0.1", "0.1"],
+                     "loadavg_end": ["0.2", "0.2", "0.2"]},
+         "errors": {},
+         "sections": {
+             "catchup": {"backlog_bytes": 1024 * MIB, "small_backlog_bytes": 208 * MIB,
+                         "segment_bytes": 16 * MIB, "summary": cu},
+             "pg": {"backlog_bytes": 1088 * MIB, "wal_segment_bytes": 16 * MIB, "summary": {
+                 "walship-pg": {"mb_s": s(300.0), "agent_cpu_s_per_gib": s(1.0),
+                                "replica_cpu_s_per_gib": s(1.0), "replica_hwm": s(20 * MIB)},
+                 "pg_receivewal": {"mb_s": s(100.0), "agent_cpu_s_per_gib": s(1.0),
+                                   "replica_cpu_s_per_gib": s(1.0),
+                                   "replica_hwm": s(5 * MIB)}}},
+             "live": {"writer": "w", "seconds": 8, "rates": {"100": {"summary": {
+                 "walship-zerocopy": {"lag_p50_ms": s(2.0), "lag_p99_ms": s(5.0),
+                                      "lag_max_ms": s(9.0)},
+                 "raw": {"lag_p50_ms": s(1.0), "lag_p99_ms": s(4.0), "lag_max_ms": s(8.0)},
+                 "probe": {"fdatasync_p50_ms": s(1.0), "fdatasync_p99_ms": s(3.0),
+                           "fdatasync_max_ms": s(7.0)}}}}},
+             "pgbench": {"scale": 10, "clients": 4, "seconds": 15,
+                         "lag_method": {"walship": "a", "pg_receivewal": "b", "bytes": "c"},
+                         "summary": {
+                             "none": {"tps": s(1000.0)},
+                             "walship": {"tps": s(900.0), "lag_p50_ms": s(1.0),
+                                         "lag_p99_ms": s(4.0), "byte_lag_p50": s(1000.0),
+                                         "byte_lag_p99": s(9000.0)},
+                             "pg_receivewal": {"tps": s(950.0), "lag_p50_ms": s(2.0),
+                                               "lag_p99_ms": s(5.0), "byte_lag_p50": s(2000.0),
+                                               "byte_lag_p99": s(8000.0)}}},
+             "fanout": {"backlog_bytes": 512 * MIB, "summary": {
+                 "1": {"aggregate_mb_s": s(400.0), "read_bytes_per_source_byte": s(1.0),
+                       "rchar_per_source_byte": s(1.0)},
+                 "4": {"aggregate_mb_s": s(300.0), "read_bytes_per_source_byte": s(1.0),
+                       "rchar_per_source_byte": s(4.0)}}},
+         }}
+    r.update(over)
+    return r
+
+
+class ReportTest(unittest.TestCase):
+
+    def verdicts(self, results):
+        return {t["id"]: t["pass"] for t in report.evaluate(results)}
+
+    def test_targets(self):
+        v = self.verdicts(fake())
+        self.assertEqual(v["catchup-vs-raw"], True)         # 470 / 500 = 94 %
+        self.assertEqual(v["catchup-vs-pg_receivewal"], True)  # 3x
+        self.assertEqual(v["replica-cpu"], True)            # 0.5 / 1.0
+        self.assertEqual(v["agent-cpu"], True)              # 0.5 <= 0.6
+        self.assertEqual(v["live-lag-100"], False)          # 5 > 3 + 1
+        self.assertEqual(v["pgbench-lag"], True)
+        self.assertEqual(v["pgbench-byte-lag"], False)      # p99 9000 > 8000
+        self.assertEqual(v["pgbench-tps"], False)           # 900 < 950
+        self.assertEqual(v["rss-agent"], True)
+        self.assertEqual(v["fanout-reads-once"], True)
+        self.assertEqual(v["fanout-throughput"], False)     # 75 %
+
+    def test_missing_sections_are_not_measured(self):
+        r = fake()
+        del r["sections"]["pg"]
+        del r["sections"]["live"]
+        v = self.verdicts(r)
+        self.assertIsNone(v["catchup-vs-pg_receivewal"])
+        self.assertIsNone(v["live-lag-100"])
+        report.markdown(r)
+        ET.fromstring(report.svg(r))
+
+    def test_rss_growth_fails(self):
+        r = fake()
+        r["sections"]["catchup"]["summary"]["walship-zerocopy"]["agent_hwm"] = s(40 * MIB)
+        self.assertEqual(self.verdicts(r)["rss-agent"], False)
+
+    def test_markdown_and_svg(self):
+        r = fake()
+        r["targets"] = report.evaluate(r)
+        md = report.markdown(r)
+        self.assertIn("| walship `--transport=zerocopy` | 470 (460–480) |", md)
+        self.assertIn("### Targets", md)
+        self.assertIn("**FAIL**", md)
+        root = ET.fromstring(report.svg(r))
+        self.assertTrue(root.tag.endswith("svg"))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The walship benchmark, one command: builds what it runs, then runs
+# integration/bench/bench.py. See integration/bench/README.md.
+#
+#   integration/bench/run_bench.sh [--quick] [--out DIR] [other bench.py flags]
+#
+# The binaries are copied to a private directory first, so a rebuild by
+# someone else during the run cannot swap them under it.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+bazel build //agent:walship-agent //agent:walship-status //replica:walship-replica \
+    //integration/bench:benchtool
+
+bin_dir="$(mktemp -d /tmp/walship-bench-bin-XXXXXX)"
+trap 'rm -rf "$bin_dir"' EXIT
+cp bazel-bin/agent/walship-agent bazel-bin/agent/walship-status \
+   bazel-bin/replica/walship-replica bazel-bin/integration/bench/benchtool "$bin_dir/"
+
+WALSHIP_BIN_DIR="$bin_dir" python3 integration/bench/bench.py "$@"
