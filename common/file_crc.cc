@@ -105,35 +105,42 @@ absl::StatusOr<std::pair<uint32_t, uint32_t>> FileCrcReader::Twice(
         absl::StrCat(context, ": range [", offset, ", ", offset + length,
                      ") is past the end of the file (", st.st_size, " bytes)"));
   }
-  constexpr uint64_t kStep = 64ull << 20;
+  // A window of whole 16 MiB steps around the range: one mmap per window,
+  // and at most a window or two of mapped pages count against RSS, whatever
+  // the segment size.
+  constexpr uint64_t kStep = 16ull << 20;
   if (addr_ == nullptr || static_cast<uint64_t>(st.st_dev) != dev_ ||
-      static_cast<uint64_t>(st.st_ino) != ino_ || offset + length > len_) {
+      static_cast<uint64_t>(st.st_ino) != ino_ || offset < start_ ||
+      offset + length > start_ + len_) {
     Reset();
-    uint64_t want = (offset + length + kStep - 1) / kStep * kStep;
+    uint64_t start = offset / kStep * kStep;
+    uint64_t end = (offset + length + kStep - 1) / kStep * kStep;
     void* addr = nullptr;
     // Mapping past the end of the file is allowed; only touching those pages
     // would fault, and the range checked above never does.
-    r = sys_.Mmap(nullptr, static_cast<size_t>(want), PROT_READ, MAP_SHARED, fd, 0, &addr);
+    r = sys_.Mmap(nullptr, static_cast<size_t>(end - start), PROT_READ, MAP_SHARED, fd,
+                  static_cast<off_t>(start), &addr);
     if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("mmap ", context));
     addr_ = addr;
-    len_ = want;
+    start_ = start;
+    len_ = end - start;
     dev_ = static_cast<uint64_t>(st.st_dev);
     ino_ = static_cast<uint64_t>(st.st_ino);
   }
-  const auto* base = static_cast<const uint8_t*>(addr_);
-  uint64_t page_start = offset & ~uint64_t{4095};
+  const auto* data = static_cast<const uint8_t*>(addr_) + (offset - start_);
+  const uint64_t in_page = (offset - start_) & uint64_t{4095};
 #ifdef MADV_POPULATE_READ
   // One call maps the range's pages instead of a fault per page; older
   // kernels refuse it and fault as usual.
-  madvise(const_cast<uint8_t*>(base) + page_start,
-          static_cast<size_t>(offset + length - page_start), MADV_POPULATE_READ);
+  madvise(const_cast<uint8_t*>(data - in_page), static_cast<size_t>(length + in_page),
+          MADV_POPULATE_READ);
 #endif
   uint32_t a = seed_a, b = seed_b;
   constexpr size_t kPiece = 64 << 10;
   for (uint64_t done = 0; done < length; done += kPiece) {
     size_t m = static_cast<size_t>(std::min<uint64_t>(kPiece, length - done));
-    a = wire::Crc32cExtend(a, base + offset + done, m);
-    b = wire::Crc32cExtend(b, base + offset + done, m);
+    a = wire::Crc32cExtend(a, data + done, m);
+    b = wire::Crc32cExtend(b, data + done, m);
   }
   return std::make_pair(a, b);
 }

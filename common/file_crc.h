@@ -38,8 +38,8 @@ absl::StatusOr<std::pair<uint32_t, uint32_t>> Crc32cOfFileRangeTwice(
 
 // FileCrcReader: the two-CRC pass above, for a caller that checksums many
 // consecutive ranges of the same file (a shipper's or writer's current
-// segment). It keeps one read-only mapping of the file's start across calls,
-// grown in 64 MiB steps and replaced when the file (device, inode) changes,
+// segment). It keeps one read-only mapping (a window of 16 MiB steps) across
+// calls, replaced when the range leaves it or the file (device, inode) changes,
 // so a frame costs no mmap/munmap (munmap's TLB shootdowns dominated the
 // per-frame cost). Pages are populated with MADV_POPULATE_READ for just the
 // range read; nothing past the end of the file is touched.
@@ -62,6 +62,7 @@ class FileCrcReader {
  private:
   sys::SysCalls& sys_;
   void* addr_ = nullptr;
+  uint64_t start_ = 0;  // file offset of addr_
   uint64_t len_ = 0;
   uint64_t dev_ = 0, ino_ = 0;
 };
