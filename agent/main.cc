@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "agent/agent.h"
+#include "common/daemon.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/sys/transfer.h"
@@ -94,14 +95,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // Signals are taken synchronously by the main thread; every thread started
-  // later inherits the blocked mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  walship::sys::IgnoreSigpipe();
+  const sigset_t signals = walship::PrepareDaemonSignals();
 
   walship::agent::Agent agent(walship::sys::DefaultSysCalls(), o);
   if (absl::Status s = agent.Start(); !s.ok()) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "common/daemon.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/sys/transfer.h"
@@ -114,12 +115,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  walship::sys::IgnoreSigpipe();
+  const sigset_t signals = walship::PrepareDaemonSignals();
 
   walship::MetricsRegistry metrics;
   std::unique_ptr<walship::MetricsServer> metrics_server;

@@ -1,0 +1,19 @@
+#include "common/daemon.h"
+
+#include <pthread.h>
+
+#include "common/sys/transfer.h"
+
+namespace walship {
+
+sigset_t PrepareDaemonSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  sys::IgnoreSigpipe();
+  return signals;
+}
+
+}  // namespace walship
