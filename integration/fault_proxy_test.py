@@ -259,9 +259,12 @@ class FaultProxyTest(unittest.TestCase):
         s.close()
         accepted = server.accepted
         p.refuse_for(1.0)
-        s = connect(p.address)
-        got, how = read_all(s, timeout=5)
-        s.close()
+        try:
+            s = connect(p.address)
+            got, how = read_all(s, timeout=5)
+            s.close()
+        except ConnectionResetError:
+            got = b""  # the reset can beat connect() returning on a busy machine
         self.assertEqual(got, b"")
         self.assertEqual(p.refused, 1)
         self.assertEqual(server.accepted, accepted, "a refused connection reached the server")

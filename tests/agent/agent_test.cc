@@ -211,7 +211,11 @@ TEST_F(AgentTest, ShipsFramesAfterAValidTokenAndRejectsReplays) {
     walship::v1::StatusResponse st;
     ASSERT_TRUE(stub_->Status(&ctx, walship::v1::StatusRequest(), &st).ok());
     ASSERT_EQ(st.replicas_size(), 1);
-    acked = st.replicas(0).flushed().offset() == seg2_.size();
+    // The shipper counts bytes after sendfile returns, which can be after
+    // the reader got them: wait for both.
+    acked = st.replicas(0).flushed().offset() == seg2_.size() &&
+            st.replicas(0).agent_counters().bytes_zerocopy() ==
+                seg1_.size() - 1000 + seg2_.size();
     if (acked) {
       EXPECT_EQ(st.replicas(0).lag_bytes(), 0u);
       EXPECT_TRUE(st.replicas(0).connected());
