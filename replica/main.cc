@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
                "buffer, for kernels or filesystems where splice misbehaves.");
   flags.Uint("pipe-bytes", &pipe_bytes, "Pipe capacity for the zerocopy transport.");
   flags.Int("flush-interval-us", &flush_interval_us,
-            "Longest pause between fdatasyncs while bytes are pending.");
+            "How often the idle flusher wakes; received bytes wake it at once.");
   flags.Int("io-timeout-ms", &io_timeout_ms,
             "Longest wait inside a frame for the agent's bytes before reconnecting.");
   flags.String("metrics-listen", &o.metrics_listen,

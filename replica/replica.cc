@@ -381,6 +381,8 @@ absl::Status Replica::RunOnce() {
     WriterCounters counted;
     std::string last_complete = durable.complete ? durable.position.segment : "";
     while (!run.failed()) {
+      // Every frame and checkpoint kicks the flusher at once; the timeout only
+      // paces idle checks (agent silence, keepalive acks).
       run.WaitKick(options_.flush_interval);
       if (run.failed()) break;
       const absl::Time flush_start = absl::Now();

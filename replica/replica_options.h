@@ -21,9 +21,10 @@ struct ReplicaOptions {
   std::string name;
   Transport transport = Transport::kZeroCopy;
   size_t pipe_bytes = 1u << 20;
-  // Longest pause between fdatasyncs while bytes are pending; a flush starts
+  // How often an idle flusher wakes (agent silence check, keepalive acks).
+  // Arriving bytes wake it at once, so this adds no latency; a flush starts
   // as soon as the previous one ends when data keeps arriving.
-  absl::Duration flush_interval = absl::Milliseconds(2);
+  absl::Duration flush_interval = absl::Milliseconds(100);
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration io_timeout = absl::Seconds(30);
   // Retry backoff after a transient failure (doubles up to the maximum).
