@@ -18,6 +18,7 @@
 #include "common/net.h"
 #include "common/status_macros.h"
 #include "common/sys/file_util.h"
+#include "common/tls.h"
 #include "proto/walship.grpc.pb.h"
 #include "spdlog/spdlog.h"
 
@@ -69,6 +70,9 @@ void Agent::DeclareMetrics() {
             "Segments fully sent and checkpointed, by replica.");
   m.Counter("walship_agent_data_connections_rejected_total",
             "Connections refused on the data port, by reason.");
+  m.Counter("walship_agent_control_calls_rejected_total",
+            "gRPC calls refused on the control port for their client certificate, by "
+            "reason (no_client_certificate, untrusted_certificate).");
   MetricsRegistry::Family lag_bytes = m.Gauge(
       "walship_agent_replica_lag_bytes",
       "Shippable bytes not yet acknowledged as flushed (durable) by the replica.");
@@ -198,7 +202,16 @@ absl::Status Agent::Start() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port);
+  MetricsRegistry::Family refused_calls =
+      metrics_->Counter("walship_agent_control_calls_rejected_total", "");
+  WALSHIP_ASSIGN_OR_RETURN(
+      std::shared_ptr<grpc::ServerCredentials> creds,
+      MakeServerCredentials(options_.tls, [refused_calls](const std::string& reason,
+                                                          const std::string& detail) {
+        spdlog::warn("control port: refused a call: {}", detail);
+        refused_calls.Add({{"reason", reason}}, 1);
+      }));
+  builder.AddListeningPort(options_.listen, creds, &port);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (!server_ || port == 0) {
@@ -214,9 +227,11 @@ absl::Status Agent::Start() {
   WALSHIP_ASSIGN_OR_RETURN(HostPort data, ParseHostPort(options_.data_listen));
   control.port = control_port_;
   data.port = data_port_;
-  spdlog::info("serving stream {} ({} format) from {}: control on {}, data on {}, transport {}",
+  spdlog::info("serving stream {} ({} format) from {}: control on {} ({}), data on {}, "
+               "transport {}",
                source_->StreamId(), source_->FormatName(), options_.wal_dir,
-               control.ToString(), data.ToString(), TransportName(options_.transport));
+               control.ToString(), options_.tls.insecure ? "plaintext" : "mutual TLS",
+               data.ToString(), TransportName(options_.transport));
   std::string metrics_line;
   if (!options_.metrics_listen.empty()) {
     WALSHIP_ASSIGN_OR_RETURN(HostPort mhp, ParseHostPort(options_.metrics_listen));

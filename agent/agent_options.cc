@@ -18,6 +18,7 @@ absl::Status AgentOptions::Validate() const {
   if (format != "postgres" && !pg_conninfo.empty()) {
     return absl::InvalidArgumentError("--pg-conninfo is only for --format=postgres");
   }
+  if (absl::Status s = tls.Validate(); !s.ok()) return s;
   if (auto hp = ParseHostPort(listen); !hp.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--listen: ", hp.status().message()));
   }

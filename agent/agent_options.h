@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/tls.h"
 #include "common/transport.h"
 
 namespace walship::agent {
@@ -42,6 +43,10 @@ struct AgentOptions {
   uint64_t max_rate_bytes_per_sec = 0;
   // HOST:PORT of the Prometheus /metrics endpoint; empty disables it.
   std::string metrics_listen;
+  // Mutual TLS on the control port, or plaintext when tls.insecure is set;
+  // Validate() insists on one of the two. With TLS, a replica's name must be
+  // one its client certificate carries (CN or DNS SAN).
+  TlsOptions tls;
 
   // kInvalidArgument naming the first bad field.
   absl::Status Validate() const;

@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/tls.h"
 #include "common/wire/segment_name.h"
 #include "spdlog/spdlog.h"
 
@@ -54,6 +56,24 @@ ControlServiceImpl::ControlServiceImpl(const AgentOptions& options,
                       "gap, invalid, other).");
     metrics_->Counter("walship_agent_handshakes_total", "Handshakes accepted, by replica.");
   }
+}
+
+grpc::Status ControlServiceImpl::CheckIdentity(const grpc::ServerContext& ctx,
+                                              const std::string& replica_name) const {
+  if (options_.tls.insecure) return grpc::Status::OK;
+  std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+  std::vector<std::string> names;
+  if (auth != nullptr) names = PeerCertificateNames(*auth);
+  if (std::find(names.begin(), names.end(), replica_name) != names.end()) {
+    return grpc::Status::OK;
+  }
+  return grpc::Status(
+      grpc::StatusCode::PERMISSION_DENIED,
+      absl::StrCat("replica name ", replica_name,
+                   " is not a name its client certificate carries (",
+                   names.empty() ? std::string("none") : absl::StrJoin(names, ", "),
+                   "); issue the replica a certificate with CN or DNS SAN ",
+                   replica_name));
 }
 
 void ControlServiceImpl::CountRefusal(const std::string& reason) {
@@ -142,6 +162,11 @@ grpc::Status ControlServiceImpl::Handshake(grpc::ServerContext* ctx,
     CountRefusal("not_allowed");
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, msg);
   }
+  if (grpc::Status id = CheckIdentity(*ctx, req->replica_name()); !id.ok()) {
+    spdlog::error("handshake from {}: refused: {}", ctx->peer(), id.error_message());
+    CountRefusal("identity_mismatch");
+    return id;
+  }
   const std::string stream_id = source_.StreamId();
   if (!req->stream_id().empty() && req->stream_id() != stream_id) {
     std::string msg = absl::StrCat(
@@ -199,6 +224,11 @@ grpc::Status ControlServiceImpl::Session(
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
                         absl::StrCat("no live session ", first.open().session_id(),
                                      "; handshake again"));
+  }
+  if (grpc::Status id = CheckIdentity(*ctx, session->name()); !id.ok()) {
+    spdlog::error("session {} from {}: refused: {}", session->id(), ctx->peer(),
+                  id.error_message());
+    return id;
   }
   std::thread reader([&] {
     walship::v1::SessionRequest req;

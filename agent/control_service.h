@@ -7,7 +7,9 @@
 // source's. Any mismatch is FAILED_PRECONDITION with a message an operator can
 // act on; the replica must not retry it blindly. A replica whose name is not
 // on a non-empty AgentOptions::allow_replicas is refused with
-// PERMISSION_DENIED before anything else is checked.
+// PERMISSION_DENIED before anything else is checked; with mutual TLS so is a
+// replica whose name its client certificate does not carry (CN or DNS SAN),
+// which binds each data token to the identity the TLS layer authenticated.
 //
 // Thread-safety: gRPC calls the methods concurrently; all state lives in the
 // thread-safe catalog and registry.
@@ -46,6 +48,11 @@ class ControlServiceImpl final : public walship::v1::Control::Service {
  private:
   // Where shipping starts for a replica durable at `durable`, or why not.
   absl::StatusOr<Position> StartPosition(const walship::v1::HandshakeRequest& req);
+  // With mutual TLS: OK when `replica_name` is a name the caller's
+  // (verified) client certificate carries, else PERMISSION_DENIED saying so.
+  // Plaintext: always OK.
+  grpc::Status CheckIdentity(const grpc::ServerContext& ctx,
+                             const std::string& replica_name) const;
   // Counts a refused handshake by reason (when metrics are on).
   void CountRefusal(const std::string& reason);
 

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   flags.String("metrics-listen", &o.metrics_listen,
                "HOST:PORT serving Prometheus metrics at /metrics; empty disables it; "
                "port 0 picks a free port (logged).");
+  walship::RegisterTlsFlags(flags, &o.tls, /*client=*/false);
   flags.String("log-level", &log_level, "trace, debug, info, warn or error.");
 
   flags.EnableConfigFile();

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "agent/status_watch.h"
 #include "common/flags.h"
+#include "common/tls.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/walship.grpc.pb.h"
 
@@ -113,6 +114,7 @@ int main(int argc, char** argv) {
   int64_t timeout_ms = 5000;
   int64_t interval_ms = 1000;
   int64_t count = 0;
+  walship::TlsOptions tls;
   walship::FlagSet flags(
       "walship-status: shows an agent's replicas, their positions, lag and counters.\n"
       "Usage: walship-status --agent=HOST:PORT [--json] [--watch [--interval-ms=N] "
@@ -129,6 +131,7 @@ int main(int argc, char** argv) {
              "catches up, a progress bar with the catch-up rate and ETA.");
   flags.Int("interval-ms", &interval_ms, "Refresh interval of --watch.");
   flags.Int("count", &count, "With --watch, stop after this many refreshes; 0 runs until killed.");
+  walship::RegisterTlsFlags(flags, &tls, /*client=*/true);
   auto args = flags.Parse(argc, argv);
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
@@ -143,13 +146,19 @@ int main(int argc, char** argv) {
     problem = "unexpected argument \"" + (*args)[0] + "\"";
   } else if (interval_ms < 1 || count < 0) {
     problem = "--interval-ms must be at least 1 and --count at least 0";
+  } else if (absl::Status v = tls.Validate(); !v.ok()) {
+    problem = std::string(v.message());
   }
   if (!problem.empty()) {
     std::fprintf(stderr, "walship-status: %s\n", problem.c_str());
     return 1;
   }
-  auto stub = walship::v1::Control::NewStub(
-      grpc::CreateChannel(agent, grpc::InsecureChannelCredentials()));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = walship::MakeChannel(agent, tls);
+  if (!channel.ok()) {
+    std::fprintf(stderr, "walship-status: %s\n", std::string(channel.status().message()).c_str());
+    return 1;
+  }
+  auto stub = walship::v1::Control::NewStub(*channel);
 
   auto call = [&](walship::v1::StatusResponse* resp) {
     grpc::ClientContext ctx;

@@ -6,7 +6,8 @@ test_packaged_samples_load: each packaged *.toml loads (--print-config exits
 test_units_use_the_samples: the systemd units start the binaries with only
 --config, and do not restart a replica that exited 3.
 test_daemons_run_from_config_only: an agent and a replica started with nothing
-but --config=FILE converge, and the copy is byte-identical.
+but --config=FILE (mutual TLS included) converge, and the copy is
+byte-identical.
 test_bad_config_is_a_usage_error: an unknown key / a wrong type is refused
 with the key and the file named, exit 2 (agent) and 1 (replica).
 """
@@ -101,19 +102,22 @@ class ConfigTest(h.ClusterTestCase):
             gen.write()
         gen.close()
         conf = c.dir("conf")
+        certs = h.Certs(c.dir("certs"), "fromconf", "operator")
         port_file = os.path.join(c.logdir, "agent.ports")
         agent_conf = write(os.path.join(conf, "agent.toml"),
                            'wal-dir = "%s"\nlisten = "127.0.0.1:0"\n'
                            'data-listen = "127.0.0.1:0"\nport-file = "%s"\n'
                            'max-frame-bytes = 65536\nlog-level = "warn"\n'
-                           % (wal, port_file))
-        agent = ConfigAgent(agent_conf, wal, c.logdir)
+                           % (wal, port_file) + certs.toml("agent"))
+        agent = ConfigAgent(agent_conf, wal, c.logdir,
+                            status_tls_args=certs.args("operator"))
         c.daemons.append(agent)
         agent.start()
         dest = c.dir("dest-fromconf")
         replica_conf = write(os.path.join(conf, "replica.toml"),
                              'agent = "%s"\ndest = "%s"\nname = "fromconf"\n'
-                             'transport = "copy"\n' % (agent.control, dest))
+                             'transport = "copy"\n' % (agent.control, dest)
+                             + certs.toml("fromconf"))
         replica = ConfigReplica(replica_conf, agent, dest, "fromconf", c.logdir)
         c.daemons.append(replica)
         replica.start()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The walship demo: an agent and a replica on loopback over a generated WAL
 # directory. A generator appends random records to segment files for a few
-# seconds while the replica follows; the demo then waits until the replica
+# seconds while the replica follows over mutual TLS (certificates made by
+# integration/make_test_certs.sh); the demo then waits until the replica
 # has acknowledged every byte as durable, prints the agent's status and
 # proves the copy byte-identical.
 #
@@ -24,16 +25,25 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$work/wal" "$work/replica"
 echo "demo: working in $work"
+integration/make_test_certs.sh "$work/certs" demo-replica operator >/dev/null
+tls_flags() {  # tls_flags NAME: the --tls-* flags for NAME's certificate, one per line
+  printf '%s\n' "--tls-cert=$work/certs/$1.pem" "--tls-key=$work/certs/$1.key" \
+    "--tls-ca=$work/certs/ca.pem"
+}
+mapfile -t agent_tls < <(tls_flags agent)
+mapfile -t replica_tls < <(tls_flags demo-replica)
+mapfile -t status_tls < <(tls_flags operator)
 
 bazel-bin/agent/walship-agent --wal-dir="$work/wal" --listen=127.0.0.1:0 \
-  --data-listen=127.0.0.1:0 --port-file="$work/ports" 2>"$work/agent.log" &
+  --data-listen=127.0.0.1:0 --port-file="$work/ports" "${agent_tls[@]}" \
+  --allow-replicas=demo-replica 2>"$work/agent.log" &
 pids+=($!)
 for _ in $(seq 100); do [[ -s "$work/ports" ]] && break; sleep 0.1; done
 control=$(sed -n 's/^control=//p' "$work/ports")
 echo "demo: agent control on $control ($(sed -n 's/^data=/data on /p' "$work/ports"))"
 
 bazel-bin/replica/walship-replica --agent="$control" --dest="$work/replica" \
-  --name=demo-replica 2>"$work/replica.log" &
+  --name=demo-replica "${replica_tls[@]}" 2>"$work/replica.log" &
 pids+=($!)
 
 echo "demo: appending random records for ${seconds}s at ${rate_mb} MB/s (4 MiB segments)"
@@ -43,7 +53,7 @@ python3 integration/walgen.py --dir "$work/wal" --seconds "$seconds" \
 echo "demo: waiting for the replica to acknowledge everything as durable"
 converged=0
 for _ in $(seq 300); do
-  if bazel-bin/agent/walship-status --agent="$control" --json |
+  if bazel-bin/agent/walship-status --agent="$control" --json "${status_tls[@]}" |
      python3 -c '
 import json, sys
 s = json.load(sys.stdin)
@@ -55,7 +65,7 @@ sys.exit(0 if ok else 1)'; then
   fi
   sleep 0.1
 done
-bazel-bin/agent/walship-status --agent="$control"
+bazel-bin/agent/walship-status --agent="$control" "${status_tls[@]}"
 if [[ $converged -ne 1 ]]; then
   echo "demo: FAILED: the replica did not converge; logs in $work" >&2
   exit 1

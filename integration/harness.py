@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 
 try:
     from integration import wirelib
@@ -132,14 +133,17 @@ def pos_of(d):
     return Pos(d.get("segment", ""), int(d.get("offset", 0)))
 
 
-def status(agent, timeout=10):
+def status(agent, timeout=10, tls_args=None):
     """The agent's Status as a dict (walship-status --json). Raises on error.
 
-    `agent` is an Agent or a "HOST:PORT" string.
+    `agent` is an Agent (whose status_tls_args are used unless `tls_args` is
+    given) or a "HOST:PORT" string (plaintext unless `tls_args`).
     """
     addr = agent.control if isinstance(agent, Agent) else agent
+    if tls_args is None:
+        tls_args = agent.status_tls_args if isinstance(agent, Agent) else ["--insecure"]
     cmd = [binary(STATUS), "--agent=" + addr, "--json",
-           "--timeout-ms=%d" % int(timeout * 1000 * 0.8)]
+           "--timeout-ms=%d" % int(timeout * 1000 * 0.8)] + list(tls_args)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        universal_newlines=True, timeout=timeout)
     if p.returncode != 0:
@@ -154,6 +158,98 @@ def try_status(agent, timeout=5):
         return status(agent, timeout)
     except (RuntimeError, subprocess.TimeoutExpired, ValueError):
         return None
+
+
+# ---------------------------------------------------------------------------
+# Prometheus metrics
+
+_METRIC_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
+_METRIC_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text):
+    """Prometheus text format -> {(name, frozenset(labels)): value}; checks
+    that every sample line parses and every family has a TYPE before it."""
+    samples, typed = {}, set()
+    for line in text.splitlines():
+        if not line:
+            continue
+        if line.startswith("# TYPE "):
+            typed.add(line.split()[2])
+            continue
+        if line.startswith("#"):
+            continue
+        m = _METRIC_LINE.match(line)
+        if not m:
+            raise AssertionError("unparsable metrics line: %r" % line)
+        labels = frozenset(_METRIC_LABEL.findall(m.group(3) or ""))
+        samples[(m.group(1), labels)] = float(m.group(4))
+        base = re.sub(r"_(bucket|sum|count)$", "", m.group(1))
+        if m.group(1) not in typed and base not in typed:
+            raise AssertionError("sample %s before its # TYPE line" % m.group(1))
+    return samples
+
+
+def metrics_address(agent):
+    """HOST:PORT of an agent's /metrics (from its port file)."""
+    with open(agent.port_file) as f:
+        kv = dict(l.split("=", 1) for l in f.read().splitlines() if "=" in l)
+    return kv["metrics"]
+
+
+def scrape(addr):
+    """GET http://addr/metrics, parsed by parse_metrics()."""
+    with urllib.request.urlopen("http://%s/metrics" % addr, timeout=5) as r:
+        assert r.status == 200, r.status
+        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4"), \
+            r.headers["Content-Type"]
+        return parse_metrics(r.read().decode())
+
+
+def metric_total(samples, name, **labels):
+    """Sum of the samples of `name` whose labels include `labels`."""
+    want = set(labels.items())
+    return sum(v for (n, l), v in samples.items() if n == name and want <= set(l))
+
+
+# ---------------------------------------------------------------------------
+# Certificates
+
+
+class Certs(object):
+    """A CA and certificates made by integration/make_test_certs.sh in
+    `directory`: agent.pem (server) and one client certificate per name."""
+
+    def __init__(self, directory, *clients):
+        self.dir = directory
+        script = _runfile(os.path.join("integration", "make_test_certs.sh"))
+        subprocess.run(["bash", script, directory] + list(clients), check=True,
+                       stdout=subprocess.DEVNULL)
+
+    @property
+    def ca(self):
+        return os.path.join(self.dir, "ca.pem")
+
+    def args(self, who, trust=None):
+        """--tls-* flags presenting `who`'s certificate and trusting `trust`'s
+        CA (a Certs; default this one)."""
+        return ["--tls-cert=%s" % os.path.join(self.dir, who + ".pem"),
+                "--tls-key=%s" % os.path.join(self.dir, who + ".key"),
+                "--tls-ca=%s" % (trust or self).ca]
+
+    def toml(self, who):
+        """The same as config-file lines."""
+        return "".join('%s = "%s"\n' % tuple(a[2:].split("=", 1)) for a in self.args(who))
+
+
+def _runfile(rel):
+    """Path of a source file of this repository, in runfiles or the tree."""
+    srcdir = os.environ.get("TEST_SRCDIR") or os.environ.get("RUNFILES_DIR")
+    if srcdir:
+        p = os.path.join(srcdir, os.environ.get("TEST_WORKSPACE", WORKSPACE), rel)
+        if os.path.exists(p):
+            return p
+    return os.path.join(_REPO, rel)
 
 
 def replica_entry(st, name):
@@ -499,11 +595,18 @@ class Daemon(object):
 
 class Agent(Daemon):
     """walship-agent over `wal_dir`. After start(): .control and .data are
-    "127.0.0.1:PORT"; restart(same_port=True) keeps the control port."""
+    "127.0.0.1:PORT"; restart(same_port=True) keeps the control port.
+
+    gRPC is plaintext (--insecure) unless `tls_args` gives the agent's
+    --tls-* flags; then status() uses `status_tls_args`."""
 
     def __init__(self, wal_dir, workdir, label="agent", transport=None,
-                 listen="127.0.0.1:0", data_listen="127.0.0.1:0", extra_args=()):
+                 listen="127.0.0.1:0", data_listen="127.0.0.1:0", extra_args=(),
+                 tls_args=None, status_tls_args=None):
         Daemon.__init__(self, label, workdir)
+        self.tls_args = ["--insecure"] if tls_args is None else list(tls_args)
+        self.status_tls_args = (["--insecure"] if status_tls_args is None
+                                else list(status_tls_args))
         self.wal_dir = wal_dir
         self.transport = transport
         self.listen = listen
@@ -518,7 +621,7 @@ class Agent(Daemon):
              "--data-listen=" + self.data_listen, "--port-file=" + self.port_file]
         if self.transport:
             a.append("--transport=" + self.transport)
-        return a + self.extra_args
+        return a + self.tls_args + self.extra_args
 
     @property
     def control_port(self):
@@ -559,11 +662,13 @@ class Agent(Daemon):
 
 class Replica(Daemon):
     """walship-replica following `agent` (an Agent; its control address is
-    read at each start) into `dest`."""
+    read at each start) into `dest`. gRPC is plaintext (--insecure) unless
+    `tls_args` gives the replica's --tls-* flags."""
 
     def __init__(self, agent, dest, name, workdir, transport=None,
-                 data_address=None, extra_args=()):
+                 data_address=None, extra_args=(), tls_args=None):
         Daemon.__init__(self, "replica-" + name, workdir)
+        self.tls_args = ["--insecure"] if tls_args is None else list(tls_args)
         self.agent = agent
         self.dest = dest
         self.name = name
@@ -579,7 +684,7 @@ class Replica(Daemon):
             a.append("--transport=" + self.transport)
         if self.data_address:
             a.append("--data-address=" + self.data_address)
-        return a + self.extra_args
+        return a + self.tls_args + self.extra_args
 
     def start(self):
         self._spawn()

@@ -7,11 +7,8 @@ the shipper always has more than --max-rate to send; the bytes shipped
 20 MB/s +-10 % over a 5 s window, and the copy must end byte-identical.
 """
 
-import os
-import re
 import time
 import unittest
-import urllib.request
 
 from integration import harness as h
 
@@ -20,50 +17,7 @@ SEGMENT = 16 << 20
 BACKLOG = 160_000_000
 WINDOW = 5.0
 
-_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def parse_metrics(text):
-    """Prometheus text format -> {(name, frozenset(labels)): value}; checks
-    that every sample line parses and every family has HELP and TYPE."""
-    samples, typed = {}, set()
-    for line in text.splitlines():
-        if not line:
-            continue
-        if line.startswith("# TYPE "):
-            typed.add(line.split()[2])
-            continue
-        if line.startswith("#"):
-            continue
-        m = _LINE.match(line)
-        if not m:
-            raise AssertionError("unparsable metrics line: %r" % line)
-        labels = frozenset(_LABEL.findall(m.group(3) or ""))
-        samples[(m.group(1), labels)] = float(m.group(4))
-        base = re.sub(r"_(bucket|sum|count)$", "", m.group(1))
-        if m.group(1) not in typed and base not in typed:
-            raise AssertionError("sample %s before its # TYPE line" % m.group(1))
-    return samples
-
-
-def metrics_address(agent):
-    with open(agent.port_file) as f:
-        kv = dict(l.split("=", 1) for l in f.read().splitlines() if "=" in l)
-    return kv["metrics"]
-
-
-def scrape(addr):
-    with urllib.request.urlopen("http://%s/metrics" % addr, timeout=5) as r:
-        assert r.status == 200, r.status
-        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4"), \
-            r.headers["Content-Type"]
-        return parse_metrics(r.read().decode())
-
-
-def total(samples, name, **labels):
-    want = set(labels.items())
-    return sum(v for (n, l), v in samples.items() if n == name and want <= set(l))
+total = h.metric_total
 
 
 class OpsTest(h.ClusterTestCase):
@@ -77,15 +31,15 @@ class OpsTest(h.ClusterTestCase):
         gen.close()
         agent = c.agent(wal, extra_args=["--max-rate=%d" % RATE,
                                          "--metrics-listen=127.0.0.1:0"]).start()
-        addr = metrics_address(agent)
+        addr = h.metrics_address(agent)
         c.replica(agent, "slow").start()
         # Skip the initial burst (a quarter second of credit) and connection.
-        h.wait_until(lambda: total(scrape(addr), "walship_agent_bytes_shipped_total",
+        h.wait_until(lambda: total(h.scrape(addr), "walship_agent_bytes_shipped_total",
                                    replica="slow") > 0, 20, "the first shipped bytes")
         time.sleep(1.0)
-        t0, b0 = time.monotonic(), total(scrape(addr), "walship_agent_bytes_shipped_total")
+        t0, b0 = time.monotonic(), total(h.scrape(addr), "walship_agent_bytes_shipped_total")
         time.sleep(WINDOW)
-        t1, b1 = time.monotonic(), total(scrape(addr), "walship_agent_bytes_shipped_total")
+        t1, b1 = time.monotonic(), total(h.scrape(addr), "walship_agent_bytes_shipped_total")
         rate = (b1 - b0) / (t1 - t0)
         h.log("shipped %.0f bytes in %.2f s: %.2f MB/s (limit %.2f MB/s)",
               b1 - b0, t1 - t0, rate / 1e6, RATE / 1e6)
@@ -103,7 +57,7 @@ class OpsTest(h.ClusterTestCase):
         gen.close()
         agent = c.agent(wal, extra_args=["--allow-replicas=good, other",
                                          "--metrics-listen=127.0.0.1:0"]).start()
-        addr = metrics_address(agent)
+        addr = h.metrics_address(agent)
         stranger = c.replica(agent, "stranger").start()
         good = c.replica(agent, "good").start()
         h.wait_until(lambda: not stranger.running(), 20, "the refused replica to exit")
@@ -118,7 +72,7 @@ class OpsTest(h.ClusterTestCase):
         self.wait_caught_up(agent, wal, ["good"], timeout=60)
         h.compare_dirs(wal, good.dest)
 
-        m = scrape(addr)
+        m = h.scrape(addr)
         size = h.total_size(wal)
         self.assertEqual(total(m, "walship_agent_bytes_shipped_total", replica="good"), size)
         self.assertEqual(total(m, "walship_agent_bytes_shipped_total", transport="copy"), 0)

@@ -28,7 +28,7 @@ class StatusWatchTest(h.ClusterTestCase):
                      .get("flushed"), 20, "the replica's first flushed bytes")
         status = h.binary(h.STATUS)
 
-        p = subprocess.run([status, "--agent=" + agent.control, "--watch", "--count=3",
+        p = subprocess.run([status, "--agent=" + agent.control, "--watch", "--count=3", "--insecure",
                             "--interval-ms=700"], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=30)
         out = p.stdout.decode()
@@ -41,7 +41,7 @@ class StatusWatchTest(h.ClusterTestCase):
         self.assertRegex(last, r"\[#*\.*\] +\d+%  lag .* catching up at .* ETA \d",
                          "no progress bar with rate and ETA")
 
-        p = subprocess.run([status, "--agent=" + agent.control, "--watch", "--json",
+        p = subprocess.run([status, "--agent=" + agent.control, "--watch", "--json", "--insecure",
                             "--count=2", "--interval-ms=700"], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr.decode())
@@ -60,7 +60,7 @@ class StatusWatchTest(h.ClusterTestCase):
 
     def test_watch_without_agent_exits_2(self):
         status = h.binary(h.STATUS)
-        p = subprocess.run([status, "--agent=127.0.0.1:1", "--watch", "--count=2",
+        p = subprocess.run([status, "--agent=127.0.0.1:1", "--watch", "--count=2", "--insecure",
                             "--interval-ms=10", "--timeout-ms=200"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
         self.assertEqual(p.returncode, 2)

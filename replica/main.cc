@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
   flags.String("metrics-listen", &o.metrics_listen,
                "HOST:PORT serving Prometheus metrics at /metrics; empty disables it; port 0 "
                "picks a free port (logged).");
+  walship::RegisterTlsFlags(flags, &o.tls, /*client=*/true);
   flags.String("log-level", &log_level, "trace, debug, info, warn or error.");
 
   flags.EnableConfigFile();
@@ -108,6 +109,14 @@ int main(int argc, char** argv) {
   o.io_timeout = absl::Milliseconds(io_timeout_ms);
   if (absl::Status s = o.Validate(); !s.ok()) {
     spdlog::error("{}", std::string(s.message()));
+    return 1;
+  }
+  if (o.tls.insecure) {
+    spdlog::warn("--insecure: the gRPC control channel to {} is plaintext and the agent is "
+                 "not authenticated",
+                 o.agent);
+  } else if (auto channel = walship::MakeChannel(o.agent, o.tls); !channel.ok()) {
+    spdlog::error("{}", std::string(channel.status().message()));
     return 1;
   }
   if (mkdir(o.dest.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -136,8 +145,9 @@ int main(int argc, char** argv) {
     spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     replica.Stop();
   }).detach();
-  spdlog::info("replica {} following {} into {} (transport {})", o.name, o.agent, o.dest,
-               walship::TransportName(o.transport));
+  spdlog::info("replica {} following {} into {} (transport {}, control {})", o.name, o.agent,
+               o.dest, walship::TransportName(o.transport),
+               o.tls.insecure ? "plaintext" : "mutual TLS");
   absl::Status s = replica.Run();
   if (!s.ok()) {
     spdlog::error("stopped: {}", s.ToString());

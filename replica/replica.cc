@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/net.h"
+#include "common/tls.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
 #include "common/sys/transfer.h"
@@ -215,8 +216,15 @@ absl::Status Replica::RunOnce() {
 
   // 2. Handshake.
   WALSHIP_ASSIGN_OR_RETURN(HostPort agent, ParseHostPort(options_.agent));
-  auto channel = grpc::CreateChannel(options_.agent, grpc::InsecureChannelCredentials());
-  auto stub = walship::v1::Control::NewStub(channel);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      MakeChannel(options_.agent, options_.tls);
+  if (!channel.ok()) {
+    // Checked at start-up; failing now means the files changed under a
+    // rotation in progress: keep retrying rather than exit.
+    return absl::UnavailableError(
+        absl::StrCat("TLS files: ", channel.status().message()));
+  }
+  auto stub = walship::v1::Control::NewStub(*channel);
   walship::v1::HandshakeRequest req;
   req.set_protocol_version(walship::v1::PROTOCOL_VERSION_1);
   req.set_replica_name(options_.name);
@@ -237,6 +245,9 @@ absl::Status Replica::RunOnce() {
           gs.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
         return absl::UnavailableError(s.message());
       }
+      // UNAUTHENTICATED (the agent refused our certificate) is retried too,
+      // not fatal: an operator fixes it, or a CA rotation completes, without
+      // restarting us.
       return s;
     }
   }

@@ -7,6 +7,7 @@ namespace walship::replica {
 
 absl::Status ReplicaOptions::Validate() const {
   if (agent.empty()) return absl::InvalidArgumentError("--agent is required");
+  if (absl::Status s = tls.Validate(); !s.ok()) return s;
   if (auto hp = ParseHostPort(agent); !hp.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--agent: ", hp.status().message()));
   }

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/tls.h"
 #include "common/transport.h"
 
 namespace walship::replica {
@@ -34,6 +35,10 @@ struct ReplicaOptions {
   absl::Duration agent_silence_timeout = absl::Seconds(15);
   // HOST:PORT of the Prometheus /metrics endpoint; empty disables it.
   std::string metrics_listen;
+  // Mutual TLS to the agent's control port, or plaintext when tls.insecure
+  // is set; Validate() insists on one. The files are read again at every
+  // reconnect, so replacing them rotates the replica's certificate.
+  TlsOptions tls;
 
   absl::Status Validate() const;
 };

@@ -52,7 +52,7 @@ class RetentionTest(unittest.TestCase):
             "--wal-dir=%s" % self.pg.pg_wal, "--pg-conninfo=%s" % self.pg.conninfo(),
             "--pg-slot=walship_test", "--max-retained-bytes=%d" % BOUND,
             "--io-timeout-ms=2000", "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0",
-            "--port-file=%s" % ports], self.agent_log)
+            "--port-file=%s" % ports, "--insecure"], self.agent_log)
 
         def port_file():
             try:
@@ -64,7 +64,7 @@ class RetentionTest(unittest.TestCase):
         self.replica_log = os.path.join(self.logs, "replica.log")
         self.replica_argv = [
             self.env.binaries["walship-replica"], "--agent=%s" % self.control,
-            "--dest=%s" % os.path.join(d, "replica"), "--name=r1"]
+            "--dest=%s" % os.path.join(d, "replica"), "--name=r1", "--insecure"]
         self.replica = dk.Proc(self.env, "replica", self.replica_argv, self.replica_log)
 
     def write_wal(self, segments):
@@ -80,7 +80,7 @@ class RetentionTest(unittest.TestCase):
 
     def replica_flushed(self):
         r = self.env.run([self.env.binaries["walship-status"], "--agent=%s" % self.control,
-                          "--json"], as_user=False, check=False, timeout=10)
+                          "--json", "--insecure"], as_user=False, check=False, timeout=10)
         if r.returncode != 0:
             return None
         import json

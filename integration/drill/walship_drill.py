@@ -100,7 +100,7 @@ class Agent(object):
                 "--wal-dir=%s" % self.cluster.pg_wal,
                 "--pg-conninfo=%s" % self.cluster.conninfo(),
                 "--pg-slot=walship", "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0",
-                "--port-file=%s" % self.port_file]
+                "--port-file=%s" % self.port_file, "--insecure"]
         self.proc = dk.Proc(self.ctx.env, self.name, argv, self.log_path)
 
         def ready():
@@ -143,7 +143,7 @@ class Replica(object):
     def start(self, agent_addr, data_addr=None):
         self.agent_addr, self.data_addr = agent_addr, data_addr
         argv = [self.ctx.env.binaries["walship-replica"], "--agent=%s" % agent_addr,
-                "--dest=%s" % self.dest, "--name=%s" % self.name]
+                "--dest=%s" % self.dest, "--name=%s" % self.name, "--insecure"]
         if data_addr:
             argv.append("--data-address=%s" % data_addr)
         self.proc = dk.Proc(self.ctx.env, self.name, argv, self.log_path)
@@ -189,7 +189,7 @@ def agent_status(ctx, control, timeout_ms=1500):
         return None
     try:
         r = subprocess.run([ctx.env.binaries["walship-status"], "--agent=%s" % control, "--json",
-                            "--timeout-ms=%d" % timeout_ms],
+                            "--timeout-ms=%d" % timeout_ms, "--insecure"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            timeout=timeout_ms / 1000.0 + 3)
     except subprocess.TimeoutExpired:

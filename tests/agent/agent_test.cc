@@ -43,6 +43,7 @@ class AgentTest : public ::testing::Test {
     o.wal_dir = wal_;
     o.heartbeat = absl::Milliseconds(50);
     o.max_payload = 4096;
+    o.tls.insecure = true;
     agent_ = std::make_unique<Agent>(sys::DefaultSysCalls(), o);
     ASSERT_TRUE(agent_->Start().ok());
     stub_ = walship::v1::Control::NewStub(grpc::CreateChannel(

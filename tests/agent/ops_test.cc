@@ -56,6 +56,7 @@ class OpsTest : public ::testing::Test {
     Write(wal_ + "/seg-002", "growing");
     o.wal_dir = wal_;
     o.heartbeat = absl::Milliseconds(50);
+    o.tls.insecure = true;
     agent_ = std::make_unique<Agent>(sys::DefaultSysCalls(), o);
     absl::Status s = agent_->Start();
     ASSERT_TRUE(s.ok()) << s;

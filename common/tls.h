@@ -1,0 +1,106 @@
+// tls.h: mutual TLS for the gRPC control channel.
+//
+// Both daemons and walship-status speak gRPC either with mutual TLS (every
+// side presents a certificate issued by a CA the other side trusts) or, only
+// when asked for with --insecure, in plaintext. Choosing neither is an error:
+// a control channel that carries data tokens must not be plaintext by
+// accident.
+//
+// Server side: the TLS handshake requests the client's certificate but leaves
+// judging it to ClientCertVerifier, which checks the chain against the CA
+// bundle with OpenSSL on every call. A call without a certificate, or with one
+// that does not chain to the bundle (other CA, expired, not for client use),
+// fails with UNAUTHENTICATED and a message that says why, and the refusal is
+// reported through a callback (for a log line and a metric). Letting the TLS
+// layer refuse would drop the connection before anything above it could say
+// why, which at 3 a.m. reads as a network fault.
+//
+// Client side: the agent's certificate must chain to --tls-ca and name the
+// host dialled (or --tls-server-name).
+//
+// Files are read at start-up: rotating a certificate means replacing the
+// files and restarting the daemon (see README, "Rotating certificates").
+#ifndef WALSHIP_COMMON_TLS_H_
+#define WALSHIP_COMMON_TLS_H_
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/security/auth_metadata_processor.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/flags.h"
+
+namespace walship {
+
+struct TlsOptions {
+  std::string cert_file;    // PEM certificate chain presented to peers
+  std::string key_file;     // PEM private key of cert_file
+  std::string ca_file;      // PEM bundle of CAs whose certificates are trusted
+  std::string server_name;  // client only: name expected in the agent's certificate
+  bool insecure = false;    // plaintext gRPC, chosen explicitly
+
+  // kInvalidArgument, naming the flags, unless exactly one of "all three
+  // files" and `insecure` is chosen.
+  absl::Status Validate() const;
+};
+
+// Registers --tls-cert, --tls-key, --tls-ca and --insecure (and, for
+// clients, --tls-server-name) writing into `tls`.
+void RegisterTlsFlags(FlagSet& flags, TlsOptions* tls, bool client);
+
+// Why a call was refused: `reason` is a short metric label
+// (no_client_certificate, untrusted_certificate), `detail` a sentence for the
+// log.
+using RefusalCallback =
+    std::function<void(const std::string& reason, const std::string& detail)>;
+
+// Credentials for a server listening with `tls` (Validate()d). With
+// insecure, plaintext credentials and a warning in the log. Otherwise the
+// files are read and checked (parseable, key matches certificate, not
+// expired) and every call is judged by a ClientCertVerifier that reports
+// refusals to `on_refused`. Errors name the file.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+    const TlsOptions& tls, RefusalCallback on_refused);
+
+// A channel to `target` with `tls` (Validate()d); the same file checks.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& target,
+                                                           const TlsOptions& tls);
+
+// Names a client certificate vouches for: its subject CN and DNS SANs, as
+// the server's auth context reports them. Empty for a plaintext peer.
+std::vector<std::string> PeerCertificateNames(const grpc::AuthContext& auth);
+
+// Judges each call's client certificate against a CA bundle. Thread-safe.
+class ClientCertVerifier final : public grpc::AuthMetadataProcessor {
+ public:
+  // kInvalidArgument if `ca_pem` holds no usable certificate.
+  static absl::StatusOr<std::shared_ptr<ClientCertVerifier>> Create(
+      const std::string& ca_pem, RefusalCallback on_refused);
+  ~ClientCertVerifier() override;
+
+  // OK, or why `leaf_pem` (with the rest of the chain the peer sent in
+  // `chain_pem`, which may be empty) does not chain to the bundle for client
+  // use. Empty leaf_pem: no certificate.
+  absl::Status Verify(const std::string& leaf_pem, const std::string& chain_pem) const;
+
+  bool IsBlocking() const override { return false; }
+  grpc::Status Process(const InputMetadata& auth_metadata, grpc::AuthContext* context,
+                       OutputMetadata* consumed_auth_metadata,
+                       OutputMetadata* response_metadata) override;
+
+ private:
+  struct Store;
+  ClientCertVerifier(std::unique_ptr<Store> store, RefusalCallback on_refused);
+
+  const std::unique_ptr<Store> store_;
+  const RefusalCallback on_refused_;
+};
+
+}  // namespace walship
+
+#endif  // WALSHIP_COMMON_TLS_H_

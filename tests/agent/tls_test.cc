@@ -1,0 +1,272 @@
+// Mutual TLS on the agent's control port, in-process, with certificates
+// made by integration/make_test_certs.sh (the documented recipe): who is
+// refused, with what status, log line and metric; and the checks on the
+// TLS flags and files at start-up.
+#include <grpcpp/grpcpp.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "agent/agent.h"
+#include "common/tls.h"
+#include "gtest/gtest.h"
+#include "proto/walship.grpc.pb.h"
+#include "spdlog/sinks/ringbuffer_sink.h"
+#include "spdlog/spdlog.h"
+#include "tests/fakes/temp_dir.h"
+
+namespace walship::agent {
+namespace {
+
+std::string Read(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void Write(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << bytes;
+}
+
+// Two unrelated CAs: `certs_` (the cluster's) and `other_` (a stranger's).
+class TlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    certs_ = new std::string(testing::FreshTempDir("certs"));
+    other_ = new std::string(testing::FreshTempDir("other"));
+    const std::string script = "integration/make_test_certs.sh";
+    for (const std::string* d : {certs_, other_}) {
+      std::string cmd = absl::StrCat("bash ", script, " ", *d, " r1 operator >/dev/null");
+      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    }
+  }
+
+  void SetUp() override {
+    sink_ = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(200);
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+
+  void TearDown() override {
+    if (agent_) agent_->Shutdown();
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+
+  static TlsOptions Files(const std::string& dir, const std::string& who) {
+    TlsOptions t;
+    t.cert_file = absl::StrCat(dir, "/", who, ".pem");
+    t.key_file = absl::StrCat(dir, "/", who, ".key");
+    t.ca_file = absl::StrCat(*certs_, "/ca.pem");
+    return t;
+  }
+
+  void StartAgent() {
+    wal_ = testing::FreshTempDir("wal");
+    Write(wal_ + "/seg-001", std::string(10000, 'a'));
+    AgentOptions o;
+    o.wal_dir = wal_;
+    o.tls = Files(*certs_, "agent");
+    o.allow_replicas = {"r1", "r2"};
+    agent_ = std::make_unique<Agent>(sys::DefaultSysCalls(), o);
+    absl::Status s = agent_->Start();
+    ASSERT_TRUE(s.ok()) << s;
+  }
+
+  std::unique_ptr<walship::v1::Control::Stub> Stub(
+      std::shared_ptr<grpc::ChannelCredentials> creds) {
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride("localhost");
+    return walship::v1::Control::NewStub(grpc::CreateCustomChannel(
+        absl::StrCat("127.0.0.1:", agent_->control_port()), creds, args));
+  }
+
+  static std::shared_ptr<grpc::ChannelCredentials> Creds(const std::string& dir,
+                                                         const std::string& who,
+                                                         const std::string& ca_dir) {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = Read(ca_dir + "/ca.pem");
+    if (!who.empty()) {
+      o.pem_cert_chain = Read(absl::StrCat(dir, "/", who, ".pem"));
+      o.pem_private_key = Read(absl::StrCat(dir, "/", who, ".key"));
+    }
+    return grpc::SslCredentials(o);
+  }
+
+  static grpc::Status CallStatus(walship::v1::Control::Stub& stub) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    walship::v1::StatusResponse resp;
+    return stub.Status(&ctx, walship::v1::StatusRequest(), &resp);
+  }
+
+  static grpc::Status CallHandshake(walship::v1::Control::Stub& stub, const std::string& name) {
+    walship::v1::HandshakeRequest r;
+    r.set_protocol_version(walship::v1::PROTOCOL_VERSION_1);
+    r.set_replica_name(name);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    walship::v1::HandshakeResponse resp;
+    return stub.Handshake(&ctx, r, &resp);
+  }
+
+  double Counter(const std::string& family, const std::string& reason) {
+    std::string text = agent_->metrics().Render();
+    std::string key = absl::StrCat(family, "{reason=\"", reason, "\"} ");
+    size_t at = text.find(key);
+    return at == std::string::npos ? 0 : std::stod(text.substr(at + key.size()));
+  }
+
+  bool Logged(const std::string& needle) {
+    for (const std::string& line : sink_->last_formatted()) {
+      if (absl::StrContains(line, needle)) return true;
+    }
+    return false;
+  }
+
+  static std::string* certs_;
+  static std::string* other_;
+  std::string wal_;
+  std::unique_ptr<Agent> agent_;
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+};
+
+std::string* TlsTest::certs_ = nullptr;
+std::string* TlsTest::other_ = nullptr;
+
+constexpr char kRefused[] = "walship_agent_control_calls_rejected_total";
+
+TEST_F(TlsTest, ClientWithCertificateFromTheClusterCaIsServed) {
+  StartAgent();
+  auto stub = Stub(Creds(*certs_, "operator", *certs_));
+  grpc::Status s = CallStatus(*stub);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(CallHandshake(*stub, "operator").error_code() ==
+              grpc::StatusCode::PERMISSION_DENIED)
+      << "operator is not on the allow-list";
+}
+
+TEST_F(TlsTest, ClientWithoutCertificateIsRefusedLoggedAndCounted) {
+  StartAgent();
+  auto stub = Stub(Creds("", "", *certs_));
+  grpc::Status s = CallStatus(*stub);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "presented no certificate"))
+      << s.error_message();
+  EXPECT_EQ(Counter(kRefused, "no_client_certificate"), 1);
+  EXPECT_TRUE(Logged("refused a call: /walship.v1.Control/Status: the client presented no "
+                     "certificate"));
+  // A handshake (which would hand out a data token) is refused the same way.
+  EXPECT_EQ(CallHandshake(*stub, "r1").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Counter(kRefused, "no_client_certificate"), 2);
+}
+
+TEST_F(TlsTest, ClientWithCertificateFromAnotherCaIsRefusedLoggedAndCounted) {
+  StartAgent();
+  // It trusts the agent (cluster CA) but presents a stranger's certificate.
+  auto stub = Stub(Creds(*other_, "r1", *certs_));
+  grpc::Status s = CallHandshake(*stub, "r1");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "unable to get local issuer certificate"))
+      << s.error_message();
+  EXPECT_EQ(Counter(kRefused, "untrusted_certificate"), 1);
+  EXPECT_TRUE(Logged("refused a call: /walship.v1.Control/Handshake: the client's "
+                     "certificate /CN=r1 is not accepted"));
+}
+
+TEST_F(TlsTest, ServerCertificateIsNotAClientCertificate) {
+  StartAgent();
+  // agent.pem is issued for serverAuth only.
+  auto stub = Stub(Creds(*certs_, "agent", *certs_));
+  grpc::Status s = CallStatus(*stub);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "unsuitable certificate purpose"))
+      << s.error_message();
+}
+
+TEST_F(TlsTest, ReplicaNameMustBeInItsCertificate) {
+  StartAgent();
+  auto stub = Stub(Creds(*certs_, "r1", *certs_));
+  EXPECT_TRUE(CallHandshake(*stub, "r1").ok());
+  // r2 is on the allow-list, but this certificate is r1's.
+  grpc::Status s = CallHandshake(*stub, "r2");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(absl::StrContains(s.error_message(),
+                                "replica name r2 is not a name its client certificate "
+                                "carries (r1)"))
+      << s.error_message();
+  EXPECT_EQ(Counter("walship_agent_handshakes_refused_total", "identity_mismatch"), 1);
+}
+
+TEST_F(TlsTest, ClientRefusesAnAgentItCannotVerify) {
+  StartAgent();
+  // A valid client certificate, but it trusts only the other CA.
+  auto stub = Stub(Creds(*certs_, "r1", *other_));
+  grpc::Status s = CallStatus(*stub);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+}
+
+TEST_F(TlsTest, PlaintextClientGetsNothing) {
+  StartAgent();
+  auto stub = walship::v1::Control::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", agent_->control_port()), grpc::InsecureChannelCredentials()));
+  EXPECT_EQ(CallStatus(*stub).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(TlsTest, MakeChannelTalksToTheAgent) {
+  StartAgent();
+  TlsOptions t = Files(*certs_, "r1");
+  t.server_name = "localhost";
+  auto channel = MakeChannel(absl::StrCat("127.0.0.1:", agent_->control_port()), t);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  auto stub = walship::v1::Control::NewStub(*channel);
+  EXPECT_TRUE(CallHandshake(*stub, "r1").ok());
+}
+
+TEST(TlsOptionsTest, ChoosingNeitherOrBothIsAnError) {
+  TlsOptions none;
+  absl::Status s = none.Validate();
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_TRUE(absl::StrContains(s.message(), "--insecure")) << s;
+  TlsOptions both;
+  both.insecure = true;
+  both.cert_file = "x.pem";
+  EXPECT_TRUE(absl::IsInvalidArgument(both.Validate()));
+  TlsOptions partial;
+  partial.cert_file = "x.pem";
+  s = partial.Validate();
+  EXPECT_TRUE(absl::StrContains(s.message(), "--tls-key, --tls-ca")) << s;
+  TlsOptions plain;
+  plain.insecure = true;
+  EXPECT_TRUE(plain.Validate().ok());
+}
+
+TEST_F(TlsTest, BadFilesAreNamedAtStartUp) {
+  TlsOptions t = Files(*certs_, "agent");
+  t.key_file = absl::StrCat(*certs_, "/r1.key");  // another certificate's key
+  auto creds = MakeServerCredentials(t, nullptr);
+  ASSERT_FALSE(creds.ok());
+  EXPECT_TRUE(absl::StrContains(creds.status().message(), "does not belong to --tls-cert"))
+      << creds.status();
+
+  t = Files(*certs_, "agent");
+  t.ca_file = absl::StrCat(*certs_, "/missing.pem");
+  creds = MakeServerCredentials(t, nullptr);
+  ASSERT_FALSE(creds.ok());
+  EXPECT_TRUE(absl::StrContains(creds.status().message(), "--tls-ca=")) << creds.status();
+
+  t = Files(*certs_, "agent");
+  t.cert_file = t.key_file;  // a key where a certificate belongs
+  auto channel = MakeChannel("127.0.0.1:1", t);
+  ASSERT_FALSE(channel.ok());
+  EXPECT_TRUE(absl::StrContains(channel.status().message(), "no PEM certificate"))
+      << channel.status();
+}
+
+}  // namespace
+}  // namespace walship::agent
