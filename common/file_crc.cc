@@ -73,15 +73,13 @@ absl::StatusOr<uint32_t> Crc32cOfFileRange(sys::SysCalls& sys, int fd, uint64_t 
 absl::StatusOr<std::pair<uint32_t, uint32_t>> Crc32cOfFileRangeTwice(
     sys::SysCalls& sys, int fd, uint64_t offset, uint64_t length, const std::string& context,
     uint32_t seed_a, uint32_t seed_b) {
+  // One pass over the bytes; both running CRCs take its result.
   uint32_t a = seed_a, b = seed_b;
-  constexpr size_t kPiece = 64 << 10;
   absl::Status s = VisitFileRange(sys, fd, offset, length, context,
                                   [&](const uint8_t* p, size_t n) {
-                                    for (size_t done = 0; done < n; done += kPiece) {
-                                      size_t m = std::min(kPiece, n - done);
-                                      a = wire::Crc32cExtend(a, p + done, m);
-                                      b = wire::Crc32cExtend(b, p + done, m);
-                                    }
+                                    const uint32_t c = wire::Crc32c(p, n);
+                                    a = wire::Crc32cCombine(a, c, n);
+                                    b = wire::Crc32cCombine(b, c, n);
                                   });
   if (!s.ok()) return s;
   return std::make_pair(a, b);
@@ -135,14 +133,10 @@ absl::StatusOr<std::pair<uint32_t, uint32_t>> FileCrcReader::Twice(
   madvise(const_cast<uint8_t*>(data - in_page), static_cast<size_t>(length + in_page),
           MADV_POPULATE_READ);
 #endif
-  uint32_t a = seed_a, b = seed_b;
-  constexpr size_t kPiece = 64 << 10;
-  for (uint64_t done = 0; done < length; done += kPiece) {
-    size_t m = static_cast<size_t>(std::min<uint64_t>(kPiece, length - done));
-    a = wire::Crc32cExtend(a, data + done, m);
-    b = wire::Crc32cExtend(b, data + done, m);
-  }
-  return std::make_pair(a, b);
+  // One pass over the bytes; both running CRCs take its result.
+  const uint32_t c = wire::Crc32c(data, static_cast<size_t>(length));
+  return std::make_pair(wire::Crc32cCombine(seed_a, c, length),
+                        wire::Crc32cCombine(seed_b, c, length));
 }
 
 }  // namespace walship

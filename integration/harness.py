@@ -38,10 +38,10 @@ import unittest
 import urllib.request
 
 try:
-    from integration import wirelib
+    from integration import statefile
 except ImportError:  # run as a script from integration/
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from integration import wirelib
+    from integration import statefile
 
 WORKSPACE = "walship"
 STATE_FILE = "walship.state"
@@ -402,30 +402,17 @@ def dest_consistency(src, dest):
 
 
 def read_state(dest):
-    """The replica's walship.state as a dict, or None if absent.
-
-    Keys: stream, segment, offset (int), complete (bool), pos (Pos); other
-    key=value lines are ignored. Raises
-    AssertionError if the file is damaged (bad layout or CRC32C).
-    """
+    """The replica's walship.state as a dict (statefile.parse(), plus pos, a
+    Pos), or None if absent. Raises AssertionError if it is damaged."""
     path = os.path.join(dest, STATE_FILE)
     try:
-        text = read_bytes(path).decode("ascii")
+        data = read_bytes(path)
     except FileNotFoundError:
         return None
-    at = text.rfind("crc=")
-    if at < 0:
-        raise AssertionError("%s has no crc line: %r" % (path, text))
-    body, crc = text[:at], int(text[at + 4:].strip(), 16)
-    if wirelib.crc32c(body.encode()) != crc:
-        raise AssertionError("%s: CRC32C mismatch: %r" % (path, text))
-    lines = body.strip("\n").split("\n")
-    kv = dict(line.split("=", 1) for line in lines[1:] if "=" in line)
-    if lines[0] != "walship-replica-state 2" or not all(
-            k in kv for k in ("stream", "segment", "offset", "complete")):
-        raise AssertionError("%s: unknown layout %r" % (path, text))
-    st = {"stream": kv["stream"], "segment": kv["segment"],
-          "offset": int(kv["offset"]), "complete": kv["complete"] == "1"}
+    try:
+        st = statefile.parse(data)
+    except ValueError as e:
+        raise AssertionError("%s: %s" % (path, e))
     st["pos"] = Pos(st["segment"], st["offset"])
     return st
 

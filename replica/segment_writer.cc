@@ -140,30 +140,33 @@ absl::StatusOr<DurablePoint> SegmentWriter::Recover(
 absl::Status SegmentWriter::BeginSegment(const std::string& name, uint64_t handle,
                                          uint64_t start_offset) {
   WALSHIP_RETURN_IF_ERROR(wire::ValidateSegmentName(name));
-  absl::MutexLock lock(&mu_);
-  if (handle <= handle_) {
-    return absl::DataLossError(absl::StrCat("SEGMENT handle ", handle,
-                                            " does not increase (last ", handle_, ")"));
-  }
-  if (name < last_begun_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "agent went backwards: segment ", name, " after ", last_begun_));
-  }
-  handle_ = handle;
-  handle_complete_ = false;
-  if (durable_.complete && name == durable_.position.segment) {
-    if (start_offset != durable_.position.offset) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "divergent history: ", name, " is complete here at ",
-          durable_.position.offset, " bytes but the agent resumes it at ", start_offset));
+  {
+    absl::MutexLock lock(&mu_);
+    if (handle <= handle_) {
+      return absl::DataLossError(absl::StrCat("SEGMENT handle ", handle,
+                                              " does not increase (last ", handle_, ")"));
     }
-    handle_complete_ = true;
-    last_begun_ = name;
-    return absl::OkStatus();
+    if (name < last_begun_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "agent went backwards: segment ", name, " after ", last_begun_));
+    }
+    if (durable_.complete && name == durable_.position.segment) {
+      if (start_offset != durable_.position.offset) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "divergent history: ", name, " is complete here at ",
+            durable_.position.offset, " bytes but the agent resumes it at ", start_offset));
+      }
+      handle_ = handle;
+      handle_complete_ = true;
+      last_begun_ = name;
+      return absl::OkStatus();
+    }
+    if (!open_.empty() && open_.back().name == name) {
+      return absl::DataLossError(absl::StrCat("segment ", name, " announced twice"));
+    }
   }
-  if (!open_.empty() && open_.back().name == name) {
-    return absl::DataLossError(absl::StrCat("segment ", name, " announced twice"));
-  }
+  // File I/O without the lock: the flusher finalizes older segments
+  // meanwhile, and only this (receiver) thread adds segments.
   const std::string path = PathOf(name, true);
   sys::SysResult r = sys_.Open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("open ", path));
@@ -174,9 +177,6 @@ absl::Status SegmentWriter::BeginSegment(const std::string& name, uint64_t handl
                                             start_offset, " but only ", size,
                                             " bytes are on disk"));
   }
-  // A new directory entry must be durable before any byte in it is
-  // acknowledged.
-  WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
   Segment seg;
   seg.name = name;
   seg.written = size;
@@ -184,12 +184,19 @@ absl::Status SegmentWriter::BeginSegment(const std::string& name, uint64_t handl
     WALSHIP_ASSIGN_OR_RETURN(seg.written_crc, Crc32cOfFileRange(sys_, fd->get(), 0, size, path));
   }
   seg.fd = std::move(fd);
+  absl::MutexLock lock(&mu_);
   if (name == durable_.position.segment && durable_.position.offset == size) {
     seg.flushed = size;
     seg.flushed_crc = seg.written_crc;
   }
+  handle_ = handle;
+  handle_complete_ = false;
   open_.push_back(std::move(seg));
   last_begun_ = name;
+  // The new directory entry must be durable before any byte in it is
+  // acknowledged; the flusher's next Flush() fsyncs the directory, off the
+  // receive path.
+  dir_sync_needed_ = true;
   return absl::OkStatus();
 }
 
@@ -347,11 +354,16 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush() {
     uint32_t written_crc;
   };
   std::vector<Pending> pending;
+  bool sync_dir = false;
   {
     absl::MutexLock lock(&mu_);
     for (const Segment& s : open_) {
       if (s.flushed < s.written) pending.push_back({s.fd, s.name, s.written, s.written_crc});
     }
+    // Entries of segments begun before this snapshot; later ones wait for
+    // the next Flush(), and so do their bytes.
+    sync_dir = dir_sync_needed_;
+    dir_sync_needed_ = false;
     // A checkpoint for the complete segment we resumed at: verify it once.
     if (durable_.complete) {
       auto it = checkpoints_.find(durable_.position.segment);
@@ -372,50 +384,68 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush() {
       return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", PathOf(p.name, true)));
     }
   }
-  absl::MutexLock lock(&mu_);
-  for (const Pending& p : pending) {
-    for (Segment& s : open_) {
-      if (s.name == p.name && p.written > s.flushed) {
-        s.flushed = p.written;
-        s.flushed_crc = p.written_crc;
+  // Segments whose bytes are all durable and whose checkpoint matches, in
+  // order: they are published below without holding the lock, so the
+  // receiver never waits for this directory I/O.
+  struct Final {
+    std::string name;
+    uint64_t length;
+    uint32_t crc32c;
+  };
+  std::vector<Final> finals;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const Pending& p : pending) {
+      for (Segment& s : open_) {
+        if (s.name == p.name && p.written > s.flushed) {
+          s.flushed = p.written;
+          s.flushed_crc = p.written_crc;
+        }
       }
     }
+    for (const Segment& s : open_) {
+      auto it = checkpoints_.find(s.name);
+      if (it == checkpoints_.end()) break;
+      const Checkpoint cp = it->second;
+      if (s.written > cp.length) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "divergent history: ", s.name, " has ", s.written,
+            " bytes here but the agent says it is complete at ", cp.length));
+      }
+      if (s.flushed < cp.length) break;
+      if (s.flushed_crc != cp.crc32c) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "segment %s: CRC32C of the %d bytes written here is %08x but the agent's "
+            "checkpoint says %08x; not publishing it",
+            s.name, cp.length, s.flushed_crc, cp.crc32c));
+      }
+      finals.push_back({s.name, cp.length, cp.crc32c});
+    }
   }
-  while (!open_.empty()) {
-    Segment& s = open_.front();
-    auto it = checkpoints_.find(s.name);
-    if (it == checkpoints_.end()) break;
-    const Checkpoint cp = it->second;
-    if (s.written > cp.length) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "divergent history: ", s.name, " has ", s.written,
-          " bytes here but the agent says it is complete at ", cp.length));
-    }
-    if (s.flushed < cp.length) break;
-    // All bytes are present and durable: verify, record the checksum, then
-    // publish under the final name.
-    const uint32_t crc = s.flushed_crc;
-    if (crc != cp.crc32c) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "segment %s: CRC32C of the %d bytes written here is %08x but the agent's "
-          "checkpoint says %08x; not publishing it",
-          s.name, cp.length, crc, cp.crc32c));
-    }
-    WALSHIP_RETURN_IF_ERROR(AppendSum(s.name, cp.length, crc));
-    std::string from = PathOf(s.name, true), to = PathOf(s.name, false);
+  // Record each checksum, then publish under the final name.
+  for (const Final& f : finals) {
+    WALSHIP_RETURN_IF_ERROR(AppendSum(f.name, f.length, f.crc32c));
+    std::string from = PathOf(f.name, true), to = PathOf(f.name, false);
     sys::SysResult r = sys_.Rename(from.c_str(), to.c_str());
     if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("rename ", from));
-    WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
-    durable_.position = Position{s.name, cp.length};
+  }
+  // One directory fsync makes both the renames and new entries durable.
+  if (sync_dir || !finals.empty()) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
+  absl::MutexLock lock(&mu_);
+  for (const Final& f : finals) {
+    durable_.position = Position{f.name, f.length};
     durable_.complete = true;
-    durable_.prefix_crc32c = crc;
-    checkpoints_.erase(it);
+    durable_.prefix_crc32c = f.crc32c;
+    checkpoints_.erase(f.name);
     open_.pop_front();
   }
   if (!open_.empty()) {
     const Segment& s = open_.front();
-    if (durable_.complete || durable_.position.segment != s.name ||
-        durable_.position.offset != s.flushed) {
+    // A segment with nothing flushed adds nothing to a complete durable
+    // point, and its directory entry may not be durable yet.
+    const bool nothing_new = s.flushed == 0 && durable_.complete;
+    if (!nothing_new && (durable_.complete || durable_.position.segment != s.name ||
+                         durable_.position.offset != s.flushed)) {
       durable_.position = Position{s.name, s.flushed};
       durable_.complete = false;
       durable_.prefix_crc32c = s.flushed_crc;

@@ -21,8 +21,11 @@
 // Durability comes from the flusher thread: Flush() fdatasyncs every written
 // byte, then finalizes segments whose checkpoint has arrived and whose bytes
 // are all flushed (verify the whole file's CRC32C, rename NAME.partial to
-// NAME, fsync the directory). Only the position Flush() returns is durable;
-// the caller persists it (StateStore) before acknowledging it.
+// NAME), and fsyncs the directory once for those renames and for segment
+// files created since the last Flush() (BeginSegment leaves that to it, so
+// the receive path never waits for a journal commit). Only the position
+// Flush() returns is durable; the caller persists it (StateStore) before
+// acknowledging it.
 //
 // Threading: one receiver thread (BeginSegment, WriteData), one flusher
 // (Flush), one control thread (AddCheckpoint); accessors from any thread.
@@ -138,6 +141,8 @@ class SegmentWriter {
   bool handle_complete_ ABSL_GUARDED_BY(mu_) = false;
   std::string last_begun_ ABSL_GUARDED_BY(mu_);
   WriterCounters counters_ ABSL_GUARDED_BY(mu_);
+  // A segment file was created since the last directory fsync.
+  bool dir_sync_needed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace walship::replica

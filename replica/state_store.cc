@@ -1,10 +1,17 @@
 #include "replica/state_store.h"
 
+#include <fcntl.h>
+
+#include <cstring>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "common/sys/errors.h"
 #include "common/sys/file_util.h"
+#include "common/sys/transfer.h"
 #include "common/wire/crc32c.h"
 
 namespace walship::replica {
@@ -12,8 +19,9 @@ namespace walship::replica {
 StateStore::StateStore(sys::SysCalls& sys, std::string dir)
     : sys_(sys), dir_(std::move(dir)) {}
 
-std::string StateStore::Encode(const ReplicaState& s) {
-  std::string body = absl::StrCat("walship-replica-state 2\nstream=", s.stream_id,
+std::string StateStore::Encode(const ReplicaState& s, uint64_t seq) {
+  std::string body = absl::StrCat("walship-replica-state 3\nseq=", seq,
+                                  "\nstream=", s.stream_id,
                                   "\nsegment=", s.durable.segment,
                                   "\noffset=", s.durable.offset,
                                   "\ncomplete=", s.segment_complete ? 1 : 0,
@@ -22,7 +30,7 @@ std::string StateStore::Encode(const ReplicaState& s) {
                       absl::StrFormat("crc=%08x\n", wire::Crc32c(body.data(), body.size())));
 }
 
-absl::StatusOr<ReplicaState> StateStore::Decode(const std::string& text) {
+absl::StatusOr<ReplicaState> StateStore::Decode(const std::string& text, uint64_t* seq) {
   auto bad = [](absl::string_view why) {
     return absl::DataLossError(absl::StrCat("state file ", kStateFileName,
                                             " is damaged: ", why));
@@ -36,7 +44,15 @@ absl::StatusOr<ReplicaState> StateStore::Decode(const std::string& text) {
   if (!absl::SimpleHexAtoi(crc_text, &want)) return bad("unreadable crc");
   if (wire::Crc32c(body.data(), body.size()) != want) return bad("crc mismatch");
   std::vector<std::string> lines = absl::StrSplit(body, '\n', absl::SkipEmpty());
-  if (lines.size() != 6 || lines[0] != "walship-replica-state 2") {
+  int first = 1;
+  uint64_t record_seq = 0;
+  if (lines.size() == 7 && lines[0] == "walship-replica-state 3") {
+    if (lines[1].compare(0, 4, "seq=") != 0 ||
+        !absl::SimpleAtoi(lines[1].substr(4), &record_seq)) {
+      return bad("line 2 is not seq");
+    }
+    first = 2;
+  } else if (lines.size() != 6 || lines[0] != "walship-replica-state 2") {
     return bad("unknown layout or version");
   }
   auto value = [&](int i, absl::string_view key) -> absl::StatusOr<std::string> {
@@ -47,11 +63,11 @@ absl::StatusOr<ReplicaState> StateStore::Decode(const std::string& text) {
     return lines[i].substr(prefix.size());
   };
   ReplicaState s;
-  auto stream = value(1, "stream");
-  auto seg = value(2, "segment");
-  auto off = value(3, "offset");
-  auto complete = value(4, "complete");
-  auto prefix = value(5, "prefix_crc");
+  auto stream = value(first, "stream");
+  auto seg = value(first + 1, "segment");
+  auto off = value(first + 2, "offset");
+  auto complete = value(first + 3, "complete");
+  auto prefix = value(first + 4, "prefix_crc");
   if (!prefix.ok()) return prefix.status();
   if (!absl::SimpleHexAtoi(*prefix, &s.prefix_crc32c)) return bad("unreadable prefix_crc");
   if (!stream.ok()) return stream.status();
@@ -62,20 +78,96 @@ absl::StatusOr<ReplicaState> StateStore::Decode(const std::string& text) {
   s.durable.segment = *seg;
   if (!absl::SimpleAtoi(*off, &s.durable.offset)) return bad("unreadable offset");
   s.segment_complete = *complete == "1";
+  if (seq != nullptr) *seq = record_seq;
   return s;
+}
+
+absl::StatusOr<StateStore::Newest> StateStore::DecodeFile(const std::string& contents) {
+  if (contents.size() != 2 * kSlotBytes) {
+    Newest n;
+    WALSHIP_ASSIGN_OR_RETURN(n.state, Decode(contents, &n.seq));
+    return n;
+  }
+  std::optional<Newest> best;
+  absl::Status why = absl::DataLossError(absl::StrCat("state file ", kStateFileName,
+                                                      " is damaged: both slots are empty"));
+  for (int slot = 0; slot < 2; ++slot) {
+    std::string record = contents.substr(slot * kSlotBytes, kSlotBytes);
+    record.resize(strnlen(record.data(), record.size()));
+    if (record.empty()) continue;
+    uint64_t seq = 0;
+    absl::StatusOr<ReplicaState> st = Decode(record, &seq);
+    if (!st.ok()) {
+      // A slot torn by a crash mid-save; the other one is the truth.
+      why = absl::DataLossError(
+          absl::StrCat(st.status().message(), " (slot ", slot, "; the other slot is unusable too)"));
+      continue;
+    }
+    if (!best.has_value() || seq > best->seq) best = Newest{*st, slot, seq};
+  }
+  if (!best.has_value()) return why;
+  return *best;
 }
 
 absl::StatusOr<std::optional<ReplicaState>> StateStore::Load() {
   auto text = sys::ReadFileToString(sys_, absl::StrCat(dir_, "/", kStateFileName));
-  if (absl::IsNotFound(text.status())) return std::optional<ReplicaState>();
+  if (absl::IsNotFound(text.status())) {
+    known_ = true;
+    newest_slot_ = -1;
+    return std::optional<ReplicaState>();
+  }
   if (!text.ok()) return text.status();
-  auto s = Decode(*text);
-  if (!s.ok()) return s.status();
-  return std::optional<ReplicaState>(*s);
+  auto n = DecodeFile(*text);
+  if (!n.ok()) return n.status();
+  known_ = true;
+  newest_slot_ = n->slot;
+  seq_ = n->seq;
+  return std::optional<ReplicaState>(n->state);
 }
 
 absl::Status StateStore::Save(const ReplicaState& state) {
-  return sys::WriteFileAtomically(sys_, dir_, kStateFileName, Encode(state));
+  if (!known_) {
+    // Learn which slot is newest; a missing or damaged file is recreated.
+    if (!Load().ok()) {
+      known_ = true;
+      newest_slot_ = -1;
+    }
+  }
+  const uint64_t seq = seq_ + 1;
+  std::string record = Encode(state, seq);
+  if (record.size() >= kSlotBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state record of ", record.size(), " bytes does not fit a ", kSlotBytes,
+        "-byte slot (stream id or segment name too long)"));
+  }
+  record.resize(kSlotBytes, '\0');
+  if (newest_slot_ < 0) {
+    std::string file = record + std::string(kSlotBytes, '\0');
+    WALSHIP_RETURN_IF_ERROR(sys::WriteFileAtomically(sys_, dir_, kStateFileName, file));
+    newest_slot_ = 0;
+    seq_ = seq;
+    return absl::OkStatus();
+  }
+  const int slot = 1 - newest_slot_;
+  const std::string path = absl::StrCat(dir_, "/", kStateFileName);
+  WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd fd, sys::OpenFile(sys_, path, O_WRONLY));
+  absl::Status s = sys::PwriteFully(sys_, fd.get(), record.data(), record.size(),
+                                    static_cast<off_t>(slot * kSlotBytes));
+  if (s.ok()) {
+    sys::SysResult r = sys_.Fdatasync(fd.get());
+    if (!r.ok()) s = sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", path));
+  }
+  if (!s.ok()) {
+    // After a failed write or fdatasync neither slot is known to be durable
+    // (the kernel may have dropped the dirty page): the next save rewrites
+    // the whole file atomically.
+    newest_slot_ = -1;
+    seq_ = seq;
+    return s;
+  }
+  newest_slot_ = slot;
+  seq_ = seq;
+  return absl::OkStatus();
 }
 
 }  // namespace walship::replica

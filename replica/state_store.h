@@ -3,20 +3,38 @@
 // The file `walship.state` in the destination directory records the stream
 // the directory belongs to and the last durable position: every byte before
 // it is fdatasync'ed in a segment file (complete segments under their own
-// names, the current one as NAME.partial). It is replaced atomically (temp +
-// fsync + rename + fsync dir), so after a crash it holds either the previous
-// or the new position, never a torn one; a CRC line catches any other damage.
+// names, the current one as NAME.partial).
 //
-// Format (text, one key=value per line, in this order):
-//   walship-replica-state 2
+// The position moves with every acknowledgement, so saving it must be cheap:
+// the file holds two fixed slots and each save overwrites the slot that does
+// NOT hold the newest record, then fdatasyncs (the file's size and blocks
+// never change, so no journal commit is needed). A crash mid-save leaves
+// that slot torn, and its CRC line rejects it; the other slot still holds the
+// previous position, which was durable when written. Load takes the valid
+// slot with the higher sequence number. The file is created (first save, or
+// upgrade of a version 2 file) by temp + fsync + rename + fsync dir, so it
+// never exists half-made.
+//
+// Format version 3: exactly 8192 bytes, slot i at offset 4096 * i. A slot is
+// a record padded with NUL bytes (an all-NUL slot is empty); a record is text,
+// one key=value per line, in this order:
+//   walship-replica-state 3
+//   seq=<decimal; the newer of two valid slots has the larger>
 //   stream=<stream id>
 //   segment=<segment name, may be empty>
 //   offset=<decimal byte offset within segment>
 //   complete=<0|1: segment is complete (renamed) on disk>
 //   prefix_crc=<8 hex digits: CRC32C of bytes [0, offset) of segment>
-//   crc=<8 hex digits: CRC32C of all preceding bytes>
+//   crc=<8 hex digits: CRC32C of all preceding bytes of the record>
+// Version 2 (a single record without seq, first line
+// "walship-replica-state 2") is still read.
 //
-// Thread-safety: not thread-safe; one owner (the replica's flusher).
+// Each save opens the file, writes, fdatasyncs and closes it, so a watcher
+// sees IN_CLOSE_WRITE only once the record is durable.
+//
+// Thread-safety: not thread-safe; one owner (the replica's flusher). Readers
+// in other processes (the restore helper) may read while it saves: they see
+// the torn slot as invalid and use the other.
 #ifndef WALSHIP_REPLICA_STATE_STORE_H_
 #define WALSHIP_REPLICA_STATE_STORE_H_
 
@@ -52,16 +70,35 @@ class StateStore {
   StateStore(sys::SysCalls& sys, std::string dir);
 
   // std::nullopt when there is no state file (a new destination).
-  // kDataLoss when it exists but is damaged.
+  // kDataLoss when it exists but no slot holds a valid record.
   absl::StatusOr<std::optional<ReplicaState>> Load();
+  // Durable when it returns OK. kInvalidArgument if the record would not
+  // fit a slot.
   absl::Status Save(const ReplicaState& state);
 
-  static std::string Encode(const ReplicaState& state);
-  static absl::StatusOr<ReplicaState> Decode(const std::string& text);
+  static constexpr size_t kSlotBytes = 4096;
+  // One record (version 3) with sequence number `seq`.
+  static std::string Encode(const ReplicaState& state, uint64_t seq);
+  // One record of version 3 (its sequence number in *seq) or 2 (*seq = 0).
+  static absl::StatusOr<ReplicaState> Decode(const std::string& record,
+                                             uint64_t* seq = nullptr);
+  // The newest valid record of a whole file's contents, and its slot (-1
+  // for a version 2 file) and sequence number.
+  struct Newest {
+    ReplicaState state;
+    int slot = -1;
+    uint64_t seq = 0;
+  };
+  static absl::StatusOr<Newest> DecodeFile(const std::string& contents);
 
  private:
   sys::SysCalls& sys_;
   const std::string dir_;
+  // What the file on disk holds, once known (Load or Save): -1 when it must
+  // be created (absent, version 2, or unknown).
+  bool known_ = false;
+  int newest_slot_ = -1;
+  uint64_t seq_ = 0;
 };
 
 }  // namespace walship::replica

@@ -37,6 +37,11 @@ uint32_t Crc32c(const void* data, size_t n);
 // Crc32cExtend(crc, p, 0) == crc.
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n);
 
+// Given crc1 == Crc32c(a) and crc2 == Crc32c(b) with b `len2` bytes long,
+// returns Crc32c(a followed by b) without reading either: lets one pass over
+// data feed two running checksums (a frame's and its segment's).
+uint32_t Crc32cCombine(uint32_t crc1, uint32_t crc2, uint64_t len2);
+
 namespace internal {
 
 // The portable slicing-by-8 implementation, always available. Same contract

@@ -76,6 +76,7 @@
 #include "common/sys/transfer.h"
 #include "common/sys/unique_fd.h"
 #include "common/wire/crc32c.h"
+#include "replica/state_store.h"
 
 namespace walship::bench {
 namespace {
@@ -668,19 +669,18 @@ absl::Status RunWatch(const WatchOptions& o) {
   auto check = [&](int64_t t) {
     std::string text;
     if (FILE* f = fopen(path.c_str(), "r")) {
-      char b[4096];
+      char b[2 * replica::StateStore::kSlotBytes];
       size_t n = fread(b, 1, sizeof(b), f);
       fclose(f);
       text.assign(b, n);
     }
     if (text.empty() || text == last) return;
+    auto newest = replica::StateStore::DecodeFile(text);
+    if (!newest.ok()) return;  // replaced under us; the next event rereads it
     last = text;
-    std::string complete = "0";
-    for (absl::string_view line : absl::StrSplit(text, '\n')) {
-      if (absl::ConsumePrefix(&line, "segment=")) seg = std::string(line);
-      if (absl::ConsumePrefix(&line, "offset=")) (void)absl::SimpleAtoi(line, &off);
-      if (absl::ConsumePrefix(&line, "complete=")) complete = std::string(line);
-    }
+    seg = newest->state.durable.segment;
+    off = newest->state.durable.offset;
+    std::string complete = newest->state.segment_complete ? "1" : "0";
     absl::StrAppend(&log, seg.empty() ? "-" : seg, " ", off, " ", complete, " ", t, "\n");
     if (!o.until_segment.empty() && !reached &&
         (seg > o.until_segment || (seg == o.until_segment && off >= o.until_offset))) {

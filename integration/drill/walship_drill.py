@@ -42,6 +42,7 @@ except ImportError:  # run as a script from the checkout
         from integration import fault_proxy
     except ImportError:  # the network-cut drill reports it
         fault_proxy = None
+from integration import statefile  # noqa: E402
 
 ALL_DRILLS = ["process-crash", "host-loss", "replica-crash", "network-cut", "switchover"]
 QUICK_DRILLS = ["process-crash", "host-loss"]
@@ -164,11 +165,14 @@ class Replica(object):
     def state(self):
         """walship.state as a dict (segment, offset, ...), or None."""
         try:
-            with open(os.path.join(self.dest, "walship.state")) as f:
-                kv = dict(l.rstrip("\n").split("=", 1) for l in f if "=" in l)
+            with open(os.path.join(self.dest, "walship.state"), "rb") as f:
+                data = f.read()
         except OSError:
             return None
-        return kv
+        try:
+            return statefile.parse(data)
+        except ValueError:
+            return None
 
     def durable_lsn(self):
         st = self.state()

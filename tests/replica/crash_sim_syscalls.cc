@@ -5,8 +5,22 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 namespace walship::testing {
+namespace {
+
+std::optional<std::string> SmallFileContents(const std::string& path, uint64_t size) {
+  if (size > CrashSimSysCalls::kContentBytes) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
 
 CrashSimSysCalls::CrashSimSysCalls(std::string root) : root_(std::move(root)) {}
 
@@ -28,7 +42,8 @@ sys::SysResult CrashSimSysCalls::Open(const char* path, int flags, mode_t mode) 
     // Present before the test started tracking: fully durable.
     struct stat st;
     if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
-      files_[p] = FileState{static_cast<uint64_t>(st.st_size), true};
+      files_[p] = FileState{static_cast<uint64_t>(st.st_size), true,
+                            SmallFileContents(p, static_cast<uint64_t>(st.st_size))};
     }
   }
   return r;
@@ -56,11 +71,28 @@ void CrashSimSysCalls::SyncFd(int fd) {
     struct stat pst;
     if (stat(path.c_str(), &pst) == 0 && pst.st_ino == st.st_ino) {
       fs.synced_size = static_cast<uint64_t>(st.st_size);
+      fs.synced_content = SmallFileContents(path, fs.synced_size);
     }
   }
 }
 
+void CrashSimSysCalls::DieAtNextFdatasyncOf(const std::string& suffix) {
+  std::lock_guard<std::mutex> lock(mu_);
+  die_suffix_ = suffix;
+}
+
 sys::SysResult CrashSimSysCalls::Fdatasync(int fd) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = fd_paths_.find(fd);
+    if (!die_suffix_.empty() && it != fd_paths_.end() &&
+        it->second.size() >= die_suffix_.size() &&
+        it->second.compare(it->second.size() - die_suffix_.size(), die_suffix_.size(),
+                           die_suffix_) == 0) {
+      die_suffix_.clear();
+      return {-1, EIO};
+    }
+  }
   sys::SysResult r = RealSysCalls::Fdatasync(fd);
   if (r.ok()) SyncFd(fd);
   return r;
@@ -100,7 +132,7 @@ sys::SysResult CrashSimSysCalls::Unlink(const char* path) {
   return r;
 }
 
-void CrashSimSysCalls::Crash() {
+void CrashSimSysCalls::Crash(uint64_t tear) {
   std::lock_guard<std::mutex> lock(mu_);
   // Undo renames a directory fsync never made durable, newest first. A
   // rename over an existing file (the state file's temp + rename) reverts to
@@ -129,6 +161,17 @@ void CrashSimSysCalls::Crash() {
     }
     if (::truncate(it->first.c_str(), static_cast<off_t>(it->second.synced_size)) != 0) {
       // Already gone: nothing to drop.
+    }
+    if (it->second.synced_content.has_value()) {
+      // Undo in-place overwrites that were never synced (tearing them).
+      std::string now = SmallFileContents(it->first, kContentBytes).value_or("");
+      std::string old = *it->second.synced_content;
+      size_t first = 0;
+      while (first < old.size() && first < now.size() && old[first] == now[first]) ++first;
+      for (size_t i = first; i < old.size() && i < now.size() && i - first < tear; ++i) {
+        old[i] = now[i];
+      }
+      std::ofstream(it->first, std::ios::binary | std::ios::trunc) << old;
     }
     ++it;
   }

@@ -17,6 +17,7 @@
 #define WALSHIP_TESTS_REPLICA_CRASH_SIM_SYSCALLS_H_
 
 #include <map>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -36,13 +37,26 @@ class CrashSimSysCalls : public sys::RealSysCalls {
   sys::SysResult Unlink(const char* path) override;
 
   // Applies the crash to the real files. Open descriptors must be closed by
-  // the caller first (the writer objects are destroyed).
-  void Crash();
+  // the caller first (the writer objects are destroyed). Small files (at
+  // most kContentBytes when last synced) also lose in-place overwrites made
+  // since: with tear == 0 they return to their synced contents; otherwise
+  // the first `tear` changed bytes of the new contents survive and the rest
+  // revert (a write torn by the crash; tear past the change keeps it all).
+  void Crash(uint64_t tear = 0);
+
+  // The next Fdatasync of a file whose path ends in `suffix` fails with EIO
+  // without syncing: the machine "dies" inside it. The caller then destroys
+  // its objects and calls Crash().
+  void DieAtNextFdatasyncOf(const std::string& suffix);
+
+  static constexpr uint64_t kContentBytes = 64 << 10;
 
  private:
   struct FileState {
     uint64_t synced_size = 0;
     bool entry_durable = false;
+    // Contents at the last sync, kept for small files only.
+    std::optional<std::string> synced_content;
   };
   bool Tracked(const std::string& path) const;
   void SyncFd(int fd);
@@ -54,6 +68,7 @@ class CrashSimSysCalls : public sys::RealSysCalls {
   std::vector<std::pair<std::string, std::string>> pending_renames_;
   // Rename targets that were overwritten, by target path, with their state.
   std::map<std::string, FileState> backups_;
+  std::string die_suffix_;
 };
 
 }  // namespace walship::testing

@@ -184,5 +184,20 @@ TEST(Crc32cTest, DetectsSingleBitFlips) {
   }
 }
 
+TEST(Crc32cTest, CombineEqualsTheConcatenation) {
+  std::mt19937 rng(6);
+  const std::vector<uint8_t> buf = RandomBytes(200000, 7);
+  for (int i = 0; i < 500; ++i) {
+    const size_t a = rng() % 100000;
+    const size_t b = i < 10 ? static_cast<size_t>(i) : rng() % 100000;
+    const uint32_t whole = ReferenceCrc32c(buf.data(), a + b);
+    const uint32_t crc_a = Crc32c(buf.data(), a);
+    const uint32_t crc_b = Crc32c(buf.data() + a, b);
+    ASSERT_EQ(Crc32cCombine(crc_a, crc_b, b), whole) << a << " + " << b;
+  }
+  // Combining with an empty prefix is the identity.
+  EXPECT_EQ(Crc32cCombine(0, Crc32c(buf.data(), 5000), 5000), Crc32c(buf.data(), 5000));
+}
+
 }  // namespace
 }  // namespace walship::wire
