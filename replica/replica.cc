@@ -211,7 +211,9 @@ absl::Status Replica::RunOnce() {
   wo.pipe_bytes = options_.pipe_bytes;
   wo.io.io_timeout = options_.io_timeout;
   SegmentWriter writer(sys_, options_.dest, wo);
-  WALSHIP_ASSIGN_OR_RETURN(DurablePoint durable, writer.Recover(state));
+  absl::StatusOr<DurablePoint> recovered = RecoverFromStore(store, writer, &state);
+  if (!recovered.ok()) return recovered.status();
+  DurablePoint durable = *recovered;
   std::string stream_id = state.has_value() ? state->stream_id : std::string();
 
   // 2. Handshake.
@@ -397,7 +399,7 @@ absl::Status Replica::RunOnce() {
       run.WaitKick(options_.flush_interval);
       if (run.failed()) break;
       const absl::Time flush_start = absl::Now();
-      absl::StatusOr<DurablePoint> dp = writer.Flush();
+      absl::StatusOr<DurablePoint> dp = writer.Flush(persist);
       if (!dp.ok()) {
         spdlog::error("flush: {}", dp.status().ToString());
         return run.Fail(dp.status());

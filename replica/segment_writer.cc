@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -31,9 +32,72 @@ absl::StatusOr<uint64_t> FileSize(sys::SysCalls& sys, int fd, const std::string&
 }
 }  // namespace
 
+// One job at a time on a long-lived thread, so the flusher can wait for two
+// device flushes at once without creating a thread per cycle.
+class SegmentWriter::Helper {
+ public:
+  Helper() : thread_([this] { Loop(); }) {}
+  ~Helper() {
+    {
+      absl::MutexLock lock(&mu_);
+      quit_ = true;
+    }
+    thread_.join();
+  }
+  void Start(std::function<absl::Status()> job) {
+    absl::MutexLock lock(&mu_);
+    job_ = std::move(job);
+    done_ = false;
+  }
+  absl::Status Wait() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+    return result_;
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::function<absl::Status()> job;
+      {
+        absl::MutexLock lock(&mu_);
+        auto ready = [this] { return quit_ || job_ != nullptr; };
+        mu_.Await(absl::Condition(&ready));
+        if (job_ == nullptr) return;
+        job = std::move(job_);
+        job_ = nullptr;
+      }
+      absl::Status s = job();
+      absl::MutexLock lock(&mu_);
+      result_ = s;
+      done_ = true;
+    }
+  }
+
+  absl::Mutex mu_;
+  std::function<absl::Status()> job_ ABSL_GUARDED_BY(mu_);
+  absl::Status result_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = true;
+  bool quit_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
 SegmentWriter::SegmentWriter(sys::SysCalls& sys, std::string dest_dir,
                              WriterOptions options)
     : sys_(sys), dir_(std::move(dest_dir)), options_(options), crc_reader_(sys) {}
+
+SegmentWriter::~SegmentWriter() = default;
+
+absl::Status SegmentWriter::SyncOverlapped(int fd, const std::string& path,
+                                           const PersistFn& persist,
+                                           const DurablePoint& target) {
+  if (helper_ == nullptr) helper_ = std::make_unique<Helper>();
+  helper_->Start([&persist, &target] { return persist(target); });
+  sys::SysResult r = sys_.Fdatasync(fd);
+  absl::Status persisted = helper_->Wait();
+  if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", path));
+  return persisted;
+}
 
 std::string SegmentWriter::PathOf(const std::string& name, bool partial) const {
   return absl::StrCat(dir_, "/", name, partial ? kPartial : "");
@@ -92,9 +156,12 @@ absl::StatusOr<DurablePoint> SegmentWriter::Recover(
           // Written after the last flush, never acknowledged: discard.
           sys::SysResult r = sys_.Ftruncate(fd->get(), state->durable.offset);
           if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("truncate ", path));
-          r = sys_.Fdatasync(fd->get());
-          if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", path));
         }
+        // The record may have been saved alongside this fdatasync when the
+        // process died (Flush's overlapped cycle): the bytes are in the page
+        // cache but maybe not on disk. Make sure before building on them.
+        sys::SysResult r = sys_.Fdatasync(fd->get());
+        if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", path));
         dp.position = state->durable;
       }
     }
@@ -346,7 +413,7 @@ absl::Status SegmentWriter::VerifyCompleteFile(const std::string& name,
   return absl::OkStatus();
 }
 
-absl::StatusOr<DurablePoint> SegmentWriter::Flush() {
+absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
   struct Pending {
     std::shared_ptr<sys::UniqueFd> fd;
     std::string name;
@@ -378,10 +445,40 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush() {
       }
     }
   }
-  for (const Pending& p : pending) {
-    sys::SysResult r = sys_.Fdatasync(p.fd->get());
-    if (!r.ok()) {
-      return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", PathOf(p.name, true)));
+  // The common cycle: more bytes of the one partial segment, nothing to
+  // publish, no new entry. Its target is known before the sync.
+  std::optional<DurablePoint> overlapped;
+  DurablePoint before;
+  if (persist != nullptr && !sync_dir && pending.size() == 1) {
+    absl::MutexLock lock(&mu_);
+    before = durable_;
+    if (!open_.empty() && open_.front().name == pending[0].name &&
+        checkpoints_.find(pending[0].name) == checkpoints_.end() &&
+        (before.complete || before.position.segment == pending[0].name)) {
+      overlapped = DurablePoint{Position{pending[0].name, pending[0].written}, false,
+                                pending[0].written_crc};
+    }
+  }
+  if (overlapped.has_value()) {
+    absl::Status s = SyncOverlapped(pending[0].fd->get(), PathOf(pending[0].name, true),
+                                    persist, *overlapped);
+    if (!s.ok()) {
+      // The record may now claim bytes that are not durable: put the last
+      // durable point back before anyone trusts it.
+      absl::Status back = persist(before);
+      if (!back.ok()) {
+        return absl::DataLossError(absl::StrCat(
+            s.message(), "; and restoring the previous durable position failed: ",
+            back.message()));
+      }
+      return s;
+    }
+  } else {
+    for (const Pending& p : pending) {
+      sys::SysResult r = sys_.Fdatasync(p.fd->get());
+      if (!r.ok()) {
+        return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", PathOf(p.name, true)));
+      }
     }
   }
   // Segments whose bytes are all durable and whose checkpoint matches, in
@@ -463,6 +560,23 @@ Position SegmentWriter::written() const {
 WriterCounters SegmentWriter::counters() const {
   absl::MutexLock lock(&mu_);
   return counters_;
+}
+
+absl::StatusOr<DurablePoint> RecoverFromStore(StateStore& store, SegmentWriter& writer,
+                                              std::optional<ReplicaState>* state) {
+  absl::StatusOr<DurablePoint> recovered = writer.Recover(*state);
+  if (!absl::IsDataLoss(recovered.status()) || !store.previous().has_value() ||
+      !state->has_value() || store.previous()->stream_id != (*state)->stream_id) {
+    return recovered;
+  }
+  spdlog::warn("the newest position record ({}) names bytes that are not on disk ({}); it "
+               "was never acknowledged; resuming from the record before it ({})",
+               (*state)->durable.ToString(), std::string(recovered.status().message()),
+               store.previous()->durable.ToString());
+  *state = store.previous();
+  recovered = writer.Recover(*state);
+  if (recovered.ok()) WALSHIP_RETURN_IF_ERROR(store.Save(**state));
+  return recovered;
 }
 
 }  // namespace walship::replica

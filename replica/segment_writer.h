@@ -36,6 +36,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -80,6 +81,7 @@ struct WriterCounters {
 class SegmentWriter {
  public:
   SegmentWriter(sys::SysCalls& sys, std::string dest_dir, WriterOptions options);
+  ~SegmentWriter();
 
   // Reconciles the directory with the persisted state and returns the durable
   // point to resume from. Truncates NAME.partial to the durable offset and
@@ -97,8 +99,23 @@ class SegmentWriter {
   // Checkpoint from the agent: `name` is complete at `length` with `crc32c`.
   void AddCheckpoint(const std::string& name, uint64_t length, uint32_t crc32c);
 
+  // Persists a durable point (StateStore::Save); see Flush().
+  using PersistFn = std::function<absl::Status(const DurablePoint&)>;
+
   // Makes every written byte durable and finalizes completed segments.
-  absl::StatusOr<DurablePoint> Flush();
+  //
+  // With `persist`, a cycle that only adds bytes to the current partial
+  // segment (no segment to publish, no new directory entry) records the
+  // point it is about to make durable WHILE the data's fdatasync runs, on a
+  // helper thread: one device flush's latency per cycle instead of two. The
+  // record is then briefly ahead of the data; the caller acknowledges only
+  // after Flush() returns, and a crash in between leaves a record whose
+  // bytes Recover() finds missing or different, so the caller falls back to
+  // the previous record (StateStore keeps it). If the data's fdatasync
+  // fails, `persist` is called again with the previous durable point before
+  // the error is returned. Other cycles call nothing: the caller persists
+  // the returned point itself.
+  absl::StatusOr<DurablePoint> Flush(const PersistFn& persist = nullptr);
 
   Position written() const;
   WriterCounters counters() const;
@@ -123,6 +140,13 @@ class SegmentWriter {
   absl::Status VerifyCompleteFile(const std::string& name, const Checkpoint& cp);
   absl::Status EnsurePipe();
   absl::Status AppendSum(const std::string& name, uint64_t length, uint32_t crc32c);
+  // Runs `persist(target)` on the helper thread while this thread fdatasyncs
+  // `fd`; returns the first error.
+  absl::Status SyncOverlapped(int fd, const std::string& path, const PersistFn& persist,
+                              const DurablePoint& target);
+
+  class Helper;
+  std::unique_ptr<Helper> helper_;  // flusher thread only; started on first use
 
   sys::SysCalls& sys_;
   const std::string dir_;
@@ -144,6 +168,14 @@ class SegmentWriter {
   // A segment file was created since the last directory fsync.
   bool dir_sync_needed_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+// writer.Recover(*state) for the record `store` just loaded; when its bytes
+// are not on disk (kDataLoss) and the store holds an older record of the same
+// stream, falls back to that one (the newest was saved alongside an
+// fdatasync that a crash cut short, so it was never acknowledged), saves it
+// again as the newest, and updates *state.
+absl::StatusOr<DurablePoint> RecoverFromStore(StateStore& store, SegmentWriter& writer,
+                                              std::optional<ReplicaState>* state);
 
 }  // namespace walship::replica
 

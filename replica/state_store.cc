@@ -89,6 +89,7 @@ absl::StatusOr<StateStore::Newest> StateStore::DecodeFile(const std::string& con
     return n;
   }
   std::optional<Newest> best;
+  std::optional<Newest> other;
   absl::Status why = absl::DataLossError(absl::StrCat("state file ", kStateFileName,
                                                       " is damaged: both slots are empty"));
   for (int slot = 0; slot < 2; ++slot) {
@@ -103,14 +104,22 @@ absl::StatusOr<StateStore::Newest> StateStore::DecodeFile(const std::string& con
           absl::StrCat(st.status().message(), " (slot ", slot, "; the other slot is unusable too)"));
       continue;
     }
-    if (!best.has_value() || seq > best->seq) best = Newest{*st, slot, seq};
+    Newest n{*st, slot, seq, std::nullopt};
+    if (!best.has_value() || seq > best->seq) {
+      other = std::move(best);
+      best = std::move(n);
+    } else {
+      other = std::move(n);
+    }
   }
   if (!best.has_value()) return why;
+  if (other.has_value()) best->previous = other->state;
   return *best;
 }
 
 absl::StatusOr<std::optional<ReplicaState>> StateStore::Load() {
   auto text = sys::ReadFileToString(sys_, absl::StrCat(dir_, "/", kStateFileName));
+  previous_.reset();
   if (absl::IsNotFound(text.status())) {
     known_ = true;
     newest_slot_ = -1;
@@ -122,6 +131,7 @@ absl::StatusOr<std::optional<ReplicaState>> StateStore::Load() {
   known_ = true;
   newest_slot_ = n->slot;
   seq_ = n->seq;
+  previous_ = n->previous;
   return std::optional<ReplicaState>(n->state);
 }
 

@@ -11,7 +11,8 @@
 // never change, so no journal commit is needed). A crash mid-save leaves
 // that slot torn, and its CRC line rejects it; the other slot still holds the
 // previous position, which was durable when written. Load takes the valid
-// slot with the higher sequence number. The file is created (first save, or
+// slot with the higher sequence number (and keeps the other as previous()).
+// The file is created (first save, or
 // upgrade of a version 2 file) by temp + fsync + rename + fsync dir, so it
 // never exists half-made.
 //
@@ -72,6 +73,11 @@ class StateStore {
   // std::nullopt when there is no state file (a new destination).
   // kDataLoss when it exists but no slot holds a valid record.
   absl::StatusOr<std::optional<ReplicaState>> Load();
+  // After Load(): the record before the newest (the other slot), if valid.
+  // The replica falls back to it when the newest record's bytes did not
+  // reach the disk (SegmentWriter::Flush's overlapped cycle).
+  const std::optional<ReplicaState>& previous() const { return previous_; }
+
   // Durable when it returns OK. kInvalidArgument if the record would not
   // fit a slot.
   absl::Status Save(const ReplicaState& state);
@@ -88,6 +94,7 @@ class StateStore {
     ReplicaState state;
     int slot = -1;
     uint64_t seq = 0;
+    std::optional<ReplicaState> previous;  // the other slot's valid record
   };
   static absl::StatusOr<Newest> DecodeFile(const std::string& contents);
 
@@ -99,6 +106,7 @@ class StateStore {
   bool known_ = false;
   int newest_slot_ = -1;
   uint64_t seq_ = 0;
+  std::optional<ReplicaState> previous_;
 };
 
 }  // namespace walship::replica

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -76,29 +77,54 @@ void CrashSimSysCalls::SyncFd(int fd) {
   }
 }
 
-void CrashSimSysCalls::DieAtNextFdatasyncOf(const std::string& suffix) {
+void CrashSimSysCalls::DieAtNextFdatasyncOf(const std::string& suffix,
+                                            const std::string& after) {
   std::lock_guard<std::mutex> lock(mu_);
   die_suffix_ = suffix;
+  die_after_ = after;
+  after_synced_ = false;
 }
 
+namespace {
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return !suffix.empty() && s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+}  // namespace
+
 sys::SysResult CrashSimSysCalls::Fdatasync(int fd) {
+  std::string path;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (dead_) return {-1, EIO};
     auto it = fd_paths_.find(fd);
-    if (!die_suffix_.empty() && it != fd_paths_.end() &&
-        it->second.size() >= die_suffix_.size() &&
-        it->second.compare(it->second.size() - die_suffix_.size(), die_suffix_.size(),
-                           die_suffix_) == 0) {
+    if (it != fd_paths_.end()) path = it->second;
+    if (EndsWith(path, die_suffix_)) {
+      if (!die_after_.empty()) {
+        after_cv_.wait_for(lock, std::chrono::milliseconds(50),
+                           [this] { return after_synced_; });
+      }
       die_suffix_.clear();
+      dead_ = true;
       return {-1, EIO};
     }
   }
   sys::SysResult r = RealSysCalls::Fdatasync(fd);
   if (r.ok()) SyncFd(fd);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (dead_) return {-1, EIO};  // it died meanwhile: this sync never happened
+  if (r.ok() && EndsWith(path, die_after_)) {
+    after_synced_ = true;
+    after_cv_.notify_all();
+  }
   return r;
 }
 
 sys::SysResult CrashSimSysCalls::Fsync(int fd) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (dead_) return {-1, EIO};
+  }
   sys::SysResult r = RealSysCalls::Fsync(fd);
   if (r.ok()) SyncFd(fd);
   return r;
@@ -134,6 +160,9 @@ sys::SysResult CrashSimSysCalls::Unlink(const char* path) {
 
 void CrashSimSysCalls::Crash(uint64_t tear) {
   std::lock_guard<std::mutex> lock(mu_);
+  dead_ = false;
+  die_suffix_.clear();
+  die_after_.clear();
   // Undo renames a directory fsync never made durable, newest first. A
   // rename over an existing file (the state file's temp + rename) reverts to
   // the old contents only if those were kept; we model the common case

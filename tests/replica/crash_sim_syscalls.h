@@ -16,6 +16,7 @@
 #ifndef WALSHIP_TESTS_REPLICA_CRASH_SIM_SYSCALLS_H_
 #define WALSHIP_TESTS_REPLICA_CRASH_SIM_SYSCALLS_H_
 
+#include <condition_variable>
 #include <map>
 #include <optional>
 #include <mutex>
@@ -45,9 +46,13 @@ class CrashSimSysCalls : public sys::RealSysCalls {
   void Crash(uint64_t tear = 0);
 
   // The next Fdatasync of a file whose path ends in `suffix` fails with EIO
-  // without syncing: the machine "dies" inside it. The caller then destroys
-  // its objects and calls Crash().
-  void DieAtNextFdatasyncOf(const std::string& suffix);
+  // without syncing: the machine "dies" inside it, and every later
+  // Fdatasync or Fsync fails the same way until Crash(). The caller then
+  // destroys its objects and calls Crash(). With `after`, the dying call
+  // first waits (up to 50 ms) until an Fdatasync of a file ending in
+  // `after` has completed: "that one reached the disk, this one did not".
+  // An empty `suffix` disarms.
+  void DieAtNextFdatasyncOf(const std::string& suffix, const std::string& after = "");
 
   static constexpr uint64_t kContentBytes = 64 << 10;
 
@@ -69,6 +74,10 @@ class CrashSimSysCalls : public sys::RealSysCalls {
   // Rename targets that were overwritten, by target path, with their state.
   std::map<std::string, FileState> backups_;
   std::string die_suffix_;
+  std::string die_after_;
+  bool after_synced_ = false;
+  bool dead_ = false;
+  std::condition_variable after_cv_;
 };
 
 }  // namespace walship::testing
