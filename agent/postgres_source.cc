@@ -96,7 +96,11 @@ void PostgresSource::Loop() {
   while (!stopping_.load()) {
     // Any change in pg_wal (PostgreSQL writing WAL) is a reason to ask for
     // the flush position now rather than at the next poll.
-    watch_->Wait(options_.poll_interval, [](const inotify_event&) {});
+    watch_->Wait(options_.poll_interval, [this](const inotify_event& ev) {
+      if (ev.mask & (IN_CREATE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE | IN_Q_OVERFLOW)) {
+        dir_changed_ = true;
+      }
+    });
     if (stopping_.load()) break;
     absl::Duration since = absl::Now() - last_query;
     if (since < options_.min_query_interval) absl::SleepFor(options_.min_query_interval - since);
@@ -212,9 +216,13 @@ absl::StatusOr<std::vector<PostgresSource::TimelineRange>> PostgresSource::Ances
 uint64_t PostgresSource::ValidatePages(const std::string& name, pg::Lsn seg_start,
                                        uint64_t from, uint64_t to) {
   if (from >= to) return from;
-  std::string path = absl::StrCat(options_.wal_dir, "/", name);
-  auto fd = sys::OpenFile(sys_, path, O_RDONLY);
-  if (!fd.ok()) return from;
+  if (validate_name_ != name || !validate_fd_.valid()) {
+    auto fd = sys::OpenFile(sys_, absl::StrCat(options_.wal_dir, "/", name), O_RDONLY);
+    if (!fd.ok()) return from;
+    validate_fd_ = *std::move(fd);
+    validate_name_ = name;
+  }
+  const sys::UniqueFd* fd = &validate_fd_;
   const uint64_t block = exp_.block_size;
   // Pages starting before `from` were checked by an earlier call.
   uint64_t page = (from + block - 1) / block * block;
@@ -252,21 +260,41 @@ uint64_t PostgresSource::ValidatePages(const std::string& name, pg::Lsn seg_star
 }
 
 absl::Status PostgresSource::Publish(uint32_t timeline, pg::Lsn flush) {
-  WALSHIP_ASSIGN_OR_RETURN(std::vector<TimelineRange> ranges, Ancestry(timeline, flush));
+  // A rescan once a second regardless, in case an event was missed.
+  const bool rescan = dir_changed_ || absl::Now() - last_scan_ > absl::Seconds(1);
+  if (!rescan && published_all_ && timeline == published_timeline_ &&
+      flush == published_flush_) {
+    return absl::OkStatus();
+  }
+  if (rescan) {
+    dir_changed_ = false;  // events from here on count for the next poll
+    last_scan_ = absl::Now();
+    DIR* d = opendir(options_.wal_dir.c_str());
+    if (d == nullptr) {
+      return sys::ErrnoToStatus(errno, absl::StrCat("open WAL directory ", options_.wal_dir));
+    }
+    names_.clear();
+    while (dirent* e = readdir(d)) names_.push_back(e->d_name);
+    closedir(d);
+    std::sort(names_.begin(), names_.end());
+    ancestry_.reset();
+    validate_name_.clear();  // the name may now be another (recycled) file
+    validate_fd_.reset();
+  }
+  if (!ancestry_.has_value() || ancestry_->empty() || ancestry_->back().timeline != timeline) {
+    WALSHIP_ASSIGN_OR_RETURN(std::vector<TimelineRange> a, Ancestry(timeline, flush));
+    ancestry_ = std::move(a);
+  }
+  std::vector<TimelineRange> ranges = *ancestry_;
+  ranges.back().end = flush;  // the current timeline runs to the flush position
   {
     absl::MutexLock lock(&mu_);
     ranges_ = ranges;
   }
   const uint64_t seg_size = exp_.segment_size;
   std::vector<SegmentInfo> segs;
-  DIR* d = opendir(options_.wal_dir.c_str());
-  if (d == nullptr) {
-    return sys::ErrnoToStatus(errno, absl::StrCat("open WAL directory ", options_.wal_dir));
-  }
-  std::vector<std::string> names;
-  while (dirent* e = readdir(d)) names.push_back(e->d_name);
-  closedir(d);
-  std::sort(names.begin(), names.end());
+  const std::vector<std::string>& names = names_;
+  bool all = true;
   for (const std::string& name : names) {
     uint32_t htli = 0;
     if (pg::ParseHistoryFileName(name, &htli)) {
@@ -301,6 +329,7 @@ absl::Status PostgresSource::Publish(uint32_t timeline, pg::Lsn flush) {
     uint64_t& checked = validated_[name];
     checked = ValidatePages(name, start, checked, want);
     uint64_t shippable = std::min(checked, want);
+    all &= shippable == want;
     segs.push_back(SegmentInfo{name, shippable, complete && shippable == want});
   }
   // Forget validation state of files that are gone.
@@ -313,6 +342,9 @@ absl::Status PostgresSource::Publish(uint32_t timeline, pg::Lsn flush) {
   }
   CatalogSnapshot current = catalog_.Get();
   if (!SameSegments(*current.segments, segs)) catalog_.Publish(std::move(segs));
+  published_timeline_ = timeline;
+  published_flush_ = flush;
+  published_all_ = all;
   return absl::OkStatus();
 }
 

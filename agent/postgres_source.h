@@ -123,6 +123,19 @@ class PostgresSource final : public WalSource {
   bool primary_down_ = false;
   std::map<std::string, uint64_t> validated_;
   std::string last_page_error_;
+  // What the last Publish() saw, so a poll that finds the same flush position
+  // and no file created, renamed or removed in pg_wal costs no directory
+  // scan, history read or page read (inotify reports every such change).
+  bool dir_changed_ = true;
+  absl::Time last_scan_ = absl::InfinitePast();
+  std::vector<std::string> names_;
+  uint32_t published_timeline_ = 0;
+  pg::Lsn published_flush_ = 0;
+  bool published_all_ = false;  // every page up to the flush position was valid
+  std::optional<std::vector<TimelineRange>> ancestry_;
+  // The segment whose pages were validated last, kept open between polls.
+  std::string validate_name_;
+  sys::UniqueFd validate_fd_;
 
   mutable absl::Mutex mu_;
   // Timeline switches known to the source: successor timeline by parent.
