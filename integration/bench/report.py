@@ -256,8 +256,8 @@ def markdown(results):
                 _live_range(results, rate, "probe", "fdatasync_p99_ms"),
                 _live_range(results, rate, "probe", "fdatasync_max_ms")))
         L.append("")
-        L.append("Writer: %s. walship's durable time is when walship.state (fdatasync'ed "
-                 "data, then the state file replaced) changed, seen with inotify; the "
+        L.append("Writer: %s. walship's durable time is when walship.state was closed after "
+                 "its new record's fdatasync (data fdatasync'ed too), seen with inotify; the "
                  "acknowledgement follows it. The probe row is the fdatasync latency itself." %
                  lv["writer"])
         L.append("")

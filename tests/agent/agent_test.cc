@@ -26,19 +26,14 @@ namespace {
 using walship::v1::HandshakeRequest;
 using walship::v1::HandshakeResponse;
 
-void Write(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << bytes;
-}
-
 class AgentTest : public ::testing::Test {
  protected:
   void SetUp() override {
     wal_ = testing::FreshTempDir("wal");
     seg1_ = std::string(5000, 'a') + std::string(5000, 'b');
     seg2_ = "second segment, still growing";
-    Write(wal_ + "/seg-001", seg1_);
-    Write(wal_ + "/seg-002", seg2_);
+    testing::WriteFile(wal_ + "/seg-001", seg1_);
+    testing::WriteFile(wal_ + "/seg-002", seg2_);
     AgentOptions o;
     o.wal_dir = wal_;
     o.heartbeat = absl::Milliseconds(50);

@@ -23,11 +23,6 @@
 namespace walship::agent {
 namespace {
 
-void Write(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << bytes;
-}
-
 // GET http://127.0.0.1:port/path with a raw socket; returns the whole reply.
 std::string HttpGet(uint16_t port, const std::string& path) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -52,8 +47,8 @@ class OpsTest : public ::testing::Test {
  protected:
   void StartAgent(AgentOptions o) {
     wal_ = testing::FreshTempDir("wal");
-    Write(wal_ + "/seg-001", std::string(10000, 'a'));
-    Write(wal_ + "/seg-002", "growing");
+    testing::WriteFile(wal_ + "/seg-001", std::string(10000, 'a'));
+    testing::WriteFile(wal_ + "/seg-002", "growing");
     o.wal_dir = wal_;
     o.heartbeat = absl::Milliseconds(50);
     o.tls.insecure = true;

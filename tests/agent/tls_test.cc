@@ -22,17 +22,7 @@
 namespace walship::agent {
 namespace {
 
-std::string Read(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-void Write(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << bytes;
-}
+using testing::ReadFile;
 
 // Two unrelated CAs: `certs_` (the cluster's) and `other_` (a stranger's).
 class TlsTest : public ::testing::Test {
@@ -68,7 +58,7 @@ class TlsTest : public ::testing::Test {
 
   void StartAgent() {
     wal_ = testing::FreshTempDir("wal");
-    Write(wal_ + "/seg-001", std::string(10000, 'a'));
+    testing::WriteFile(wal_ + "/seg-001", std::string(10000, 'a'));
     AgentOptions o;
     o.wal_dir = wal_;
     o.tls = Files(*certs_, "agent");
@@ -90,10 +80,10 @@ class TlsTest : public ::testing::Test {
                                                          const std::string& who,
                                                          const std::string& ca_dir) {
     grpc::SslCredentialsOptions o;
-    o.pem_root_certs = Read(ca_dir + "/ca.pem");
+    o.pem_root_certs = ReadFile(ca_dir + "/ca.pem");
     if (!who.empty()) {
-      o.pem_cert_chain = Read(absl::StrCat(dir, "/", who, ".pem"));
-      o.pem_private_key = Read(absl::StrCat(dir, "/", who, ".key"));
+      o.pem_cert_chain = ReadFile(absl::StrCat(dir, "/", who, ".pem"));
+      o.pem_private_key = ReadFile(absl::StrCat(dir, "/", who, ".key"));
     }
     return grpc::SslCredentials(o);
   }

@@ -18,16 +18,7 @@
 namespace walship::replica {
 namespace {
 
-void Write(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
-
-std::string Read(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using testing::ReadFile;
 
 void Sum(const std::string& dir, const std::string& name, const std::string& bytes) {
   char line[128];
@@ -69,31 +60,31 @@ class RestoreTest : public ::testing::Test {
 
 TEST_F(RestoreTest, ServesVerifiedCompleteSegmentsAndHistoryFiles) {
   std::string seg = std::string(1 << 20, 'w');
-  Write(dir_ + "/000000010000000000000003", seg);
+  testing::WriteFile(dir_ + "/000000010000000000000003", seg);
   Sum(dir_, "000000010000000000000003", seg);
   EXPECT_EQ(Run("000000010000000000000003"), kRestoreServed) << why_;
-  EXPECT_TRUE(Read(target_) == seg);
+  EXPECT_TRUE(ReadFile(target_) == seg);
 
   std::string history = "1\t0/3000060\tno recovery target specified\n";
-  Write(dir_ + "/00000002.history", history);
+  testing::WriteFile(dir_ + "/00000002.history", history);
   Sum(dir_, "00000002.history", history);
   EXPECT_EQ(Run("00000002.history"), kRestoreServed) << why_;
-  EXPECT_EQ(Read(target_), history);
+  EXPECT_EQ(ReadFile(target_), history);
 }
 
 TEST_F(RestoreTest, RefusesCorruptOrUnrecordedSegments) {
   std::string seg = std::string(4096, 'w');
-  Write(dir_ + "/000000010000000000000003", seg);
+  testing::WriteFile(dir_ + "/000000010000000000000003", seg);
   Sum(dir_, "000000010000000000000003", seg);
   seg[100] = 'X';
-  Write(dir_ + "/000000010000000000000003", seg);
+  testing::WriteFile(dir_ + "/000000010000000000000003", seg);
   EXPECT_EQ(Run("000000010000000000000003"), kRestoreRefused);
   EXPECT_NE(why_.find("CRC32C"), std::string::npos) << why_;
   EXPECT_NE(access(target_.c_str(), F_OK), 0);  // nothing handed to PostgreSQL
 
-  Write(dir_ + "/000000010000000000000004", seg);  // no sums line
+  testing::WriteFile(dir_ + "/000000010000000000000004", seg);  // no sums line
   EXPECT_EQ(Run("000000010000000000000004"), kRestoreRefused);
-  Write(dir_ + "/000000010000000000000005", "short");
+  testing::WriteFile(dir_ + "/000000010000000000000005", "short");
   Sum(dir_, "000000010000000000000005", "shorter!");
   EXPECT_EQ(Run("000000010000000000000005"), kRestoreRefused);
 }
@@ -102,21 +93,21 @@ TEST_F(RestoreTest, ServesOnlyDurableBytesOfThePartialSegmentPadded) {
   const std::string name = "000000010000000000000007";
   std::string page = FirstPage(7ull << 20);
   std::string on_disk = page + std::string(5000, 'u');  // written, partly durable
-  Write(dir_ + "/" + name + ".partial", on_disk);
+  testing::WriteFile(dir_ + "/" + name + ".partial", on_disk);
   const uint64_t durable = 8192 + 1000;
   StateStore store(sys::DefaultSysCalls(), dir_);
   ReplicaState st{"pg-1", Position{name, durable}, false,
                   wire::Crc32c(on_disk.data(), durable)};
   ASSERT_TRUE(store.Save(st).ok());
   EXPECT_EQ(Run(name), kRestoreServed) << why_;
-  std::string served = Read(target_);
+  std::string served = ReadFile(target_);
   ASSERT_EQ(served.size(), 1u << 20);
   EXPECT_TRUE(served.substr(0, durable) == on_disk.substr(0, durable));
   EXPECT_EQ(served.find_first_not_of('\0', durable), std::string::npos);
 
   // Durable bytes changed on disk: refused.
   on_disk[9000] = 'Z';
-  Write(dir_ + "/" + name + ".partial", on_disk);
+  testing::WriteFile(dir_ + "/" + name + ".partial", on_disk);
   EXPECT_EQ(Run(name), kRestoreRefused);
 }
 

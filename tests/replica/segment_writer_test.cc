@@ -26,12 +26,7 @@
 namespace walship::replica {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using testing::ReadFile;
 
 bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
