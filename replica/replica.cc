@@ -396,7 +396,7 @@ absl::Status Replica::RunOnce() {
     while (!run.failed()) {
       // Every frame and checkpoint kicks the flusher at once; the timeout only
       // paces idle checks (agent silence, keepalive acks).
-      run.WaitKick(options_.flush_interval);
+      if (!writer.HasUnflushedWork()) run.WaitKick(options_.flush_interval);
       if (run.failed()) break;
       const absl::Time flush_start = absl::Now();
       absl::StatusOr<DurablePoint> dp = writer.Flush(persist);

@@ -256,6 +256,8 @@ absl::Status SegmentWriter::BeginSegment(const std::string& name, uint64_t handl
     seg.flushed = size;
     seg.flushed_crc = seg.written_crc;
   }
+  // Only the segment we resume in is known to have a durable entry.
+  seg.entry_durable = name == durable_.position.segment;
   handle_ = handle;
   handle_complete_ = false;
   open_.push_back(std::move(seg));
@@ -422,15 +424,16 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
   };
   std::vector<Pending> pending;
   bool sync_dir = false;
+  // The common cycle: more bytes of the oldest open segment, whose entry is
+  // durable and which has nothing to publish yet. Its target is known
+  // before the sync, so the record is saved alongside it; bytes of younger
+  // segments wait for the next cycle (a new entry costs a directory fsync,
+  // which need not delay acknowledging the older segment's bytes).
+  std::optional<DurablePoint> overlapped;
+  DurablePoint before;
+  std::vector<std::string> snapshot;  // segments whose entries a dir fsync covers
   {
     absl::MutexLock lock(&mu_);
-    for (const Segment& s : open_) {
-      if (s.flushed < s.written) pending.push_back({s.fd, s.name, s.written, s.written_crc});
-    }
-    // Entries of segments begun before this snapshot; later ones wait for
-    // the next Flush(), and so do their bytes.
-    sync_dir = dir_sync_needed_;
-    dir_sync_needed_ = false;
     // A checkpoint for the complete segment we resumed at: verify it once.
     if (durable_.complete) {
       auto it = checkpoints_.find(durable_.position.segment);
@@ -444,19 +447,25 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
         if (!s.ok()) return s;
       }
     }
-  }
-  // The common cycle: more bytes of the one partial segment, nothing to
-  // publish, no new entry. Its target is known before the sync.
-  std::optional<DurablePoint> overlapped;
-  DurablePoint before;
-  if (persist != nullptr && !sync_dir && pending.size() == 1) {
-    absl::MutexLock lock(&mu_);
     before = durable_;
-    if (!open_.empty() && open_.front().name == pending[0].name &&
-        checkpoints_.find(pending[0].name) == checkpoints_.end() &&
-        (before.complete || before.position.segment == pending[0].name)) {
-      overlapped = DurablePoint{Position{pending[0].name, pending[0].written}, false,
-                                pending[0].written_crc};
+    if (persist != nullptr && !open_.empty()) {
+      const Segment& f = open_.front();
+      if (f.entry_durable && f.flushed < f.written &&
+          checkpoints_.find(f.name) == checkpoints_.end() &&
+          (before.complete || before.position.segment == f.name)) {
+        pending.push_back({f.fd, f.name, f.written, f.written_crc});
+        overlapped = DurablePoint{Position{f.name, f.written}, false, f.written_crc};
+      }
+    }
+    if (!overlapped.has_value()) {
+      for (const Segment& s : open_) {
+        if (s.flushed < s.written) pending.push_back({s.fd, s.name, s.written, s.written_crc});
+        snapshot.push_back(s.name);
+      }
+      // Entries of segments begun before this snapshot; later ones wait for
+      // the next Flush(), and so do their bytes.
+      sync_dir = dir_sync_needed_;
+      dir_sync_needed_ = false;
     }
   }
   if (overlapped.has_value()) {
@@ -527,8 +536,16 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
     if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("rename ", from));
   }
   // One directory fsync makes both the renames and new entries durable.
-  if (sync_dir || !finals.empty()) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
+  const bool dir_synced = sync_dir || !finals.empty();
+  if (dir_synced) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
   absl::MutexLock lock(&mu_);
+  if (dir_synced) {
+    for (Segment& s : open_) {
+      if (std::find(snapshot.begin(), snapshot.end(), s.name) != snapshot.end()) {
+        s.entry_durable = true;
+      }
+    }
+  }
   for (const Final& f : finals) {
     durable_.position = Position{f.name, f.length};
     durable_.complete = true;
@@ -539,8 +556,8 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
   if (!open_.empty()) {
     const Segment& s = open_.front();
     // A segment with nothing flushed adds nothing to a complete durable
-    // point, and its directory entry may not be durable yet.
-    const bool nothing_new = s.flushed == 0 && durable_.complete;
+    // point, and one whose entry is not durable yet cannot hold it.
+    const bool nothing_new = (s.flushed == 0 || !s.entry_durable) && durable_.complete;
     if (!nothing_new && (durable_.complete || durable_.position.segment != s.name ||
                          durable_.position.offset != s.flushed)) {
       durable_.position = Position{s.name, s.flushed};
@@ -549,6 +566,18 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
     }
   }
   return durable_;
+}
+
+bool SegmentWriter::HasUnflushedWork() const {
+  absl::MutexLock lock(&mu_);
+  for (const Segment& s : open_) {
+    if (s.flushed < s.written) return true;
+  }
+  if (!open_.empty()) {
+    auto it = checkpoints_.find(open_.front().name);
+    if (it != checkpoints_.end() && open_.front().flushed >= it->second.length) return true;
+  }
+  return dir_sync_needed_;
 }
 
 Position SegmentWriter::written() const {

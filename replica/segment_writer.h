@@ -104,10 +104,12 @@ class SegmentWriter {
 
   // Makes every written byte durable and finalizes completed segments.
   //
-  // With `persist`, a cycle that only adds bytes to the current partial
-  // segment (no segment to publish, no new directory entry) records the
-  // point it is about to make durable WHILE the data's fdatasync runs, on a
-  // helper thread: one device flush's latency per cycle instead of two. The
+  // With `persist`, a cycle that only adds bytes to the oldest open segment
+  // (its entry durable, nothing to publish) syncs just that segment and
+  // records the point it is about to make durable WHILE the data's
+  // fdatasync runs, on a helper thread: one device flush's latency per cycle
+  // instead of two. Younger segments' bytes wait for the next cycle
+  // (HasUnflushedWork()). The
   // record is then briefly ahead of the data; the caller acknowledges only
   // after Flush() returns, and a crash in between leaves a record whose
   // bytes Recover() finds missing or different, so the caller falls back to
@@ -116,6 +118,10 @@ class SegmentWriter {
   // the error is returned. Other cycles call nothing: the caller persists
   // the returned point itself.
   absl::StatusOr<DurablePoint> Flush(const PersistFn& persist = nullptr);
+
+  // True when a Flush() now would make more bytes durable or publish a
+  // segment: the flusher runs again at once instead of waiting for a kick.
+  bool HasUnflushedWork() const;
 
   Position written() const;
   WriterCounters counters() const;
@@ -130,6 +136,9 @@ class SegmentWriter {
     // neither the durable prefix nor a finished segment is read twice.
     uint32_t written_crc = 0;
     uint32_t flushed_crc = 0;
+    // Its directory entry is known durable (a directory fsync since it was
+    // created); no byte of it is acknowledged before.
+    bool entry_durable = false;
   };
   struct Checkpoint {
     uint64_t length;
