@@ -7,16 +7,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/net.h"
 #include "common/sys/transfer.h"
 #include "common/wire/crc32c.h"
 #include "common/wire/frame.h"
 #include "gtest/gtest.h"
+#include "spdlog/sinks/ringbuffer_sink.h"
+#include "spdlog/spdlog.h"
 #include "tests/fakes/temp_dir.h"
 #include "proto/walship.grpc.pb.h"
 
@@ -261,6 +265,48 @@ TEST_F(AgentTest, GarbageAndWrongTokensAreClosed) {
     char c;
     EXPECT_LE(read(fd.get(), &c, 1), 0);
   }
+}
+
+TEST_F(AgentTest, ExpiredTokenIsRefusedLoggedAndCounted) {
+  agent_->Shutdown();
+  AgentOptions o;
+  o.wal_dir = wal_;
+  o.heartbeat = absl::Milliseconds(50);
+  o.tls.insecure = true;
+  o.token_ttl = absl::Milliseconds(200);
+  agent_ = std::make_unique<Agent>(sys::DefaultSysCalls(), o);
+  ASSERT_TRUE(agent_->Start().ok());
+  stub_ = walship::v1::Control::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", agent_->control_port()), grpc::InsecureChannelCredentials()));
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(100);
+  spdlog::default_logger()->sinks().push_back(sink);
+
+  HandshakeResponse resp;
+  ASSERT_TRUE(Handshake(Request(), &resp).ok());
+  EXPECT_EQ(resp.token_ttl_ms(), 200u);
+  absl::SleepFor(absl::Milliseconds(400));
+  sys::UniqueFd fd = Connect();
+  std::string hello =
+      wire::EncodeFrame(wire::FrameType::kHello, resp.session_id(), 0, resp.data_token());
+  ASSERT_EQ(write(fd.get(), hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
+  char c;
+  EXPECT_LE(read(fd.get(), &c, 1), 0) << "an expired token must not open the data socket";
+
+  const std::string counted =
+      "walship_agent_data_connections_rejected_total{reason=\"bad_token\"} 1";
+  absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (!absl::StrContains(agent_->metrics().Render(), counted) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(absl::StrContains(agent_->metrics().Render(), counted));
+  bool logged = false;
+  for (const std::string& line : sink->last_formatted()) {
+    logged |= absl::StrContains(line, "data port: rejected connection from") &&
+              absl::StrContains(line, "token expired");
+  }
+  EXPECT_TRUE(logged);
+  auto& sinks = spdlog::default_logger()->sinks();
+  sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());
 }
 
 }  // namespace
