@@ -598,8 +598,10 @@ absl::StatusOr<DurablePoint> RecoverFromStore(StateStore& store, SegmentWriter& 
       !state->has_value() || store.previous()->stream_id != (*state)->stream_id) {
     return recovered;
   }
-  spdlog::warn("the newest position record ({}) names bytes that are not on disk ({}); it "
-               "was never acknowledged; resuming from the record before it ({})",
+  spdlog::warn("the newest position record ({}) names bytes that are not on disk as recorded "
+               "({}); a machine that stops during the fdatasync this record was saved "
+               "alongside leaves exactly this, before any acknowledgement. Resuming from the "
+               "record before it ({}) and fetching the rest from the agent again",
                (*state)->durable.ToString(), std::string(recovered.status().message()),
                store.previous()->durable.ToString());
   *state = store.previous();
