@@ -9,12 +9,12 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/sys/file_util.h"
+#include "common/sys/syscalls.h"
 #include "spdlog/spdlog.h"
 
 namespace walship {
@@ -62,14 +62,12 @@ std::string SubjectOf(X509* x) {
 }
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& flag, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  auto text = sys::ReadFileToString(sys::DefaultSysCalls(), path);
+  if (!text.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, "=", path, ": cannot read: ", std::strerror(errno)));
+        absl::StrCat("--", flag, "=", path, ": ", text.status().message()));
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return text;
 }
 
 struct Pems {

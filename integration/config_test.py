@@ -19,18 +19,9 @@ import unittest
 
 from integration import harness as h
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def packaging_file(name):
     """agent/packaging/NAME or replica/packaging/NAME, by the daemon it is for."""
-    sub = os.path.join("agent" if "agent" in name else "replica", "packaging", name)
-    srcdir = os.environ.get("TEST_SRCDIR")
-    if srcdir:
-        p = os.path.join(srcdir, os.environ.get("TEST_WORKSPACE", h.WORKSPACE), sub)
-        if os.path.exists(p):
-            return p
-    return os.path.join(_ROOT, sub)
+    return h.runfile(os.path.join("agent" if "agent" in name else "replica", "packaging", name))
 
 
 def run(argv):

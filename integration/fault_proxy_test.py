@@ -92,6 +92,21 @@ def read_all(sock, timeout=10):
         out += d
 
 
+def read_until_quiet(sock, quiet=0.5):
+    """What arrives until the peer closes or sends nothing for `quiet` s."""
+    sock.settimeout(quiet)
+    out = bytearray()
+    try:
+        while True:
+            d = sock.recv(1 << 20)
+            if not d:
+                break
+            out += d
+    except socket.timeout:
+        pass
+    return out
+
+
 class FaultProxyTest(unittest.TestCase):
 
     def setUp(self):
@@ -204,16 +219,7 @@ class FaultProxyTest(unittest.TestCase):
         p = self.proxy(server)
         p.stall_at(500000)
         s = connect(p.address)
-        s.settimeout(0.5)
-        buf = bytearray()
-        try:
-            while True:
-                d = s.recv(1 << 20)
-                if not d:
-                    break
-                buf += d
-        except socket.timeout:
-            pass
+        buf = read_until_quiet(s)
         self.assertEqual(bytes(buf), payload[:500000], "bytes forwarded before the stall")
         self.assertEqual(p.wait_fault(1)["kind"], "stall")
         p.release()
@@ -227,16 +233,7 @@ class FaultProxyTest(unittest.TestCase):
         p = self.proxy(server, walship_frames=True)
         p.stall_next_data_payload()
         s = connect(p.address)
-        s.settimeout(0.5)
-        buf = bytearray()
-        try:
-            while True:
-                d = s.recv(1 << 20)
-                if not d:
-                    break
-                buf += d
-        except socket.timeout:
-            pass
+        buf = read_until_quiet(s)
         seg_len = wirelib.HEADER_SIZE + len("seg-00000009")
         mid = seg_len + wirelib.HEADER_SIZE + wirelib.HEADER_SIZE + 2500
         self.assertEqual(bytes(buf), stream[:mid])

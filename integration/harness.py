@@ -222,7 +222,7 @@ class Certs(object):
 
     def __init__(self, directory, *clients):
         self.dir = directory
-        script = _runfile(os.path.join("integration", "make_test_certs.sh"))
+        script = runfile(os.path.join("integration", "make_test_certs.sh"))
         subprocess.run(["bash", script, directory] + list(clients), check=True,
                        stdout=subprocess.DEVNULL)
 
@@ -242,7 +242,7 @@ class Certs(object):
         return "".join('%s = "%s"\n' % tuple(a[2:].split("=", 1)) for a in self.args(who))
 
 
-def _runfile(rel):
+def runfile(rel):
     """Path of a source file of this repository, in runfiles or the tree."""
     srcdir = os.environ.get("TEST_SRCDIR") or os.environ.get("RUNFILES_DIR")
     if srcdir:

@@ -36,7 +36,6 @@ import random
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -48,15 +47,14 @@ import traceback
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
 from integration import harness as kit  # noqa: E402
+from integration.drill import drillkit as dk  # noqa: E402
 from integration.bench import report  # noqa: E402
 
 BENCHTOOL = ("integration/bench", "benchtool")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MIB = 1 << 20
 GIB = 1 << 30
-PG_BIN_CANDIDATES = ["/usr/lib/postgresql/15/bin"]
 BENCH_USER = "walship-bench"
-SBIN_PATH = "/usr/sbin:/sbin:/usr/bin:/bin"
 
 log = kit.log
 
@@ -176,10 +174,6 @@ def snapshot(pid):
             "io": proc_io(pid)}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def dir_bytes(path):
@@ -565,53 +559,18 @@ def summarize(runs, keys):
 # PostgreSQL
 
 
-def ensure_user(name):
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        pass
-    useradd = shutil.which("useradd", path=SBIN_PATH)
-    if not useradd:
-        raise RuntimeError("useradd not found: cannot create %s for PostgreSQL" % name)
-    r = subprocess.run([useradd, "--system", "--create-home", "--home-dir", "/var/lib/" + name,
-                        "--shell", "/usr/sbin/nologin", "--comment", "walship benchmark", name],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        raise RuntimeError("useradd %s failed: %s" % (name, r.stdout))
-
-
-def find_pg_bin():
-    for c in ([os.environ["WALSHIP_PG_BIN"]] if os.environ.get("WALSHIP_PG_BIN") else []) + \
-            PG_BIN_CANDIDATES:
-        if os.path.isfile(os.path.join(c, "postgres")):
-            return c
-    return None
-
-
-def parse_lsn(text):
-    hi, lo = text.strip().split("/")
-    return (int(hi, 16) << 32) | int(lo, 16)
-
-
-def fmt_lsn(lsn):
-    return "%X/%X" % (lsn >> 32, lsn & 0xFFFFFFFF)
-
-
 class Pg(object):
     """A PostgreSQL 15 primary owned by this run (postgres -D, as BENCH_USER)."""
 
     def __init__(self, ctx, segsize_mb):
         self.ctx = ctx
-        self.bin = find_pg_bin()
-        if not self.bin:
-            raise RuntimeError("PostgreSQL 15 not found in %s" % PG_BIN_CANDIDATES)
-        self.user = ensure_user(BENCH_USER) if os.geteuid() == 0 else pwd.getpwuid(os.getuid())
+        self.bin = dk.find_pg_bin()  # raises, naming where it looked
+        self.user = (dk.ensure_user(BENCH_USER, "walship benchmark") if os.geteuid() == 0
+                     else pwd.getpwuid(os.getuid()))
         self.root = ctx.fresh_dir("pg")
         self.data = os.path.join(self.root, "data")
         self.sock = self.root
-        self.port = free_port()
+        self.port = dk.free_port()
         self.segsize = segsize_mb * MIB
         os.chown(self.root, self.user.pw_uid, self.user.pw_gid)
         self.env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
@@ -671,7 +630,7 @@ class Pg(object):
         return self._session
 
     def flush_lsn(self):
-        return parse_lsn(self.session().query("SELECT pg_current_wal_flush_lsn()"))
+        return dk.parse_lsn(self.session().query("SELECT pg_current_wal_flush_lsn()"))
 
     def drop_slot(self, name):
         for _ in range(100):
@@ -785,7 +744,7 @@ def pg_make_backlog(ctx, pg):
     """A big INSERT after a checkpoint and the slots that keep its WAL."""
     pg.psql("CHECKPOINT")
     pg.psql("SELECT pg_create_physical_replication_slot('bench_hold', true)")
-    start = parse_lsn(pg.psql("SELECT restart_lsn FROM pg_replication_slots "
+    start = dk.parse_lsn(pg.psql("SELECT restart_lsn FROM pg_replication_slots "
                               "WHERE slot_name = 'bench_hold'"))
     pg.psql("CREATE TABLE bench_fill (id bigint, pad text)")
     target = start + ctx.cfg.pg_backlog_bytes
@@ -798,7 +757,7 @@ def pg_make_backlog(ctx, pg):
     end = pg.flush_lsn()
     seg_start = start - start % pg.segsize
     log("PostgreSQL backlog: %s .. %s (%d MiB of WAL from the segment start)",
-        fmt_lsn(seg_start), fmt_lsn(end), (end - seg_start) // MIB)
+        dk.fmt_lsn(seg_start), dk.fmt_lsn(end), (end - seg_start) // MIB)
     return seg_start, end
 
 
@@ -829,16 +788,16 @@ def run_pg_walship(ctx, pg, start, target, transport="zerocopy"):
 def run_pg_receivewal(ctx, pg, start, target):
     pg.drop_slot("bench_rw")
     pg.psql("SELECT pg_create_physical_replication_slot('bench_rw', true)")
-    restart = parse_lsn(pg.psql("SELECT restart_lsn FROM pg_replication_slots "
+    restart = dk.parse_lsn(pg.psql("SELECT restart_lsn FROM pg_replication_slots "
                                 "WHERE slot_name = 'bench_rw'"))
     if restart - restart % pg.segsize != start:
         raise RuntimeError("bench_rw starts at %s, not at the backlog start %s" % (
-            fmt_lsn(restart), fmt_lsn(start)))
+            dk.fmt_lsn(restart), dk.fmt_lsn(start)))
     dest = ctx.fresh_dir("dest-rw")
     sampler = CpuSampler(lambda cmd: cmd.startswith("postgres: walsender"))
     t0 = time.monotonic()
     p = ctx.procs.spawn("pg_receivewal", [pg.tool("pg_receivewal"), "-D", dest, "-S", "bench_rw",
-                                          "--synchronous", "-n", "-E", fmt_lsn(target),
+                                          "--synchronous", "-n", "-E", dk.fmt_lsn(target),
                                           "-d", pg.conninfo])
     hwm = {"kb": None}
 
@@ -1073,7 +1032,7 @@ def run_pgbench(ctx, pg, variant):
                 v = pg.session().query(
                     "SELECT coalesce((SELECT flush_lsn::text FROM pg_stat_replication "
                     "WHERE application_name = 'pg_receivewal'), '0/0')")
-                return parse_lsn(v)
+                return dk.parse_lsn(v)
             kit.wait_until(lambda: rw_flushed() >= now, 120, "pg_receivewal to catch up",
                                interval=0.05)
         # CPU of each side during the load: walship-agent and its backends /
@@ -1109,9 +1068,9 @@ def run_pgbench(ctx, pg, variant):
                         ws = pg.lsn_of(st["segment"], st["offset"]) if st["segment"] else 0
                     except (AssertionError, OSError):
                         ws = None  # replaced while we read it: skip
-                samples.append((t, parse_lsn(p_lsn),
+                samples.append((t, dk.parse_lsn(p_lsn),
                                 ws if variant == "walship" else (
-                                    parse_lsn(r_lsn) if r_lsn != "-" else None),
+                                    dk.parse_lsn(r_lsn) if r_lsn != "-" else None),
                                 float(r_lag) if r_lag != "-" else None))
                 stop.wait(0.01)
         th = threading.Thread(target=sampler, daemon=True)
@@ -1319,8 +1278,6 @@ def main(argv=None):
                     results["sections"][name] = section_fanout(ctx, fan)
                 elif name in ("pg", "pgbench"):
                     if pg is None:
-                        if not find_pg_bin():
-                            raise RuntimeError("PostgreSQL 15 binaries not found")
                         pg = Pg(ctx, cfg.pg_segsize_mb)
                         pg.setup()
                     results["sections"][name] = (section_pg(ctx, pg) if name == "pg"

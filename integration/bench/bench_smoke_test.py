@@ -20,7 +20,9 @@ class BenchSmokeTest(unittest.TestCase):
         out = os.path.join(os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR") or tempfile.mkdtemp(),
                            "bench")
         sections = list(bench.SECTIONS)
-        if not bench.find_pg_bin():
+        try:
+            bench.dk.find_pg_bin()
+        except bench.dk.DrillError:  # no PostgreSQL 15 here
             sections = [s for s in sections if s not in ("pg", "pgbench")]
         rc = bench.main(["--quick", "--out", out, "--sections", ",".join(sections)])
 

@@ -204,19 +204,20 @@ def find_pg_bin():
                      % cands)
 
 
-def ensure_user(name):
-    """Returns the passwd entry of `name`, creating a system user if absent."""
+def ensure_user(name, purpose="walship failover drill"):
+    """Returns the passwd entry of `name`, creating a system user (described
+    as `purpose`) if absent."""
     try:
         return pwd.getpwnam(name)
     except KeyError:
         pass
     useradd = shutil.which("useradd", path=_SBIN_PATH)
     if not useradd:
-        raise DrillError("useradd not found: cannot create the drill user %s" % name)
+        raise DrillError("useradd not found: cannot create the user %s" % name)
     home = "/var/lib/%s" % name
     r = subprocess.run([useradd, "--system", "--create-home", "--home-dir", home,
                         "--shell", "/usr/sbin/nologin", "--comment",
-                        "walship failover drill", name],
+                        purpose, name],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
     try:
         entry = pwd.getpwnam(name)

@@ -84,7 +84,22 @@ class Ctx(object):
 # ---------------------------------------------------------------------------
 # walship daemons
 
-class Agent(object):
+class _Daemon(object):
+    """A walship daemon run as self.proc (a drillkit Proc, once started)."""
+
+    proc = None
+
+    def alive(self):
+        return self.proc is not None and self.proc.alive()
+
+    def kill9(self):
+        self.proc.kill9()
+
+    def stop(self):
+        return self.proc.stop() if self.proc else None
+
+
+class Agent(_Daemon):
     """walship-agent --format=postgres beside a cluster."""
 
     def __init__(self, ctx, setup, cluster, name):
@@ -122,17 +137,8 @@ class Agent(object):
             self.proc.pid)
         return self
 
-    def alive(self):
-        return self.proc is not None and self.proc.alive()
 
-    def kill9(self):
-        self.proc.kill9()
-
-    def stop(self):
-        return self.proc.stop() if self.proc else None
-
-
-class Replica(object):
+class Replica(_Daemon):
     """walship-replica following an agent (maybe through fault proxies)."""
 
     def __init__(self, ctx, setup, name, dest):
@@ -152,15 +158,6 @@ class Replica(object):
 
     def restart(self):
         return self.start(self.agent_addr, self.data_addr)
-
-    def alive(self):
-        return self.proc is not None and self.proc.alive()
-
-    def kill9(self):
-        self.proc.kill9()
-
-    def stop(self):
-        return self.proc.stop() if self.proc else None
 
     def state(self):
         """walship.state as a dict (segment, offset, ...), or None."""

@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -19,8 +18,7 @@
 #include "common/wire/crc32c.h"
 #include "common/wire/frame.h"
 #include "gtest/gtest.h"
-#include "spdlog/sinks/ringbuffer_sink.h"
-#include "spdlog/spdlog.h"
+#include "tests/fakes/log_capture.h"
 #include "tests/fakes/temp_dir.h"
 #include "proto/walship.grpc.pb.h"
 
@@ -278,8 +276,7 @@ TEST_F(AgentTest, ExpiredTokenIsRefusedLoggedAndCounted) {
   ASSERT_TRUE(agent_->Start().ok());
   stub_ = walship::v1::Control::NewStub(grpc::CreateChannel(
       absl::StrCat("127.0.0.1:", agent_->control_port()), grpc::InsecureChannelCredentials()));
-  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(100);
-  spdlog::default_logger()->sinks().push_back(sink);
+  testing::LogCapture log;
 
   HandshakeResponse resp;
   ASSERT_TRUE(Handshake(Request(), &resp).ok());
@@ -299,14 +296,7 @@ TEST_F(AgentTest, ExpiredTokenIsRefusedLoggedAndCounted) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_TRUE(absl::StrContains(agent_->metrics().Render(), counted));
-  bool logged = false;
-  for (const std::string& line : sink->last_formatted()) {
-    logged |= absl::StrContains(line, "data port: rejected connection from") &&
-              absl::StrContains(line, "token expired");
-  }
-  EXPECT_TRUE(logged);
-  auto& sinks = spdlog::default_logger()->sinks();
-  sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());
+  EXPECT_TRUE(log.Logged("data port: rejected connection from", "token expired"));
 }
 
 }  // namespace

@@ -15,8 +15,7 @@
 #include "common/tls.h"
 #include "gtest/gtest.h"
 #include "proto/walship.grpc.pb.h"
-#include "spdlog/sinks/ringbuffer_sink.h"
-#include "spdlog/spdlog.h"
+#include "tests/fakes/log_capture.h"
 #include "tests/fakes/temp_dir.h"
 
 namespace walship::agent {
@@ -37,15 +36,8 @@ class TlsTest : public ::testing::Test {
     }
   }
 
-  void SetUp() override {
-    sink_ = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(200);
-    spdlog::default_logger()->sinks().push_back(sink_);
-  }
-
   void TearDown() override {
     if (agent_) agent_->Shutdown();
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
   }
 
   static TlsOptions Files(const std::string& dir, const std::string& who) {
@@ -112,18 +104,13 @@ class TlsTest : public ::testing::Test {
     return at == std::string::npos ? 0 : std::stod(text.substr(at + key.size()));
   }
 
-  bool Logged(const std::string& needle) {
-    for (const std::string& line : sink_->last_formatted()) {
-      if (absl::StrContains(line, needle)) return true;
-    }
-    return false;
-  }
+
 
   static std::string* certs_;
   static std::string* other_;
   std::string wal_;
   std::unique_ptr<Agent> agent_;
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+  testing::LogCapture log_;
 };
 
 std::string* TlsTest::certs_ = nullptr;
@@ -149,7 +136,7 @@ TEST_F(TlsTest, ClientWithoutCertificateIsRefusedLoggedAndCounted) {
   EXPECT_TRUE(absl::StrContains(s.error_message(), "presented no certificate"))
       << s.error_message();
   EXPECT_EQ(Counter(kRefused, "no_client_certificate"), 1);
-  EXPECT_TRUE(Logged("refused a call: /walship.v1.Control/Status: the client presented no "
+  EXPECT_TRUE(log_.Logged("refused a call: /walship.v1.Control/Status: the client presented no "
                      "certificate"));
   // A handshake (which would hand out a data token) is refused the same way.
   EXPECT_EQ(CallHandshake(*stub, "r1").error_code(), grpc::StatusCode::UNAUTHENTICATED);
@@ -165,7 +152,7 @@ TEST_F(TlsTest, ClientWithCertificateFromAnotherCaIsRefusedLoggedAndCounted) {
   EXPECT_TRUE(absl::StrContains(s.error_message(), "unable to get local issuer certificate"))
       << s.error_message();
   EXPECT_EQ(Counter(kRefused, "untrusted_certificate"), 1);
-  EXPECT_TRUE(Logged("refused a call: /walship.v1.Control/Handshake: the client's "
+  EXPECT_TRUE(log_.Logged("refused a call: /walship.v1.Control/Handshake: the client's "
                      "certificate /CN=r1 is not accepted"));
 }
 
