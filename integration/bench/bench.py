@@ -389,6 +389,19 @@ def make_backlogs(ctx):
     return big, small, fan
 
 
+def round_name(rnd):
+    return "warm-up" if rnd < 0 else "round %d" % (rnd + 1)
+
+
+# Catch-up sections start with one unrecorded run of every variant. In this
+# VM the first run to write into memory the guest had not touched since boot
+# (or since a big PostgreSQL load) paid up to 3x the CPU in the kernel's copy
+# into the page cache (perf: __pi_memcpy under splice, 0.89 against 0.29
+# CPU s/GiB), whichever variant came first.
+WARM_UP_NOTE = ("each catch-up section first runs every variant once, unrecorded: the "
+                "first writer into untouched guest memory paid up to 3x the CPU")
+
+
 def settle():
     """Writes back every dirty page before a catch-up run, so no run pays for
     the writeback of the backlog's creation or of the run before it."""
@@ -404,11 +417,12 @@ def end_of(wal_dir):
 # One catch-up run of each kind
 
 
-def run_raw_catchup(ctx, src, transport):
+def run_raw_catchup(ctx, src, transport, verify=False):
     dest = ctx.fresh_dir("dest-raw")
     port_file = os.path.join(dest + ".port")
     recv = ctx.procs.spawn("raw-recv", [ctx.tool, "raw-recv", "--dest=" + dest,
-                                        "--port-file=" + port_file, "--transport=" + transport])
+                                        "--port-file=" + port_file, "--transport=" + transport]
+                           + (["--verify"] if verify else []))
     kit.wait_until(lambda: os.path.exists(port_file) and read_text(port_file).strip(),
                        10, "raw-recv to listen", interval=0.01)
     addr = read_text(port_file).strip().split("=", 1)[1]
@@ -514,18 +528,22 @@ def section_catchup(ctx, big, small):
     cfg = ctx.cfg
     big_bytes, small_bytes = kit.total_size(big), kit.total_size(small)
     big_end, small_end = end_of(big), end_of(small)
+    # raw-*-verify: the raw pipeline plus walship's checksum pass over every
+    # received byte, the least a verifying receiver does.
     variants = ["raw-zerocopy", "walship-zerocopy", "walship-copy", "raw-copy",
-                "walship-zerocopy-small", "walship-copy-small"]
+                "walship-zerocopy-small", "walship-copy-small", "raw-zerocopy-verify",
+                "raw-copy-verify"]
     runs = {v: [] for v in variants}
-    for rnd in range(cfg.rounds):
-        for v in rotate(variants, rnd):
+    # Round 0 is a warm-up, not recorded (see warm_up_note).
+    for rnd in range(-1, cfg.rounds):
+        for v in (variants if rnd < 0 else rotate(variants, rnd)):
             settle()
             transport = "copy" if "copy" in v.replace("zerocopy", "") else "zerocopy"
             is_small = v.endswith("-small")
             src, nbytes, end = (small, small_bytes, small_end) if is_small else (
                 big, big_bytes, big_end)
             if v.startswith("raw"):
-                r = run_raw_catchup(ctx, src, transport)
+                r = run_raw_catchup(ctx, src, transport, verify=v.endswith("-verify"))
             else:
                 r, dest = run_walship_catchup(ctx, src, transport, end)
                 if r["shipped_bytes"] != nbytes:
@@ -539,13 +557,14 @@ def section_catchup(ctx, big, small):
                 r["bytes"] = nbytes
                 r["mb_s"] = nbytes / 1e6 / r["seconds"]
             cpu_per_gib(r, nbytes)
-            log("catchup round %d %-24s %7.1f MB/s  cpu/GiB agent %.2fs replica %.2fs  "
-                "hwm agent %.1f MiB replica %.1f MiB", rnd + 1, v, r["mb_s"],
+            log("catchup %s %-24s %7.1f MB/s  cpu/GiB agent %.2fs replica %.2fs  "
+                "hwm agent %.1f MiB replica %.1f MiB", round_name(rnd), v, r["mb_s"],
                 r["agent_cpu_s_per_gib"], r["replica_cpu_s_per_gib"],
                 r["agent_hwm"] / MIB, r["replica_hwm"] / MIB)
-            runs[v].append(r)
+            if rnd >= 0:
+                runs[v].append(r)
     return {"backlog_bytes": big_bytes, "small_backlog_bytes": small_bytes,
-            "segment_bytes": cfg.segment_bytes, "runs": runs,
+            "segment_bytes": cfg.segment_bytes, "runs": runs, "warm_up": WARM_UP_NOTE,
             "summary": summarize(runs, ["mb_s", "agent_cpu_s_per_gib", "replica_cpu_s_per_gib",
                                         "agent_hwm", "replica_hwm"])}
 
@@ -827,17 +846,20 @@ def section_pg(ctx, pg):
     start, target = pg_make_backlog(ctx, pg)
     variants = ["walship-pg", "pg_receivewal"]
     runs = {v: [] for v in variants}
-    for rnd in range(ctx.cfg.rounds):
-        for v in rotate(variants, rnd):
+    for rnd in range(-1, ctx.cfg.rounds):  # round 0: warm-up, not recorded
+        for v in (variants if rnd < 0 else rotate(variants, rnd)):
             settle()
             if v == "walship-pg":
                 r = run_pg_walship(ctx, pg, start, target)
             else:
                 r = run_pg_receivewal(ctx, pg, start, target)
-            log("pg catch-up round %d %-14s %7.1f MB/s  cpu/GiB sender %.2fs receiver %.2fs",
-                rnd + 1, v, r["mb_s"], r["agent_cpu_s_per_gib"], r["replica_cpu_s_per_gib"])
-            runs[v].append(r)
+            log("pg catch-up %s %-14s %7.1f MB/s  cpu/GiB sender %.2fs receiver %.2fs",
+                round_name(rnd), v, r["mb_s"], r["agent_cpu_s_per_gib"],
+                r["replica_cpu_s_per_gib"])
+            if rnd >= 0:
+                runs[v].append(r)
     return {"backlog_bytes": target - start, "wal_segment_bytes": pg.segsize, "runs": runs,
+            "warm_up": WARM_UP_NOTE,
             "summary": summarize(runs, ["mb_s", "agent_cpu_s_per_gib", "replica_cpu_s_per_gib",
                                         "agent_hwm", "replica_hwm"])}
 
@@ -1048,19 +1070,28 @@ def run_pgbench(ctx, pg, variant):
         cpu0 = {p: proc_stat_cpu(p) or 0.0 for p in sender_pids + receiver_pids}
         # Sample the primary's flush LSN and the receiver's flushed LSN together.
         samples = []
+        query_waits = []  # client send to server execution, seconds
         stop = threading.Event()
         sess = pg.session()
 
         def sampler():
-            q = ("SELECT pg_current_wal_flush_lsn()::text || ' ' || coalesce((SELECT "
+            # clock_timestamp() is read in the backend next to the flush
+            # position: on two saturated CPUs the query can wait milliseconds
+            # for a CPU, and a client-side time before it would count that
+            # wait as replication lag.
+            q = ("SELECT pg_current_wal_flush_lsn()::text || ' ' || "
+                 "extract(epoch from clock_timestamp())::text || ' ' || coalesce((SELECT "
                  "flush_lsn::text || ' ' || coalesce(extract(epoch from flush_lag)::text, '-') "
                  "FROM pg_stat_replication WHERE application_name = 'pg_receivewal'), '- -')")
             while not stop.is_set():
-                t = time.monotonic()
+                t_sent = time.monotonic()
                 try:
-                    p_lsn, r_lsn, r_lag = sess.query(q).split()
+                    p_lsn, p_epoch, r_lsn, r_lag = sess.query(q).split()
                 except RuntimeError:
                     break
+                # The server's wall clock on this machine's monotonic clock.
+                t = float(p_epoch) - (time.time() - time.monotonic())
+                query_waits.append(max(0.0, t - t_sent))
                 ws = None
                 if variant == "walship":
                     try:
@@ -1091,7 +1122,9 @@ def run_pgbench(ctx, pg, variant):
 
         def cores(pids):  # CPU seconds per second of load
             return sum((cpu1[p] or cpu0[p]) - cpu0[p] for p in pids) / cfg.pgbench_seconds
+        qw = dist([x * 1e3 for x in query_waits])
         res = {"tps": float(m.group(1)), "samples": len(samples),
+               "sample_query_wait_p50_ms": qw["p50"], "sample_query_wait_p99_ms": qw["p99"],
                "transactions": int(n.group(1)),
                "sender_cores": cores(sender_pids), "receiver_cores": cores(receiver_pids)}
         if variant == "none":
@@ -1144,14 +1177,17 @@ def section_pgbench(ctx, pg):
                 log("pgbench round %d %-14s tps %.0f", rnd + 1, v, res["tps"])
             else:
                 log("pgbench round %d %-14s tps %.0f  flush lag p50 %.2f ms p99 %.2f ms; "
-                    "bytes p50 %d p99 %d", rnd + 1, v, res["tps"], res["lag_p50_ms"] or -1,
-                    res["lag_p99_ms"] or -1, res["byte_lag_p50"] or -1, res["byte_lag_p99"] or -1)
+                    "bytes p50 %d p99 %d; sample query waited p50 %.2f ms", rnd + 1, v,
+                    res["tps"], res["lag_p50_ms"] or -1, res["lag_p99_ms"] or -1,
+                    res["byte_lag_p50"] or -1, res["byte_lag_p99"] or -1,
+                    res["sample_query_wait_p50_ms"] or -1)
             runs[v].append(res)
     return {"scale": cfg.pgbench_scale, "clients": cfg.pgbench_clients,
             "seconds": cfg.pgbench_seconds, "runs": runs,
             "lag_method": {
-                "walship": "time from a sample of pg_current_wal_flush_lsn() (every ~10 ms) "
-                           "until walship.state (inotify, exact) covers it",
+                "walship": "time from a sample of pg_current_wal_flush_lsn() (every ~10 ms, "
+                           "timed by clock_timestamp() in the same backend) until "
+                           "walship.state (inotify, exact) covers it",
                 "pg_receivewal": "pg_stat_replication.flush_lag (PostgreSQL's own lag "
                                  "tracker), sampled every ~10 ms",
                 "bytes": "pg_current_wal_flush_lsn() minus the receiver's flushed LSN "

@@ -344,11 +344,15 @@ struct RecvOptions {
   // 0: the group policy (a flusher thread, as walship-replica); N > 0:
   // fdatasync inline in the receive loop after every N bytes.
   uint64_t sync_bytes = 0;
+  // Checksum every payload byte after it lands, as walship-replica verifies
+  // (one pass through a FileCrcReader mapping): the cost of verification
+  // with no protocol around it.
+  bool verify = false;
 };
 
 class RawReceiver {
  public:
-  RawReceiver(sys::SysCalls& sys, const RecvOptions& o) : sys_(sys), o_(o) {
+  RawReceiver(sys::SysCalls& sys, const RecvOptions& o) : sys_(sys), o_(o), crc_reader_(sys) {
     buffer_.resize(256 << 10);
   }
 
@@ -386,12 +390,13 @@ class RawReceiver {
     sock_.reset();
     printf("{\"cmd\":\"raw-recv\",\"ok\":%s,\"bytes\":%llu,\"segments\":%llu,"
            "\"t_accept_ns\":%lld,\"t_first_byte_ns\":%lld,\"t_end_ns\":%lld,\"fdatasync\":%s,"
-           "\"receive_thread_cpu_s\":%.3f,\"flusher_thread_cpu_s\":%.3f,%s}\n",
+           "\"receive_thread_cpu_s\":%.3f,\"flusher_thread_cpu_s\":%.3f,\"verified\":%s,"
+           "\"crc32c_xor\":%u,%s}\n",
            s.ok() ? "true" : "false", static_cast<unsigned long long>(bytes_),
            static_cast<unsigned long long>(segments_), static_cast<long long>(t_accept_),
            static_cast<long long>(t_first_), static_cast<long long>(t_end),
            LatencyJson(sync_ns_).c_str(), recv_cpu, flusher_cpu_.load(),
-           SelfStatsJson().c_str());
+           o_.verify ? "true" : "false", crc_sink_ ^ running_crc_, SelfStatsJson().c_str());
     return s;
   }
 
@@ -440,6 +445,12 @@ class RawReceiver {
                                   absl::MakeSpan(buffer_), io_);
       }
       WALSHIP_RETURN_IF_ERROR(s);
+      if (o_.verify) {
+        WALSHIP_ASSIGN_OR_RETURN(auto crcs, crc_reader_.Twice(fd->get(), h.offset, h.length,
+                                                              "raw segment", 0, running_crc_));
+        running_crc_ = crcs.second;
+        crc_sink_ ^= crcs.first;
+      }
       bytes_ += h.length;
       {
         absl::MutexLock l(&mu_);
@@ -527,6 +538,9 @@ class RawReceiver {
 
   sys::SysCalls& sys_;
   const RecvOptions& o_;
+  FileCrcReader crc_reader_;  // receive thread only
+  uint32_t running_crc_ = 0;
+  uint32_t crc_sink_ = 0;     // printed, so the checksums cannot be optimized away
   sys::TransferOptions io_;
   sys::UniqueFd sock_;
   std::unique_ptr<sys::Pipe> pipe_;
@@ -897,6 +911,7 @@ int Main(int argc, char** argv) {
     flags.Uint("sync-bytes", &ro.sync_bytes,
                "0: group policy (flusher thread, as walship-replica); N: fdatasync inline "
                "every N bytes");
+    flags.Bool("verify", &ro.verify, "CRC32C every payload byte after it lands, as walship");
   } else if (cmd == "raw-send") {
     flags.String("connect", &so.connect, "HOST:PORT of raw-recv");
     flags.String("src", &so.src, "directory of segment files");
