@@ -379,7 +379,7 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const Persister* persist) {
   // which need not delay acknowledging the older segment's bytes).
   std::optional<DurablePoint> overlapped;
   DurablePoint before;
-  std::vector<std::string> snapshot;  // segments whose entries a dir fsync covers
+  std::vector<std::string> snapshot;  // segments whose entries the dir fsync covers
   {
     absl::MutexLock lock(&mu_);
     // A checkpoint for the complete segment we resumed at: verify it once.
@@ -406,14 +406,10 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const Persister* persist) {
       }
     }
     if (!overlapped.has_value()) {
+      // Bytes of segments begun later wait for the next Flush().
       for (const Segment& s : open_) {
         if (s.flushed < s.written) pending.push_back({s.fd, s.name, s.written, s.written_crc});
-        snapshot.push_back(s.name);
       }
-      // Entries of segments begun before this snapshot; later ones wait for
-      // the next Flush(), and so do their bytes.
-      sync_dir = dir_sync_needed_;
-      dir_sync_needed_ = false;
     }
   }
   if (overlapped.has_value()) {
@@ -484,7 +480,17 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const Persister* persist) {
     sys::SysResult r = sys_.Rename(from.c_str(), to.c_str());
     if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("rename ", from));
   }
-  // One directory fsync makes both the renames and new entries durable.
+  // One directory fsync makes both the renames and new entries durable. The
+  // entries it covers are those of the segments open now, not when this
+  // cycle began: a file joins open_ only after it was created, so the
+  // segment the agent began while this cycle synced (at a segment boundary,
+  // the next one) needs no directory fsync of its own.
+  if (!overlapped.has_value()) {
+    absl::MutexLock lock(&mu_);
+    for (const Segment& s : open_) snapshot.push_back(s.name);
+    sync_dir = dir_sync_needed_;
+    dir_sync_needed_ = false;
+  }
   const bool dir_synced = sync_dir || !finals.empty();
   if (dir_synced) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
   absl::MutexLock lock(&mu_);

@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -123,6 +124,74 @@ TEST_P(SegmentWriterTest, WritesVerifiesFlushesAndFinalizes) {
     EXPECT_EQ(c.bytes_copy, a.size() + b.size());
     EXPECT_EQ(c.bytes_zerocopy, 0u);
   }
+}
+
+// Runs a callback inside the next fdatasync of a file ending in `suffix`
+// (as the receiver thread would act during the flusher's sync) and counts
+// fsyncs of directories, under the crash simulator.
+class DuringSyncSysCalls : public testing::CrashSimSysCalls {
+ public:
+  using CrashSimSysCalls::CrashSimSysCalls;
+  sys::SysResult Fdatasync(int fd) override {
+    sys::SysResult r = CrashSimSysCalls::Fdatasync(fd);
+    char link[64], path[4096];
+    std::snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, sizeof(path) - 1);
+    if (n > 0 && during && absl::EndsWith(absl::string_view(path, n), suffix)) {
+      auto f = std::move(during);
+      during = nullptr;
+      f();
+    }
+    return r;
+  }
+  sys::SysResult Fsync(int fd) override {
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) ++dir_fsyncs;
+    return CrashSimSysCalls::Fsync(fd);
+  }
+  std::string suffix;
+  std::function<void()> during;
+  int dir_fsyncs = 0;
+};
+
+// At a segment boundary the agent announces the next segment while the
+// flusher publishes the previous one: the directory fsync that publishes it
+// also covers the new entry, so the next segment's first bytes need no
+// directory fsync of their own, and a crash right after keeps the file.
+TEST_P(SegmentWriterTest, BoundaryFsyncCoversTheSegmentBegunMeanwhile) {
+  std::string dir = testing::FreshTempDir("boundary");
+  DuringSyncSysCalls sim(dir);
+  std::mt19937_64 rng(3);
+  std::string a = RandomBytes(rng, 70000), b = RandomBytes(rng, 5000);
+  Channel ch;
+  {
+    SegmentWriter w(sim, dir, Options());
+    ASSERT_TRUE(w.Recover(std::nullopt).ok());
+    ASSERT_TRUE(w.BeginSegment("seg-1", 1, 0).ok());
+    ASSERT_TRUE(w.Flush().ok());  // seg-1's entry durable
+    ch.Put(a);
+    ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, 0, a)).ok());
+    w.AddCheckpoint("seg-1", a.size(), wire::Crc32c(a.data(), a.size()));
+    sim.suffix = "/seg-1.partial";
+    sim.during = [&] { ASSERT_TRUE(w.BeginSegment("seg-2", 2, 0).ok()); };
+    const int before = sim.dir_fsyncs;
+    auto dp = w.Flush();
+    ASSERT_TRUE(dp.ok()) << dp.status();
+    EXPECT_EQ(sim.during, nullptr) << "seg-2 was not begun inside the sync";
+    EXPECT_EQ(dp->position, (Position{"seg-1", a.size()}));
+    EXPECT_TRUE(dp->complete);
+    EXPECT_GT(sim.dir_fsyncs, before);  // the rename (and walship.sums, new here)
+    const int published = sim.dir_fsyncs;
+    ch.Put(b);
+    ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(2, 0, b)).ok());
+    dp = w.Flush();
+    ASSERT_TRUE(dp.ok()) << dp.status();
+    EXPECT_EQ(dp->position, (Position{"seg-2", b.size()}));
+    EXPECT_EQ(sim.dir_fsyncs, published) << "seg-2's entry needed a directory fsync of its own";
+  }
+  sim.Crash();
+  EXPECT_EQ(ReadFile(dir + "/seg-1"), a);
+  EXPECT_EQ(ReadFile(dir + "/seg-2.partial"), b);
 }
 
 TEST_P(SegmentWriterTest, CorruptPayloadIsDiscarded) {
