@@ -4,7 +4,6 @@
 #include <sys/socket.h>
 #include <sys/statvfs.h>
 
-#include <optional>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -384,25 +383,6 @@ absl::Status Replica::RunOnce() {
     saved = next;
     return absl::OkStatus();
   };
-  // The same, in two halves around the data's fdatasync (Flush's overlapped
-  // cycle).
-  std::optional<ReplicaState> saving;
-  SegmentWriter::Persister overlapped{
-      [&](const DurablePoint& dp) -> absl::Status {
-        ReplicaState next{stream_id, dp.position, dp.complete, dp.prefix_crc32c};
-        saving.reset();
-        if (next == saved) return absl::OkStatus();
-        WALSHIP_RETURN_IF_ERROR(store.StartSave(next));
-        saving = next;
-        return absl::OkStatus();
-      },
-      [&]() -> absl::Status {
-        if (!saving.has_value()) return absl::OkStatus();
-        absl::Status s = store.FinishSave();
-        if (s.ok()) saved = *saving;
-        saving.reset();
-        return s;
-      }};
 
   auto flush_seconds = metrics_.Histogram("walship_replica_flush_seconds", "", {});
   auto received = metrics_.Counter("walship_replica_bytes_received_total", "");
@@ -419,7 +399,7 @@ absl::Status Replica::RunOnce() {
       if (!writer.HasUnflushedWork()) run.WaitKick(options_.flush_interval);
       if (run.failed()) break;
       const absl::Time flush_start = absl::Now();
-      absl::StatusOr<DurablePoint> dp = writer.Flush(&overlapped);
+      absl::StatusOr<DurablePoint> dp = writer.Flush(persist);
       if (!dp.ok()) {
         spdlog::error("flush: {}", dp.status().ToString());
         return run.Fail(dp.status());

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -31,6 +32,56 @@ absl::StatusOr<uint64_t> FileSize(sys::SysCalls& sys, int fd, const std::string&
 }
 }  // namespace
 
+// One job at a time on a long-lived thread, so the flusher can wait for two
+// device flushes at once without creating a thread per cycle.
+class SegmentWriter::Helper {
+ public:
+  Helper() : thread_([this] { Loop(); }) {}
+  ~Helper() {
+    {
+      absl::MutexLock lock(&mu_);
+      quit_ = true;
+    }
+    thread_.join();
+  }
+  void Start(std::function<absl::Status()> job) {
+    absl::MutexLock lock(&mu_);
+    job_ = std::move(job);
+    done_ = false;
+  }
+  absl::Status Wait() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+    return result_;
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::function<absl::Status()> job;
+      {
+        absl::MutexLock lock(&mu_);
+        auto ready = [this] { return quit_ || job_ != nullptr; };
+        mu_.Await(absl::Condition(&ready));
+        if (job_ == nullptr) return;
+        job = std::move(job_);
+        job_ = nullptr;
+      }
+      absl::Status s = job();
+      absl::MutexLock lock(&mu_);
+      result_ = s;
+      done_ = true;
+    }
+  }
+
+  absl::Mutex mu_;
+  std::function<absl::Status()> job_ ABSL_GUARDED_BY(mu_);
+  absl::Status result_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = true;
+  bool quit_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
 SegmentWriter::SegmentWriter(sys::SysCalls& sys, std::string dest_dir,
                              WriterOptions options)
     : sys_(sys), dir_(std::move(dest_dir)), options_(options), crc_reader_(sys) {}
@@ -38,11 +89,12 @@ SegmentWriter::SegmentWriter(sys::SysCalls& sys, std::string dest_dir,
 SegmentWriter::~SegmentWriter() = default;
 
 absl::Status SegmentWriter::SyncOverlapped(int fd, const std::string& path,
-                                           const Persister& persist,
+                                           const PersistFn& persist,
                                            const DurablePoint& target) {
-  WALSHIP_RETURN_IF_ERROR(persist.start(target));
+  if (helper_ == nullptr) helper_ = std::make_unique<Helper>();
+  helper_->Start([&persist, &target] { return persist(target); });
   sys::SysResult r = sys_.Fdatasync(fd);
-  absl::Status persisted = persist.finish();
+  absl::Status persisted = helper_->Wait();
   if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", path));
   return persisted;
 }
@@ -363,7 +415,7 @@ absl::Status SegmentWriter::VerifyCompleteFile(const std::string& name,
   return absl::OkStatus();
 }
 
-absl::StatusOr<DurablePoint> SegmentWriter::Flush(const Persister* persist) {
+absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
   struct Pending {
     std::shared_ptr<sys::UniqueFd> fd;
     std::string name;
@@ -414,12 +466,11 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const Persister* persist) {
   }
   if (overlapped.has_value()) {
     absl::Status s = SyncOverlapped(pending[0].fd->get(), PathOf(pending[0].name, true),
-                                    *persist, *overlapped);
+                                    persist, *overlapped);
     if (!s.ok()) {
       // The record may now claim bytes that are not durable: put the last
       // durable point back before anyone trusts it.
-      absl::Status back = persist->start(before);
-      if (back.ok()) back = persist->finish();
+      absl::Status back = persist(before);
       if (!back.ok()) {
         return absl::DataLossError(absl::StrCat(
             s.message(), "; and restoring the previous durable position failed: ",

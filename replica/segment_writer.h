@@ -99,31 +99,25 @@ class SegmentWriter {
   // Checkpoint from the agent: `name` is complete at `length` with `crc32c`.
   void AddCheckpoint(const std::string& name, uint64_t length, uint32_t crc32c);
 
-  // Records durable points (StateStore::StartSave / FinishSave); see
-  // Flush(). `start` begins recording a point, which is durable once
-  // `finish` returns OK; `finish` is called exactly once after every `start`
-  // that returned OK.
-  struct Persister {
-    std::function<absl::Status(const DurablePoint&)> start;
-    std::function<absl::Status()> finish;
-  };
+  // Persists a durable point (StateStore::Save); see Flush().
+  using PersistFn = std::function<absl::Status(const DurablePoint&)>;
 
   // Makes every written byte durable and finalizes completed segments.
   //
   // With `persist`, a cycle that only adds bytes to the oldest open segment
   // (its entry durable, nothing to publish) syncs just that segment and
   // records the point it is about to make durable WHILE the data's
-  // fdatasync runs (started before it, finished after): one device flush's
-  // latency per cycle instead of two. Younger segments' bytes wait for the next cycle
+  // fdatasync runs, on a helper thread: one device flush's latency per cycle
+  // instead of two. Younger segments' bytes wait for the next cycle
   // (HasUnflushedWork()). The
   // record is then briefly ahead of the data; the caller acknowledges only
   // after Flush() returns, and a crash in between leaves a record whose
   // bytes Recover() finds missing or different, so the caller falls back to
   // the previous record (StateStore keeps it). If the data's fdatasync
-  // fails, the previous durable point is recorded again before
+  // fails, `persist` is called again with the previous durable point before
   // the error is returned. Other cycles call nothing: the caller persists
   // the returned point itself.
-  absl::StatusOr<DurablePoint> Flush(const Persister* persist = nullptr);
+  absl::StatusOr<DurablePoint> Flush(const PersistFn& persist = nullptr);
 
   // True when a Flush() now would make more bytes durable or publish a
   // segment: the flusher runs again at once instead of waiting for a kick.
@@ -155,9 +149,13 @@ class SegmentWriter {
   absl::Status VerifyCompleteFile(const std::string& name, const Checkpoint& cp);
   absl::Status EnsurePipe();
   absl::Status AppendSum(const std::string& name, uint64_t length, uint32_t crc32c);
-  // Records `target` while fdatasyncing `fd`; returns the first error.
-  absl::Status SyncOverlapped(int fd, const std::string& path, const Persister& persist,
+  // Runs `persist(target)` on the helper thread while this thread fdatasyncs
+  // `fd`; returns the first error.
+  absl::Status SyncOverlapped(int fd, const std::string& path, const PersistFn& persist,
                               const DurablePoint& target);
+
+  class Helper;
+  std::unique_ptr<Helper> helper_;  // flusher thread only; started on first use
 
   sys::SysCalls& sys_;
   const std::string dir_;

@@ -1,9 +1,7 @@
 #include "replica/state_store.h"
 
 #include <fcntl.h>
-#include <sys/uio.h>
 
-#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/numbers.h"
@@ -137,20 +135,7 @@ absl::StatusOr<std::optional<ReplicaState>> StateStore::Load() {
   return std::optional<ReplicaState>(n->state);
 }
 
-StateStore::~StateStore() {
-  if (pending_.has_value()) (void)FinishSave();
-  if (aio_ctx_ != 0) sys_.AioDestroy(aio_ctx_);
-}
-
 absl::Status StateStore::Save(const ReplicaState& state) {
-  WALSHIP_RETURN_IF_ERROR(StartSave(state));
-  return FinishSave();
-}
-
-absl::Status StateStore::StartSave(const ReplicaState& state) {
-  if (pending_.has_value()) {
-    return absl::FailedPreconditionError("a state save is already in flight");
-  }
   if (!known_) {
     // Learn which slot is newest; a missing or damaged file is recreated.
     if (!Load().ok()) {
@@ -166,99 +151,32 @@ absl::Status StateStore::StartSave(const ReplicaState& state) {
         "-byte slot (stream id or segment name too long)"));
   }
   record.resize(kSlotBytes, '\0');
-  Pending p;
-  p.seq = seq;
   if (newest_slot_ < 0) {
     std::string file = record + std::string(kSlotBytes, '\0');
-    p.slot = 0;
-    p.result = sys::WriteFileAtomically(sys_, dir_, kStateFileName, file);
-    pending_ = std::move(p);
+    WALSHIP_RETURN_IF_ERROR(sys::WriteFileAtomically(sys_, dir_, kStateFileName, file));
+    newest_slot_ = 0;
+    seq_ = seq;
     return absl::OkStatus();
   }
-  p.slot = 1 - newest_slot_;
-  const std::string path = absl::StrCat(dir_, "/", kStateFileName);
-  const off_t off = static_cast<off_t>(p.slot * kSlotBytes);
-  if (direct_) {
-    // O_DIRECT + RWF_DSYNC through AIO: the device writes the slot while
-    // the caller fdatasyncs its data, with no thread to hand off to.
-    sys::SysResult r = sys_.Open(path.c_str(), O_WRONLY | O_CLOEXEC | O_DIRECT, 0);
-    if (r.ok()) {
-      p.fd = sys::UniqueFd(static_cast<int>(r.rc));
-      if (aio_ctx_ == 0 && !sys_.AioSetup(1, &aio_ctx_).ok()) aio_ctx_ = 0;
-      if (aio_ctx_ != 0) {
-        if (buffer_ == nullptr) {
-          buffer_.reset(static_cast<char*>(std::aligned_alloc(kSlotBytes, kSlotBytes)));
-        }
-        std::memcpy(buffer_.get(), record.data(), kSlotBytes);  // kept until FinishSave
-        sys::SysResult w = sys_.AioPwrite(aio_ctx_, p.fd.get(), buffer_.get(), kSlotBytes, off,
-                                          RWF_DSYNC, p.seq);
-        if (w.ok()) {
-          p.in_flight = true;
-          pending_ = std::move(p);
-          return absl::OkStatus();
-        }
-      }
-      p.fd = sys::UniqueFd();
-    }
-    // No O_DIRECT here (or no AIO, or no RWF_DSYNC for it): save the plain
-    // way from now on.
-    direct_ = false;
-  }
-  p.result = WriteSlotPlainly(p.slot, record);
-  pending_ = std::move(p);
-  return absl::OkStatus();
-}
-
-absl::Status StateStore::WriteSlotPlainly(int slot, const std::string& record) {
+  const int slot = 1 - newest_slot_;
   const std::string path = absl::StrCat(dir_, "/", kStateFileName);
   WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd fd, sys::OpenFile(sys_, path, O_WRONLY));
-  WALSHIP_RETURN_IF_ERROR(sys::PwriteFully(sys_, fd.get(), record.data(), record.size(),
-                                           static_cast<off_t>(slot * kSlotBytes)));
-  sys::SysResult r = sys_.Fdatasync(fd.get());
-  if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", path));
-  return absl::OkStatus();
-}
-
-absl::Status StateStore::FinishSave() {
-  if (!pending_.has_value()) {
-    return absl::FailedPreconditionError("no state save in flight");
+  absl::Status s = sys::PwriteFully(sys_, fd.get(), record.data(), record.size(),
+                                    static_cast<off_t>(slot * kSlotBytes));
+  if (s.ok()) {
+    sys::SysResult r = sys_.Fdatasync(fd.get());
+    if (!r.ok()) s = sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", path));
   }
-  Pending p = std::move(*pending_);
-  pending_.reset();
-  if (p.in_flight) {
-    uint64_t tag = 0;
-    int64_t res = 0;
-    sys::SysResult r{-1, EINTR};
-    while (!r.ok() && r.err == EINTR) r = sys_.AioWait(aio_ctx_, &tag, &res);
-    const std::string path = absl::StrCat(dir_, "/", kStateFileName);
-    if (!r.ok()) {
-      p.result = sys::ErrnoToStatus(r.err, absl::StrCat("io_getevents ", path));
-    } else if (tag == p.seq && (res == -EINVAL || res == -EOPNOTSUPP)) {
-      // The file system took the submission but not the direct write: this
-      // record, and every later one, the plain way.
-      direct_ = false;
-      p.fd = sys::UniqueFd();
-      p.result = WriteSlotPlainly(p.slot, std::string(buffer_.get(), kSlotBytes));
-    } else if (tag != p.seq || res != static_cast<int64_t>(kSlotBytes)) {
-      p.result = res < 0 ? sys::ErrnoToStatus(static_cast<int>(-res),
-                                              absl::StrCat("durable write of ", path))
-                         : absl::DataLossError(absl::StrCat(
-                               "durable write of ", path, " wrote ", res, " of ", kSlotBytes,
-                               " bytes"));
-    }
-    // Closed only now: a watcher's IN_CLOSE_WRITE means the record is durable.
-    p.fd = sys::UniqueFd();
-  }
-  if (!p.result.ok()) {
-    // After a failed write or sync neither slot is known to be durable (the
-    // kernel may have dropped the dirty page): the next save rewrites the
-    // whole file atomically.
+  if (!s.ok()) {
+    // After a failed write or fdatasync neither slot is known to be durable
+    // (the kernel may have dropped the dirty page): the next save rewrites
+    // the whole file atomically.
     newest_slot_ = -1;
-    seq_ = p.seq;
-    return p.result;
+    seq_ = seq;
+    return s;
   }
-  newest_slot_ = p.slot;
-  seq_ = p.seq;
+  newest_slot_ = slot;
+  seq_ = seq;
   return absl::OkStatus();
 }
 

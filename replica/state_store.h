@@ -30,12 +30,8 @@
 // Version 2 (a single record without seq, first line
 // "walship-replica-state 2") is still read.
 //
-// Each save opens the file and closes it once the record is durable, so a
-// watcher's IN_CLOSE_WRITE means "durable". Where the file system allows it
-// (O_DIRECT), the slot is written with RWF_DSYNC through Linux AIO: the
-// device writes it while the caller fdatasyncs segment data (StartSave /
-// FinishSave), one device flush's latency for both and no thread hand-off.
-// Elsewhere the same calls write and fdatasync in StartSave.
+// Each save opens the file, writes, fdatasyncs and closes it, so a watcher
+// sees IN_CLOSE_WRITE only once the record is durable.
 //
 // Thread-safety: not thread-safe; one owner (the replica's flusher). Readers
 // in other processes (the restore helper) may read while it saves: they see
@@ -43,15 +39,12 @@
 #ifndef WALSHIP_REPLICA_STATE_STORE_H_
 #define WALSHIP_REPLICA_STATE_STORE_H_
 
-#include <cstdlib>
-#include <memory>
 #include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/position.h"
 #include "common/sys/syscalls.h"
-#include "common/sys/unique_fd.h"
 
 namespace walship::replica {
 
@@ -76,9 +69,6 @@ inline constexpr char kSumsFileName[] = "walship.sums";
 class StateStore {
  public:
   StateStore(sys::SysCalls& sys, std::string dir);
-  ~StateStore();
-  StateStore(const StateStore&) = delete;
-  StateStore& operator=(const StateStore&) = delete;
 
   // std::nullopt when there is no state file (a new destination).
   // kDataLoss when it exists but no slot holds a valid record.
@@ -91,13 +81,6 @@ class StateStore {
   // Durable when it returns OK. kInvalidArgument if the record would not
   // fit a slot.
   absl::Status Save(const ReplicaState& state);
-  // Save() in two halves: StartSave() begins writing the record and returns
-  // (kInvalidArgument as Save; kFailedPrecondition if a save is in flight);
-  // FinishSave() waits for it and returns what Save() would have. The record
-  // is durable only when FinishSave() returns OK; until then a crash may
-  // leave the slot torn or old, never the other slot.
-  absl::Status StartSave(const ReplicaState& state);
-  absl::Status FinishSave();
 
   static constexpr size_t kSlotBytes = 4096;
   // One record (version 3) with sequence number `seq`.
@@ -124,24 +107,6 @@ class StateStore {
   int newest_slot_ = -1;
   uint64_t seq_ = 0;
   std::optional<ReplicaState> previous_;
-
-  // Writes and fdatasyncs one slot through the page cache.
-  absl::Status WriteSlotPlainly(int slot, const std::string& record);
-
-  struct Pending {
-    int slot = 0;
-    uint64_t seq = 0;
-    bool in_flight = false;  // an AIO write to wait for
-    sys::UniqueFd fd;        // open until the record is durable
-    absl::Status result;     // when not in flight
-  };
-  std::optional<Pending> pending_;
-  bool direct_ = true;  // false once O_DIRECT or AIO was refused here
-  uint64_t aio_ctx_ = 0;
-  struct FreeDeleter {
-    void operator()(char* p) const { std::free(p); }
-  };
-  std::unique_ptr<char, FreeDeleter> buffer_;  // kSlotBytes, aligned for O_DIRECT
 };
 
 }  // namespace walship::replica

@@ -4,11 +4,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/aio_abi.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -166,42 +164,6 @@ SysResult RealSysCalls::InotifyInit1(int flags) {
 SysResult RealSysCalls::InotifyAddWatch(int fd, const char* path,
                                         uint32_t mask) {
   return Capture(::inotify_add_watch(fd, path, mask));
-}
-
-SysResult RealSysCalls::AioSetup(unsigned nr_events, uint64_t* ctx) {
-  aio_context_t c = 0;
-  SysResult r = Capture(::syscall(SYS_io_setup, nr_events, &c));
-  if (r.ok()) *ctx = c;
-  return r;
-}
-
-SysResult RealSysCalls::AioDestroy(uint64_t ctx) {
-  return Capture(::syscall(SYS_io_destroy, static_cast<aio_context_t>(ctx)));
-}
-
-SysResult RealSysCalls::AioPwrite(uint64_t ctx, int fd, const void* buf, size_t n,
-                                  off_t off, int rw_flags, uint64_t tag) {
-  struct iocb cb = {};
-  cb.aio_data = tag;
-  cb.aio_lio_opcode = IOCB_CMD_PWRITE;
-  cb.aio_fildes = static_cast<uint32_t>(fd);
-  cb.aio_buf = reinterpret_cast<uint64_t>(buf);
-  cb.aio_nbytes = n;
-  cb.aio_offset = off;
-  cb.aio_rw_flags = rw_flags;
-  struct iocb* list[1] = {&cb};
-  return Capture(::syscall(SYS_io_submit, static_cast<aio_context_t>(ctx), 1L, list));
-}
-
-SysResult RealSysCalls::AioWait(uint64_t ctx, uint64_t* tag, int64_t* res) {
-  struct io_event ev = {};
-  SysResult r = Capture(::syscall(SYS_io_getevents, static_cast<aio_context_t>(ctx), 1L, 1L,
-                                  &ev, nullptr));
-  if (r.ok()) {
-    *tag = ev.data;
-    *res = ev.res;
-  }
-  return r;
 }
 
 SysCalls& DefaultSysCalls() {

@@ -124,18 +124,6 @@ class SysCalls {
   virtual SysResult InotifyInit1(int flags) = 0;
   virtual SysResult InotifyAddWatch(int fd, const char* path,
                                     uint32_t mask) = 0;
-
-  // Linux native AIO (io_setup(2), io_submit(2), io_getevents(2),
-  // io_destroy(2)), reduced to the one use walship has: a single pwrite with
-  // per-write flags (RWF_DSYNC) that the kernel completes while the caller
-  // does something else. AioPwrite submits one write tagged `tag`; AioWait
-  // blocks for one completion and reports its tag and the write's result
-  // (a byte count, or -errno) in *res.
-  virtual SysResult AioSetup(unsigned nr_events, uint64_t* ctx) = 0;
-  virtual SysResult AioDestroy(uint64_t ctx) = 0;
-  virtual SysResult AioPwrite(uint64_t ctx, int fd, const void* buf, size_t n,
-                              off_t off, int rw_flags, uint64_t tag) = 0;
-  virtual SysResult AioWait(uint64_t ctx, uint64_t* tag, int64_t* res) = 0;
 };
 
 // RealSysCalls
@@ -185,11 +173,6 @@ class RealSysCalls : public SysCalls {
   SysResult Munmap(void* addr, size_t len) override;
   SysResult InotifyInit1(int flags) override;
   SysResult InotifyAddWatch(int fd, const char* path, uint32_t mask) override;
-  SysResult AioSetup(unsigned nr_events, uint64_t* ctx) override;
-  SysResult AioDestroy(uint64_t ctx) override;
-  SysResult AioPwrite(uint64_t ctx, int fd, const void* buf, size_t n, off_t off,
-                      int rw_flags, uint64_t tag) override;
-  SysResult AioWait(uint64_t ctx, uint64_t* tag, int64_t* res) override;
 };
 
 // DefaultSysCalls()

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -119,33 +118,6 @@ sys::SysResult CrashSimSysCalls::Fdatasync(int fd) {
     after_cv_.notify_all();
   }
   return r;
-}
-
-sys::SysResult CrashSimSysCalls::AioPwrite(uint64_t ctx, int fd, const void* buf, size_t n,
-                                           off_t off, int rw_flags, uint64_t tag) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (dead_) return {-1, EIO};
-  }
-  sys::SysResult w = RealSysCalls::Pwrite(fd, buf, n, off);
-  int64_t res = w.ok() ? w.rc : -w.err;
-  if (w.ok() && (rw_flags & RWF_DSYNC) != 0) {
-    sys::SysResult r = Fdatasync(fd);
-    if (!r.ok()) res = -r.err;
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  aio_done_[ctx].push_back({tag, res});
-  return {1, 0};
-}
-
-sys::SysResult CrashSimSysCalls::AioWait(uint64_t ctx, uint64_t* tag, int64_t* res) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto& q = aio_done_[ctx];
-  if (q.empty()) return {-1, EINVAL};  // nothing submitted: a caller bug
-  *tag = q.front().first;
-  *res = q.front().second;
-  q.pop_front();
-  return {1, 0};
 }
 
 sys::SysResult CrashSimSysCalls::Fsync(int fd) {

@@ -17,7 +17,6 @@
 #define WALSHIP_TESTS_REPLICA_CRASH_SIM_SYSCALLS_H_
 
 #include <condition_variable>
-#include <deque>
 #include <map>
 #include <optional>
 #include <mutex>
@@ -37,12 +36,6 @@ class CrashSimSysCalls : public sys::RealSysCalls {
   sys::SysResult Fsync(int fd) override;
   sys::SysResult Rename(const char* from, const char* to) override;
   sys::SysResult Unlink(const char* path) override;
-  // An RWF_DSYNC write completes at once, as pwrite + fdatasync (it counts
-  // as an Fdatasync for DieAtNextFdatasyncOf: a death there completes it
-  // with -EIO and leaves the write unsynced); AioWait returns it.
-  sys::SysResult AioPwrite(uint64_t ctx, int fd, const void* buf, size_t n, off_t off,
-                           int rw_flags, uint64_t tag) override;
-  sys::SysResult AioWait(uint64_t ctx, uint64_t* tag, int64_t* res) override;
 
   // Applies the crash to the real files. Open descriptors must be closed by
   // the caller first (the writer objects are destroyed). Small files (at
@@ -85,8 +78,6 @@ class CrashSimSysCalls : public sys::RealSysCalls {
   bool after_synced_ = false;
   bool dead_ = false;
   std::condition_variable after_cv_;
-  // Completed simulated AIO writes by context: (tag, result).
-  std::map<uint64_t, std::deque<std::pair<uint64_t, int64_t>>> aio_done_;
 };
 
 }  // namespace walship::testing

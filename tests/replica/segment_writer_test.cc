@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -379,98 +378,6 @@ TEST(StateStoreTest, ReadsAndUpgradesVersion2) {
   EXPECT_EQ(**again, next);
 }
 
-// Counts the seam calls a save makes and can refuse O_DIRECT or fail the
-// asynchronous write, like a file system or kernel without them.
-class SaveWatchingSysCalls : public sys::RealSysCalls {
- public:
-  sys::SysResult Open(const char* path, int flags, mode_t mode) override {
-    if ((flags & O_DIRECT) != 0 && refuse_direct) return {-1, EINVAL};
-    return RealSysCalls::Open(path, flags, mode);
-  }
-  sys::SysResult Fdatasync(int fd) override {
-    ++fdatasyncs;
-    return RealSysCalls::Fdatasync(fd);
-  }
-  sys::SysResult AioPwrite(uint64_t ctx, int fd, const void* buf, size_t n, off_t off,
-                           int rw_flags, uint64_t tag) override {
-    ++aio_writes;
-    EXPECT_NE(rw_flags & RWF_DSYNC, 0);
-    return RealSysCalls::AioPwrite(ctx, fd, buf, n, off, rw_flags, tag);
-  }
-  sys::SysResult AioWait(uint64_t ctx, uint64_t* tag, int64_t* res) override {
-    sys::SysResult r = RealSysCalls::AioWait(ctx, tag, res);
-    if (r.ok() && complete_with != 0) *res = complete_with;
-    return r;
-  }
-  bool refuse_direct = false;
-  int64_t complete_with = 0;  // overrides the write's result when nonzero
-  int fdatasyncs = 0;
-  int aio_writes = 0;
-};
-
-TEST(StateStoreTest, OverlappedSaveIsDurableWhenFinished) {
-  std::string dir = testing::FreshTempDir("async");
-  SaveWatchingSysCalls sys;
-  StateStore store(sys, dir);
-  ASSERT_TRUE(store.Load().ok());
-  ASSERT_TRUE(store.Save(ReplicaState{"append-1", Position{"seg-1", 1}, false, 1}).ok());
-  ReplicaState next{"append-1", Position{"seg-1", 4096}, false, 7};
-  sys.fdatasyncs = 0;
-  ASSERT_TRUE(store.StartSave(next).ok());
-  EXPECT_EQ(store.StartSave(next).code(), absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(store.FinishSave().ok());
-  EXPECT_EQ(store.FinishSave().code(), absl::StatusCode::kFailedPrecondition);
-  // One RWF_DSYNC write and no fdatasync of the state file: the device
-  // wrote it while the caller was free.
-  EXPECT_EQ(sys.aio_writes, 1);
-  EXPECT_EQ(sys.fdatasyncs, 0);
-  auto got = StateStore(sys::DefaultSysCalls(), dir).Load();
-  ASSERT_TRUE(got.ok() && got->has_value()) << got.status();
-  EXPECT_EQ(**got, next);
-}
-
-TEST(StateStoreTest, SavesPlainlyWhereDirectWritesAreRefused) {
-  for (bool refuse_open : {true, false}) {
-    std::string dir = testing::FreshTempDir("plain");
-    SaveWatchingSysCalls sys;
-    sys.refuse_direct = refuse_open;
-    // A file system that takes the submission but fails the direct write.
-    if (!refuse_open) sys.complete_with = -EINVAL;
-    StateStore store(sys, dir);
-    ASSERT_TRUE(store.Load().ok());
-    for (uint64_t i = 1; i <= 3; ++i) {
-      ReplicaState s{"append-1", Position{"seg-1", i}, false, 1};
-      ASSERT_TRUE(store.Save(s).ok()) << refuse_open << " " << i;
-      auto got = StateStore(sys::DefaultSysCalls(), dir).Load();
-      ASSERT_TRUE(got.ok() && got->has_value()) << got.status();
-      EXPECT_EQ(**got, s);
-    }
-    // The first save creates the file; the next two write a slot each, the
-    // plain way (write + fdatasync); after one refusal AIO is not tried again.
-    EXPECT_EQ(sys.aio_writes, refuse_open ? 0 : 1);
-    EXPECT_GE(sys.fdatasyncs, 2);
-  }
-}
-
-TEST(StateStoreTest, FailedDurableWriteIsReportedAndTheFileRecreated) {
-  std::string dir = testing::FreshTempDir("aio-eio");
-  SaveWatchingSysCalls sys;
-  StateStore store(sys, dir);
-  ASSERT_TRUE(store.Load().ok());
-  ReplicaState a{"append-1", Position{"seg-1", 10}, false, 1};
-  ASSERT_TRUE(store.Save(a).ok());
-  sys.complete_with = -EIO;
-  absl::Status s = store.Save(ReplicaState{"append-1", Position{"seg-1", 20}, false, 2});
-  EXPECT_FALSE(s.ok());
-  EXPECT_TRUE(absl::StrContains(s.message(), "walship.state")) << s;
-  sys.complete_with = 0;
-  ReplicaState c{"append-1", Position{"seg-1", 30}, false, 3};
-  ASSERT_TRUE(store.Save(c).ok());
-  auto got = StateStore(sys::DefaultSysCalls(), dir).Load();
-  ASSERT_TRUE(got.ok() && got->has_value()) << got.status();
-  EXPECT_EQ(**got, c);
-}
-
 // The machine dies inside the fdatasync of a save: whatever part of the new
 // record reached the disk, a restart finds the previous durable position or
 // (if all of it landed) the new one; never an error, never anything older.
@@ -597,16 +504,10 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
           auto save = [&](const DurablePoint& p) {
             return store.Save(ReplicaState{"stream", p.position, p.complete, p.prefix_crc32c});
           };
-          SegmentWriter::Persister persister{
-              [&](const DurablePoint& p) {
-                return store.StartSave(
-                    ReplicaState{"stream", p.position, p.complete, p.prefix_crc32c});
-              },
-              [&] { return store.FinishSave(); }};
           const bool die = rng() % 2 == 0;
           // Most deaths come after the record reached the disk.
           if (die) sim.DieAtNextFdatasyncOf(".partial", rng() % 4 ? "/walship.state" : "");
-          auto f = w->Flush(&persister);
+          auto f = w->Flush(save);
           if (die && !f.ok()) {
             // The machine went down inside the data's fdatasync.
             ++died_in_sync;
