@@ -393,6 +393,14 @@ def round_name(rnd):
     return "warm-up" if rnd < 0 else "round %d" % (rnd + 1)
 
 
+def rounds_after_warm_up(variants, rounds):
+    """(round, variant) pairs: round -1 (the warm-up, see WARM_UP_NOTE) runs
+    every variant in order, then each recorded round rotates them."""
+    for rnd in range(-1, rounds):
+        for v in (variants if rnd < 0 else rotate(variants, rnd)):
+            yield rnd, v
+
+
 # Catch-up sections start with one unrecorded run of every variant. In this
 # VM the first run to write into memory the guest had not touched since boot
 # (or since a big PostgreSQL load) paid up to 3x the CPU in the kernel's copy
@@ -534,35 +542,33 @@ def section_catchup(ctx, big, small):
                 "walship-zerocopy-small", "walship-copy-small", "raw-zerocopy-verify",
                 "raw-copy-verify"]
     runs = {v: [] for v in variants}
-    # Round 0 is a warm-up, not recorded (see warm_up_note).
-    for rnd in range(-1, cfg.rounds):
-        for v in (variants if rnd < 0 else rotate(variants, rnd)):
-            settle()
-            transport = "copy" if "copy" in v.replace("zerocopy", "") else "zerocopy"
-            is_small = v.endswith("-small")
-            src, nbytes, end = (small, small_bytes, small_end) if is_small else (
-                big, big_bytes, big_end)
-            if v.startswith("raw"):
-                r = run_raw_catchup(ctx, src, transport, verify=v.endswith("-verify"))
-            else:
-                r, dest = run_walship_catchup(ctx, src, transport, end)
-                if r["shipped_bytes"] != nbytes:
-                    raise RuntimeError("%s: replica holds %d bytes, source %d" % (
-                        v, r["shipped_bytes"], nbytes))
-                if rnd == 0 and not is_small:
-                    problems = kit.diff_dirs(src, dest) if cfg.quick else []
-                    if problems:
-                        raise RuntimeError("replica differs: %s" % problems)
-                rm(dest)
-                r["bytes"] = nbytes
-                r["mb_s"] = nbytes / 1e6 / r["seconds"]
-            cpu_per_gib(r, nbytes)
-            log("catchup %s %-24s %7.1f MB/s  cpu/GiB agent %.2fs replica %.2fs  "
-                "hwm agent %.1f MiB replica %.1f MiB", round_name(rnd), v, r["mb_s"],
-                r["agent_cpu_s_per_gib"], r["replica_cpu_s_per_gib"],
-                r["agent_hwm"] / MIB, r["replica_hwm"] / MIB)
-            if rnd >= 0:
-                runs[v].append(r)
+    for rnd, v in rounds_after_warm_up(variants, cfg.rounds):
+        settle()
+        transport = "copy" if "copy" in v.replace("zerocopy", "") else "zerocopy"
+        is_small = v.endswith("-small")
+        src, nbytes, end = (small, small_bytes, small_end) if is_small else (
+            big, big_bytes, big_end)
+        if v.startswith("raw"):
+            r = run_raw_catchup(ctx, src, transport, verify=v.endswith("-verify"))
+        else:
+            r, dest = run_walship_catchup(ctx, src, transport, end)
+            if r["shipped_bytes"] != nbytes:
+                raise RuntimeError("%s: replica holds %d bytes, source %d" % (
+                    v, r["shipped_bytes"], nbytes))
+            if rnd == 0 and not is_small:
+                problems = kit.diff_dirs(src, dest) if cfg.quick else []
+                if problems:
+                    raise RuntimeError("replica differs: %s" % problems)
+            rm(dest)
+            r["bytes"] = nbytes
+            r["mb_s"] = nbytes / 1e6 / r["seconds"]
+        cpu_per_gib(r, nbytes)
+        log("catchup %s %-24s %7.1f MB/s  cpu/GiB agent %.2fs replica %.2fs  "
+            "hwm agent %.1f MiB replica %.1f MiB", round_name(rnd), v, r["mb_s"],
+            r["agent_cpu_s_per_gib"], r["replica_cpu_s_per_gib"],
+            r["agent_hwm"] / MIB, r["replica_hwm"] / MIB)
+        if rnd >= 0:
+            runs[v].append(r)
     return {"backlog_bytes": big_bytes, "small_backlog_bytes": small_bytes,
             "segment_bytes": cfg.segment_bytes, "runs": runs, "warm_up": WARM_UP_NOTE,
             "summary": summarize(runs, ["mb_s", "agent_cpu_s_per_gib", "replica_cpu_s_per_gib",
@@ -846,18 +852,17 @@ def section_pg(ctx, pg):
     start, target = pg_make_backlog(ctx, pg)
     variants = ["walship-pg", "pg_receivewal"]
     runs = {v: [] for v in variants}
-    for rnd in range(-1, ctx.cfg.rounds):  # round 0: warm-up, not recorded
-        for v in (variants if rnd < 0 else rotate(variants, rnd)):
-            settle()
-            if v == "walship-pg":
-                r = run_pg_walship(ctx, pg, start, target)
-            else:
-                r = run_pg_receivewal(ctx, pg, start, target)
-            log("pg catch-up %s %-14s %7.1f MB/s  cpu/GiB sender %.2fs receiver %.2fs",
-                round_name(rnd), v, r["mb_s"], r["agent_cpu_s_per_gib"],
-                r["replica_cpu_s_per_gib"])
-            if rnd >= 0:
-                runs[v].append(r)
+    for rnd, v in rounds_after_warm_up(variants, ctx.cfg.rounds):
+        settle()
+        if v == "walship-pg":
+            r = run_pg_walship(ctx, pg, start, target)
+        else:
+            r = run_pg_receivewal(ctx, pg, start, target)
+        log("pg catch-up %s %-14s %7.1f MB/s  cpu/GiB sender %.2fs receiver %.2fs",
+            round_name(rnd), v, r["mb_s"], r["agent_cpu_s_per_gib"],
+            r["replica_cpu_s_per_gib"])
+        if rnd >= 0:
+            runs[v].append(r)
     return {"backlog_bytes": target - start, "wal_segment_bytes": pg.segsize, "runs": runs,
             "warm_up": WARM_UP_NOTE,
             "summary": summarize(runs, ["mb_s", "agent_cpu_s_per_gib", "replica_cpu_s_per_gib",

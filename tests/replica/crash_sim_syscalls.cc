@@ -77,6 +77,12 @@ void CrashSimSysCalls::SyncFd(int fd) {
   }
 }
 
+std::string CrashSimSysCalls::PathOfFd(int fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = fd_paths_.find(fd);
+  return it == fd_paths_.end() ? std::string() : it->second;
+}
+
 void CrashSimSysCalls::DieAtNextFdatasyncOf(const std::string& suffix,
                                             const std::string& after) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -56,6 +56,10 @@ class CrashSimSysCalls : public sys::RealSysCalls {
 
   static constexpr uint64_t kContentBytes = 64 << 10;
 
+ protected:
+  // The path a tracked descriptor was opened with ("" if untracked).
+  std::string PathOfFd(int fd);
+
  private:
   struct FileState {
     uint64_t synced_size = 0;

@@ -133,10 +133,7 @@ class DuringSyncSysCalls : public testing::CrashSimSysCalls {
   using CrashSimSysCalls::CrashSimSysCalls;
   sys::SysResult Fdatasync(int fd) override {
     sys::SysResult r = CrashSimSysCalls::Fdatasync(fd);
-    char link[64], path[4096];
-    std::snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(link, path, sizeof(path) - 1);
-    if (n > 0 && during && absl::EndsWith(absl::string_view(path, n), suffix)) {
+    if (during && absl::EndsWith(PathOfFd(fd), suffix)) {
       auto f = std::move(during);
       during = nullptr;
       f();
