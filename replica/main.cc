@@ -80,6 +80,10 @@ int main(int argc, char** argv) {
                "zerocopy: splice(2) socket -> pipe -> file; copy: read/pwrite through one "
                "buffer, for kernels or filesystems where splice misbehaves.");
   flags.Uint("pipe-bytes", &pipe_bytes, "Pipe capacity for the zerocopy transport.");
+  flags.Bool("drop-behind", &o.drop_behind,
+             "Drop each segment's pages from the page cache once it is published (durable "
+             "and renamed); false keeps them cached, e.g. for a standby that replays them "
+             "at once.");
   flags.Int("flush-interval-us", &flush_interval_us,
             "How often the idle flusher wakes; received bytes wake it at once.");
   flags.Int("io-timeout-ms", &io_timeout_ms,

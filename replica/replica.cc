@@ -209,6 +209,7 @@ absl::Status Replica::RunOnce() {
   WriterOptions wo;
   wo.transport = options_.transport;
   wo.pipe_bytes = options_.pipe_bytes;
+  wo.drop_behind = options_.drop_behind;
   wo.io.io_timeout = options_.io_timeout;
   SegmentWriter writer(sys_, options_.dest, wo);
   absl::StatusOr<DurablePoint> recovered = RecoverFromStore(store, writer, &state);

@@ -22,6 +22,8 @@ struct ReplicaOptions {
   std::string name;
   Transport transport = Transport::kZeroCopy;
   size_t pipe_bytes = 1u << 20;
+  // Drop a published segment's pages from the page cache (WriterOptions).
+  bool drop_behind = true;
   // How often an idle flusher wakes (agent silence check, keepalive acks).
   // Arriving bytes wake it at once, so this adds no latency; a flush starts
   // as soon as the previous one ends when data keeps arriving.

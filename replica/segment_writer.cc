@@ -207,6 +207,10 @@ absl::StatusOr<DurablePoint> SegmentWriter::Recover(
 absl::Status SegmentWriter::BeginSegment(const std::string& name, uint64_t handle,
                                          uint64_t start_offset) {
   WALSHIP_RETURN_IF_ERROR(wire::ValidateSegmentName(name));
+  // The previous segment's bytes are all verified: unmap them, so that
+  // dropping its pages at publication (drop_behind) is not refused for
+  // pages still mapped here.
+  crc_reader_.Reset();
   {
     absl::MutexLock lock(&mu_);
     if (handle <= handle_) {
@@ -493,6 +497,7 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
     std::string name;
     uint64_t length;
     uint32_t crc32c;
+    std::shared_ptr<sys::UniqueFd> fd;
   };
   std::vector<Final> finals;
   {
@@ -521,7 +526,7 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
             "checkpoint says %08x; not publishing it",
             s.name, cp.length, s.flushed_crc, cp.crc32c));
       }
-      finals.push_back({s.name, cp.length, cp.crc32c});
+      finals.push_back({s.name, cp.length, cp.crc32c, s.fd});
     }
   }
   // Record each checksum, then publish under the final name.
@@ -544,6 +549,14 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
   }
   const bool dir_synced = sync_dir || !finals.empty();
   if (dir_synced) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
+  if (options_.drop_behind) {
+    for (const Final& f : finals) {
+      if (published_before_ != nullptr) DropPages(*published_before_, published_before_name_);
+      DropPages(*f.fd, f.name);
+      published_before_ = f.fd;
+      published_before_name_ = f.name;
+    }
+  }
   absl::MutexLock lock(&mu_);
   if (dir_synced) {
     for (Segment& s : open_) {
@@ -572,6 +585,17 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
     }
   }
   return durable_;
+}
+
+void SegmentWriter::DropPages(const sys::UniqueFd& fd, const std::string& name) {
+  // Every byte is fdatasync'ed, so the pages are clean and simply freed.
+  sys::SysResult r = sys_.Fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED);
+  if (!r.ok() && !drop_warned_) {
+    drop_warned_ = true;
+    spdlog::warn("cannot drop the cached pages of published segment {}: {} (harmless; they "
+                 "stay cached until the kernel needs the memory)",
+                 name, sys::ErrnoToStatus(r.err, "posix_fadvise").ToString());
+  }
 }
 
 bool SegmentWriter::HasUnflushedWork() const {

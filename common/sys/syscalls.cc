@@ -77,6 +77,11 @@ SysResult RealSysCalls::Fallocate(int fd, int mode, off_t off, off_t len) {
   return Capture(::fallocate(fd, mode, off, len));
 }
 
+SysResult RealSysCalls::Fadvise(int fd, off_t off, off_t len, int advice) {
+  const int err = ::posix_fadvise(fd, off, len, advice);
+  return err == 0 ? SysResult{0, 0} : SysResult{-1, err};
+}
+
 SysResult RealSysCalls::Rename(const char* from, const char* to) {
   return Capture(::rename(from, to));
 }

@@ -83,6 +83,8 @@ class SysCalls {
   virtual SysResult Fsync(int fd) = 0;
   virtual SysResult Ftruncate(int fd, off_t len) = 0;
   virtual SysResult Fallocate(int fd, int mode, off_t off, off_t len) = 0;
+  // posix_fadvise(2), which returns the error instead of setting errno.
+  virtual SysResult Fadvise(int fd, off_t off, off_t len, int advice) = 0;
   virtual SysResult Rename(const char* from, const char* to) = 0;
   virtual SysResult Unlink(const char* path) = 0;
   virtual SysResult Mkdir(const char* path, mode_t mode) = 0;
@@ -149,6 +151,7 @@ class RealSysCalls : public SysCalls {
   SysResult Fsync(int fd) override;
   SysResult Ftruncate(int fd, off_t len) override;
   SysResult Fallocate(int fd, int mode, off_t off, off_t len) override;
+  SysResult Fadvise(int fd, off_t off, off_t len, int advice) override;
   SysResult Rename(const char* from, const char* to) override;
   SysResult Unlink(const char* path) override;
   SysResult Mkdir(const char* path, mode_t mode) override;

@@ -284,6 +284,7 @@ class Ctx(object):
         self.tool = kit.binary(BENCHTOOL)
         self.seed = random.SystemRandom().randrange(1 << 31)
         self.dir_counter = 0
+        self.warm_costs = []  # CPU s/GiB of each settle()'s memory warming
 
     def fresh_dir(self, name):
         self.dir_counter += 1
@@ -410,10 +411,25 @@ WARM_UP_NOTE = ("each catch-up section first runs every variant once, unrecorded
                 "first writer into untouched guest memory paid up to 3x the CPU")
 
 
-def settle():
-    """Writes back every dirty page before a catch-up run, so no run pays for
-    the writeback of the backlog's creation or of the run before it."""
+def settle(ctx, warm_bytes):
+    """Before a run: writes back every dirty page, so no run pays for the
+    writeback of the backlog's creation or of the run before it; then
+    touches and frees `warm_bytes` (plus a tenth) of anonymous memory. This
+    VM hands memory the guest frees back to its host, and the first write
+    to such a page costs 2-5 CPU s/GiB in the host's fault handler against
+    0.2-0.8 for a page freed a moment ago: whoever allocates page cache
+    after an idle pause pays it. Warming first gives every variant the same
+    start; the cost of each warming is kept (machine.warm_memory)."""
     subprocess.run(["sync"], timeout=300)
+    if warm_bytes <= 0:
+        return
+    avail = 0
+    for line in read_text("/proc/meminfo").splitlines():
+        if line.startswith("MemAvailable:"):
+            avail = int(line.split()[1]) * 1024
+    mib = int(min(warm_bytes * 1.1, avail / 2) // MIB)
+    r = ctx.tool_json(["warm-memory", "--mib=%d" % mib])
+    ctx.warm_costs.append(r["s_per_gib"])
 
 
 def end_of(wal_dir):
@@ -543,11 +559,11 @@ def section_catchup(ctx, big, small):
                 "raw-copy-verify"]
     runs = {v: [] for v in variants}
     for rnd, v in rounds_after_warm_up(variants, cfg.rounds):
-        settle()
         transport = "copy" if "copy" in v.replace("zerocopy", "") else "zerocopy"
         is_small = v.endswith("-small")
         src, nbytes, end = (small, small_bytes, small_end) if is_small else (
             big, big_bytes, big_end)
+        settle(ctx, nbytes)  # the destination's page cache
         if v.startswith("raw"):
             r = run_raw_catchup(ctx, src, transport, verify=v.endswith("-verify"))
         else:
@@ -853,7 +869,7 @@ def section_pg(ctx, pg):
     variants = ["walship-pg", "pg_receivewal"]
     runs = {v: [] for v in variants}
     for rnd, v in rounds_after_warm_up(variants, ctx.cfg.rounds):
-        settle()
+        settle(ctx, target - start)
         if v == "walship-pg":
             r = run_pg_walship(ctx, pg, start, target)
         else:
@@ -1209,6 +1225,7 @@ def section_pgbench(ctx, pg):
 def run_fanout(ctx, src, n):
     nbytes = kit.total_size(src)
     ev = ctx.tool_json(["evict", "--dir=" + src])
+    settle(ctx, (n + 1) * nbytes)  # the source read back, and n destinations
     end = end_of(src)
     agent = kit.Agent(src, ctx.logdir, label="agent-fan%d" % n).start()
     replicas, watches, dests = [], [], []
@@ -1335,6 +1352,11 @@ def main(argv=None):
         ctx.procs.kill_all()
         results["elapsed_s"] = time.monotonic() - started
         results["machine"]["loadavg_end"] = read_text("/proc/loadavg").split()[:3]
+        if ctx.warm_costs:
+            w = sorted(ctx.warm_costs)
+            results["machine"]["warm_memory"] = {
+                "runs": len(w), "s_per_gib_min": w[0], "s_per_gib_median": w[len(w) // 2],
+                "s_per_gib_max": w[-1]}
         results["targets"] = report.evaluate(results)
         report.write_all(results, out)
         if a.keep:

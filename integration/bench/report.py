@@ -167,13 +167,20 @@ def _live_range(results, rate, variant, key, spec="%.2f"):
 
 def machine_line(results):
     m = results.get("machine", {})
-    return ("%s × %s, %s MiB RAM, Linux %s, %s on %s (%s%s), mount options %s; "
+    line = ("%s × %s, %s MiB RAM, Linux %s, %s on %s (%s%s), mount options %s; "
             "load average %s at start, %s at end" % (
                 m.get("nproc"), m.get("cpu_model"), m.get("mem_total_mib"), m.get("kernel"),
                 m.get("fs_type"), m.get("disk_device"), m.get("disk_model"),
                 ", kernel says rotational" if m.get("disk_rotational") else "",
                 m.get("mount_options"), "/".join(m.get("loadavg_start", [])),
                 "/".join(m.get("loadavg_end", []))))
+    w = m.get("warm_memory")
+    if w:
+        line += ("; touching memory before each catch-up run (%d times) cost %.2f CPU s/GiB "
+                 "median (%.2f–%.2f): the host takes back memory the guest frees, and a "
+                 "first write to it faults in the host" % (
+                     w["runs"], w["s_per_gib_median"], w["s_per_gib_min"], w["s_per_gib_max"]))
+    return line
 
 
 def markdown(results):

@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
+bash bazel/setup.sh
 bazel build //agent:walship-agent //agent:walship-status //replica:walship-replica \
     //integration/bench:benchtool
 

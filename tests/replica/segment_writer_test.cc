@@ -3,8 +3,11 @@
 #include "replica/segment_writer.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -188,6 +191,93 @@ TEST_P(SegmentWriterTest, BoundaryFsyncCoversTheSegmentBegunMeanwhile) {
   sim.Crash();
   EXPECT_EQ(ReadFile(dir + "/seg-1"), a);
   EXPECT_EQ(ReadFile(dir + "/seg-2.partial"), b);
+}
+
+// Records posix_fadvise calls with the path the descriptor names.
+class FadviseRecorder : public sys::RealSysCalls {
+ public:
+  struct Call {
+    std::string path;
+    off_t off, len;
+    int advice;
+  };
+  sys::SysResult Fadvise(int fd, off_t off, off_t len, int advice) override {
+    char buf[4096];
+    ssize_t n = readlink(absl::StrCat("/proc/self/fd/", fd).c_str(), buf, sizeof(buf));
+    calls.push_back({std::string(buf, n > 0 ? static_cast<size_t>(n) : 0), off, len, advice});
+    return RealSysCalls::Fadvise(fd, off, len, advice);
+  }
+  std::vector<Call> calls;
+};
+
+// Pages of `path` in the page cache.
+size_t ResidentPages(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  fstat(fd, &st);
+  void* m = mmap(nullptr, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> vec((st.st_size + page - 1) / page);
+  EXPECT_EQ(mincore(m, st.st_size, vec.data()), 0);
+  munmap(m, st.st_size);
+  size_t n = 0;
+  for (unsigned char v : vec) n += v & 1;
+  return n;
+}
+
+TEST_P(SegmentWriterTest, PublishedSegmentsLeaveThePageCache) {
+  for (bool drop : {true, false}) {
+    SCOPED_TRACE(drop ? "drop_behind" : "keep");
+    FadviseRecorder sys;
+    std::string dir = testing::FreshTempDir(drop ? "drop" : "keep");
+    WriterOptions o = Options();
+    o.drop_behind = drop;
+    SegmentWriter w(sys, dir, o);
+    ASSERT_TRUE(w.Recover(std::nullopt).ok());
+    Channel ch;
+    std::mt19937_64 rng(7);
+    std::string a = RandomBytes(rng, 300000), b = RandomBytes(rng, 5000);
+    ASSERT_TRUE(w.BeginSegment("seg-1", 1, 0).ok());
+    ch.Put(a);
+    ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, 0, a)).ok());
+    ASSERT_TRUE(w.Flush().ok());
+    EXPECT_TRUE(sys.calls.empty()) << "durable but not published: pages stay";
+
+    ASSERT_TRUE(w.BeginSegment("seg-2", 2, 0).ok());
+    ch.Put(b);
+    ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(2, 0, b)).ok());
+    w.AddCheckpoint("seg-1", a.size(), wire::Crc32c(a.data(), a.size()));
+    auto dp = w.Flush();
+    ASSERT_TRUE(dp.ok()) << dp.status();
+    ASSERT_EQ(dp->position, (Position{"seg-2", b.size()}));
+    EXPECT_EQ(ReadFile(dir + "/seg-1"), a);  // dropping loses nothing
+    if (!drop) {
+      EXPECT_TRUE(sys.calls.empty());
+      continue;
+    }
+    ASSERT_EQ(sys.calls.size(), 1u);
+    EXPECT_TRUE(absl::EndsWith(sys.calls[0].path, "/seg-1")) << sys.calls[0].path;
+    EXPECT_EQ(sys.calls[0].off, 0);
+    EXPECT_EQ(sys.calls[0].len, 0);  // to the end of the file
+    EXPECT_EQ(sys.calls[0].advice, POSIX_FADV_DONTNEED);
+    struct statfs fs;
+    ASSERT_EQ(statfs(dir.c_str(), &fs), 0);
+    if (fs.f_type != TMPFS_MAGIC) {  // tmpfs pages are the file: never dropped
+      // ReadFile above cached it again; a publication drops it for good.
+      sys.calls.clear();
+      w.AddCheckpoint("seg-2", b.size(), wire::Crc32c(b.data(), b.size()));
+      ASSERT_TRUE(w.BeginSegment("seg-3", 3, 0).ok());
+      ASSERT_TRUE(w.Flush().ok());
+      EXPECT_EQ(ResidentPages(dir + "/seg-1"), 0u);
+      EXPECT_EQ(ResidentPages(dir + "/seg-2"), 0u);
+      // seg-1 once more (a page the receiver still mapped would have
+      // stayed), then seg-2.
+      ASSERT_EQ(sys.calls.size(), 2u);
+      EXPECT_TRUE(absl::EndsWith(sys.calls[0].path, "/seg-1")) << sys.calls[0].path;
+      EXPECT_TRUE(absl::EndsWith(sys.calls[1].path, "/seg-2")) << sys.calls[1].path;
+    }
+  }
 }
 
 TEST_P(SegmentWriterTest, CorruptPayloadIsDiscarded) {
