@@ -481,7 +481,9 @@ TEST(StateStoreTest, CrashInsideSaveKeepsTheLastDurablePosition) {
         StateStore store(sim, dir);
         ASSERT_TRUE(store.Load().ok());
         // Leaves `acked` newest in slot 1 (2 saves) or slot 0 (3 saves).
-        if (saves_before == 3) ASSERT_TRUE(store.Save(older).ok());
+        if (saves_before == 3) {
+          ASSERT_TRUE(store.Save(older).ok());
+        }
         ASSERT_TRUE(store.Save(older).ok());
         ASSERT_TRUE(store.Save(acked).ok());
         sim.DieAtNextFdatasyncOf("/walship.state");
