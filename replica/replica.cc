@@ -428,6 +428,7 @@ absl::Status Replica::RunOnce() {
         last_ack = absl::Now();
         last_acked_flush = dp->position;
       }
+      writer.DropPublishedPages();
       if (absl::Now() - run.last_heard() > options_.agent_silence_timeout) {
         return run.Fail(absl::UnavailableError(absl::StrCat(
             "agent silent for ", absl::FormatDuration(options_.agent_silence_timeout))));
@@ -465,6 +466,7 @@ absl::Status Replica::RunOnce() {
   if (last.ok()) {
     absl::Status s = persist(*last);
     if (!s.ok()) spdlog::warn("persisting the durable position: {}", s.ToString());
+    writer.DropPublishedPages();
   }
   absl::Status result = run.status();
   if (!last.ok() && IsFatal(last.status())) return last.status();

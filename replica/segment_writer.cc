@@ -550,12 +550,7 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
   const bool dir_synced = sync_dir || !finals.empty();
   if (dir_synced) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
   if (options_.drop_behind) {
-    for (const Final& f : finals) {
-      if (published_before_ != nullptr) DropPages(*published_before_, published_before_name_);
-      DropPages(*f.fd, f.name);
-      published_before_ = f.fd;
-      published_before_name_ = f.name;
-    }
+    for (const Final& f : finals) to_drop_.push_back({f.fd, f.name});
   }
   absl::MutexLock lock(&mu_);
   if (dir_synced) {
@@ -587,14 +582,23 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
   return durable_;
 }
 
-void SegmentWriter::DropPages(const sys::UniqueFd& fd, const std::string& name) {
+void SegmentWriter::DropPublishedPages() {
+  for (Published& p : to_drop_) {
+    if (published_before_.has_value()) DropPages(*published_before_);
+    DropPages(p);
+    published_before_ = std::move(p);
+  }
+  to_drop_.clear();
+}
+
+void SegmentWriter::DropPages(const Published& p) {
   // Every byte is fdatasync'ed, so the pages are clean and simply freed.
-  sys::SysResult r = sys_.Fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED);
+  sys::SysResult r = sys_.Fadvise(p.fd->get(), 0, 0, POSIX_FADV_DONTNEED);
   if (!r.ok() && !drop_warned_) {
     drop_warned_ = true;
     spdlog::warn("cannot drop the cached pages of published segment {}: {} (harmless; they "
                  "stay cached until the kernel needs the memory)",
-                 name, sys::ErrnoToStatus(r.err, "posix_fadvise").ToString());
+                 p.name, sys::ErrnoToStatus(r.err, "posix_fadvise").ToString());
   }
 }
 

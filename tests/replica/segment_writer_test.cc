@@ -242,6 +242,7 @@ TEST_P(SegmentWriterTest, PublishedSegmentsLeaveThePageCache) {
     ch.Put(a);
     ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, 0, a)).ok());
     ASSERT_TRUE(w.Flush().ok());
+    w.DropPublishedPages();
     EXPECT_TRUE(sys.calls.empty()) << "durable but not published: pages stay";
 
     ASSERT_TRUE(w.BeginSegment("seg-2", 2, 0).ok());
@@ -250,6 +251,7 @@ TEST_P(SegmentWriterTest, PublishedSegmentsLeaveThePageCache) {
     w.AddCheckpoint("seg-1", a.size(), wire::Crc32c(a.data(), a.size()));
     auto dp = w.Flush();
     ASSERT_TRUE(dp.ok()) << dp.status();
+    w.DropPublishedPages();
     ASSERT_EQ(dp->position, (Position{"seg-2", b.size()}));
     EXPECT_EQ(ReadFile(dir + "/seg-1"), a);  // dropping loses nothing
     if (!drop) {
@@ -269,6 +271,7 @@ TEST_P(SegmentWriterTest, PublishedSegmentsLeaveThePageCache) {
       w.AddCheckpoint("seg-2", b.size(), wire::Crc32c(b.data(), b.size()));
       ASSERT_TRUE(w.BeginSegment("seg-3", 3, 0).ok());
       ASSERT_TRUE(w.Flush().ok());
+      w.DropPublishedPages();
       EXPECT_EQ(ResidentPages(dir + "/seg-1"), 0u);
       EXPECT_EQ(ResidentPages(dir + "/seg-2"), 0u);
       // seg-1 once more (a page the receiver still mapped would have
