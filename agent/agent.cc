@@ -87,7 +87,13 @@ void Agent::DeclareMetrics() {
   MetricsRegistry::Family source_end = m.Gauge(
       "walship_agent_source_bytes", "Total shippable bytes the source currently shows.");
   MetricsRegistry::Family replicas = m.Gauge("walship_agent_replicas", "Known replicas.");
-  m.AddCollector([this, lag_bytes, lag_seconds, backlog, connected, source_end, replicas] {
+  MetricsRegistry::Family feed = m.Gauge(
+      "walship_agent_pg_flush_feed_up",
+      "postgres: 1 while the flush feed (a walsender) pushes flush positions and carries "
+      "acknowledgements back; 0 while the agent follows the flush position by query.");
+  m.AddCollector([this, lag_bytes, lag_seconds, backlog, connected, source_end, replicas,
+                  feed] {
+    if (pg_source_ != nullptr) feed.Set({}, pg_source_->feed_active() ? 1 : 0);
     if (!catalog_ || !registry_) return;
     CatalogSnapshot snap = catalog_->Get();
     lag_bytes.Clear();
@@ -131,16 +137,30 @@ absl::Status Agent::Start() {
     po.wal_dir = options_.wal_dir;
     po.conninfo = options_.pg_conninfo;
     po.stream_id = options_.stream_id;
+    po.feed = options_.pg_feed;
+    po.feed_name = options_.pg_feed_name;
+    po.feed_query_interval = options_.pg_feed_query_interval;
     auto pg = std::make_unique<PostgresSource>(sys_, po, *catalog_);
     PostgresSource* raw = pg.get();
+    pg_source_ = raw;
     source_ = std::move(pg);
     WALSHIP_RETURN_IF_ERROR(source_->Start());
+    // Every acknowledgement goes on to the primary at once, so that its lag
+    // tracker and synchronous commits see it without a polling delay.
+    SessionRegistry* registry = registry_.get();
+    registry_->SetAckObserver([registry, raw] {
+      pg::Lsn write = 0, flush = 0;
+      for (const auto& s : registry->All()) {
+        if (auto w = raw->PositionToLsn(s->written()); w.ok()) write = std::max(write, *w);
+        if (auto f = raw->PositionToLsn(s->flushed()); f.ok()) flush = std::max(flush, *f);
+      }
+      raw->ReportReplicas(write, flush);
+    });
     if (!options_.pg_slot.empty()) {
       SlotKeeperOptions ko;
       ko.conninfo = options_.pg_conninfo;
       ko.slot = options_.pg_slot;
       ko.max_retained_bytes = options_.max_retained_bytes;
-      SessionRegistry* registry = registry_.get();
       slot_keeper_ = std::make_unique<SlotKeeper>(
           ko,
           [registry] {

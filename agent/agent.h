@@ -31,6 +31,7 @@ class SegmentChecksums;
 class SessionRegistry;
 class DataServer;
 class WalSource;
+class PostgresSource;
 class ControlServiceImpl;
 class SlotKeeper;
 
@@ -56,6 +57,7 @@ class Agent {
   const AgentOptions options_;
   std::unique_ptr<SegmentCatalog> catalog_;
   std::unique_ptr<WalSource> source_;
+  PostgresSource* pg_source_ = nullptr;  // source_, in postgres format
   std::unique_ptr<SegmentChecksums> checksums_;
   std::unique_ptr<SessionRegistry> registry_;
   std::unique_ptr<DataServer> data_server_;

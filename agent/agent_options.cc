@@ -1,5 +1,7 @@
 #include "agent/agent_options.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/net.h"
 #include "common/wire/frame.h"
@@ -17,6 +19,17 @@ absl::Status AgentOptions::Validate() const {
   }
   if (format != "postgres" && !pg_conninfo.empty()) {
     return absl::InvalidArgumentError("--pg-conninfo is only for --format=postgres");
+  }
+  if (pg_feed_name.empty() || pg_feed_name.size() > 63 ||
+      !std::all_of(pg_feed_name.begin(), pg_feed_name.end(),
+                   [](char c) { return c > ' ' && c < 127; })) {
+    // PostgreSQL truncates application_name at 63 bytes and rewrites
+    // non-ASCII: the name would not be the one an operator configured.
+    return absl::InvalidArgumentError(
+        "--pg-feed-name must be 1 to 63 printable ASCII characters without spaces");
+  }
+  if (pg_feed_query_interval < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError("--pg-feed-query-interval-ms must be at least 1");
   }
   if (absl::Status s = tls.Validate(); !s.ok()) return s;
   if (auto hp = ParseHostPort(listen); !hp.ok()) {

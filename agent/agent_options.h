@@ -25,6 +25,15 @@ struct AgentOptions {
   std::string pg_slot = "walship";
   // postgres: most WAL the slot may hold back for lagging replicas.
   uint64_t max_retained_bytes = 4ull << 30;
+  // postgres: a walsender pushes each new flush position and takes the
+  // replicas' positions back (PostgresSourceOptions::feed).
+  bool pg_feed = true;
+  // postgres: the feed's application_name (pg_stat_replication,
+  // synchronous_standby_names).
+  std::string pg_feed_name = "walship";
+  // postgres: while the feed is live, the longest pause between the
+  // flush-position queries kept as a safety net.
+  absl::Duration pg_feed_query_interval = absl::Seconds(1);
   std::string stream_id;  // empty: derived from the WAL directory
   std::string listen = "127.0.0.1:0";
   std::string data_listen = "127.0.0.1:0";

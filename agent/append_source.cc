@@ -17,6 +17,7 @@
 #include "common/wire/crc32c.h"
 #include "common/wire/segment_name.h"
 #include "spdlog/spdlog.h"
+#include "common/thread_name.h"
 
 namespace walship::agent {
 
@@ -60,7 +61,10 @@ absl::Status AppendSource::Start() {
   watch_.emplace(std::move(*watch));
   absl::Status s = Rescan();
   if (!s.ok()) return s;
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("ws-source");
+    Loop();
+  });
   return absl::OkStatus();
 }
 

@@ -10,6 +10,7 @@
 #include "common/tls.h"
 #include "common/wire/segment_name.h"
 #include "spdlog/spdlog.h"
+#include "common/thread_name.h"
 
 namespace walship::agent {
 namespace {
@@ -231,9 +232,13 @@ grpc::Status ControlServiceImpl::Session(
     return id;
   }
   std::thread reader([&] {
+    NameThisThread(absl::StrCat("ws-acks-", session->name()));
     walship::v1::SessionRequest req;
     while (stream->Read(&req)) {
-      if (req.has_ack()) session->OnAck(req.ack());
+      if (req.has_ack()) {
+        session->OnAck(req.ack());
+        registry_.NotifyAck();
+      }
     }
     session->Fail(absl::UnavailableError("replica closed the control stream"));
   });

@@ -12,6 +12,7 @@
 #include "common/sys/transfer.h"
 #include "common/wire/frame.h"
 #include "spdlog/spdlog.h"
+#include "common/thread_name.h"
 
 namespace walship::agent {
 namespace {
@@ -35,7 +36,10 @@ absl::Status DataServer::Start() {
   if (!r.ok()) return sys::ErrnoToStatus(r.err, "pipe2");
   wake_read_.reset(fds[0]);
   wake_write_.reset(fds[1]);
-  accept_thread_ = std::thread([this] { AcceptLoop(); });
+  accept_thread_ = std::thread([this] {
+    NameThisThread("ws-data-accept");
+    AcceptLoop();
+  });
   return absl::OkStatus();
 }
 
@@ -83,6 +87,7 @@ void DataServer::AcceptLoop() {
       ++pending_;
     }
     std::thread([this, fd = std::move(fd), peer]() mutable {
+      NameThisThread("ws-data-hello");
       Handshake(std::move(fd), peer);
       absl::MutexLock lock(&mu_);
       --pending_;

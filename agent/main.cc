@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   uint64_t max_frame = o.max_payload;
   int64_t heartbeat_ms = 1000, io_timeout_ms = 30000;
+  int64_t pg_feed_query_ms = absl::ToInt64Milliseconds(o.pg_feed_query_interval);
   std::string allow_replicas;
 
   walship::FlagSet flags(
@@ -41,6 +42,18 @@ int main(int argc, char** argv) {
   flags.Uint("max-retained-bytes", &o.max_retained_bytes,
              "postgres: most WAL the slot may hold back for lagging replicas; past it the "
              "agent releases WAL and logs which replicas are at risk (alert at 80%).");
+  flags.Bool("pg-feed", &o.pg_feed,
+             "postgres: open one replication connection (a walsender) that pushes each new "
+             "flush position the moment PostgreSQL flushes, and carries the replicas' "
+             "positions back to pg_stat_replication (and synchronous_standby_names). Needs "
+             "the REPLICATION attribute and a pg_hba.conf replication line; without them "
+             "the agent logs why and follows the flush position by query.");
+  flags.String("pg-feed-name", &o.pg_feed_name,
+               "postgres: application_name of the feed's connection, as pg_stat_replication "
+               "and synchronous_standby_names see it.");
+  flags.Int("pg-feed-query-interval-ms", &pg_feed_query_ms,
+            "postgres: while the feed is live, the longest pause between the flush-position "
+            "queries kept as a safety net.");
   flags.String("stream-id", &o.stream_id,
                "Identity of the WAL stream reported to replicas. Default: derived from "
                "the host name and the WAL directory's path, device and inode.");
@@ -90,6 +103,7 @@ int main(int argc, char** argv) {
   }
   o.max_payload = static_cast<uint32_t>(std::min<uint64_t>(max_frame, UINT32_MAX));
   o.heartbeat = absl::Milliseconds(heartbeat_ms);
+  o.pg_feed_query_interval = absl::Milliseconds(pg_feed_query_ms);
   o.io_timeout = absl::Milliseconds(io_timeout_ms);
   if (absl::Status s = o.Validate(); !s.ok()) {
     spdlog::error("{}", std::string(s.message()));

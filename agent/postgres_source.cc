@@ -20,6 +20,7 @@
 #include "common/sys/file_util.h"
 #include "common/sys/transfer.h"
 #include "spdlog/spdlog.h"
+#include "common/thread_name.h"
 
 namespace walship::agent {
 namespace {
@@ -75,13 +76,113 @@ absl::Status PostgresSource::Start() {
   spdlog::info("PostgreSQL cluster {}: WAL segments of {} bytes, pages of {} bytes, in {}",
                exp_.system_id, exp_.segment_size, exp_.block_size, options_.wal_dir);
 
-  auto watch = sys::DirWatch::Open(
-      sys_, options_.wal_dir,
-      IN_CREATE | IN_MODIFY | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE);
+  auto watch = sys::DirWatch::Open(sys_, options_.wal_dir, WatchMask(false));
   if (!watch.ok()) return watch.status();
   watch_.emplace(std::move(*watch));
   if (absl::Status s = Poll(); !s.ok()) return s;
-  thread_ = std::thread([this] { Loop(); });
+  MaybeStartFeed();
+  thread_ = std::thread([this] {
+    NameThisThread("ws-pg-source");
+    Loop();
+  });
+  return absl::OkStatus();
+}
+
+uint32_t PostgresSource::WatchMask(bool feed_live) const {
+  // With the feed, a write to a segment says nothing the feed has not said
+  // (and said once it was flushed): waking for each would only cost CPU.
+  return IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE |
+         (feed_live ? 0 : IN_MODIFY);
+}
+
+bool PostgresSource::feed_active() const {
+  absl::MutexLock lock(&feed_mu_);
+  return feed_ != nullptr && feed_->active();
+}
+
+void PostgresSource::ReportReplicas(pg::Lsn write, pg::Lsn flush) {
+  absl::MutexLock lock(&feed_mu_);
+  report_write_ = std::max(report_write_, write);
+  report_flush_ = std::max(report_flush_, flush);
+  if (feed_ == nullptr || !feed_->active()) return;
+  if (absl::Status s = feed_->Report(report_write_, report_flush_, absl::Now()); !s.ok()) {
+    // The source thread notices the closed feed and falls back to queries.
+    if (watch_.has_value()) watch_->Wake();
+  }
+}
+
+void PostgresSource::MaybeStartFeed() {
+  if (!options_.feed || primary_down_ || in_recovery_ || timeline_ == 0) return;
+  if (absl::Now() < next_feed_attempt_) return;
+  {
+    absl::MutexLock lock(&feed_mu_);
+    if (feed_ != nullptr) return;  // live, or lost and not yet handled
+  }
+  PgFlushFeedOptions fo;
+  fo.conninfo = options_.conninfo;
+  fo.application_name = options_.feed_name;
+  auto feed = std::make_unique<PgFlushFeed>(fo);
+  absl::Status s = feed->Start(exp_.system_id, timeline_);
+  if (!s.ok()) {
+    const bool refused = absl::IsFailedPrecondition(s);
+    next_feed_attempt_ = absl::Now() + options_.feed_retry * (refused ? 12 : 1);
+    std::string msg(s.message());
+    if (msg != last_feed_error_) {
+      spdlog::warn("flush feed unavailable, following the flush position by query instead "
+                   "(retrying every {} s): {}{}",
+                   absl::ToInt64Seconds(options_.feed_retry * (refused ? 12 : 1)), msg,
+                   refused ? " -- the agent's PostgreSQL role needs the REPLICATION attribute "
+                             "and pg_hba.conf a 'replication' line for it"
+                           : "");
+      last_feed_error_ = msg;
+    }
+    return;
+  }
+  last_feed_error_.clear();
+  if (watch_.has_value()) {
+    if (absl::Status m = watch_->SetMask(WatchMask(true)); !m.ok()) {
+      spdlog::warn("{}", m.ToString());
+    }
+  }
+  spdlog::info("flush feed: a walsender pushes each flush from {} on timeline {}; the "
+               "primary lists the agent as application_name '{}' in pg_stat_replication",
+               pg::FormatLsn(feed->start_lsn()), timeline_, options_.feed_name);
+  absl::MutexLock lock(&feed_mu_);
+  feed_ = std::move(feed);
+  feed_->Report(report_write_, report_flush_, absl::Now()).IgnoreError();
+}
+
+absl::Status PostgresSource::FollowFeed(absl::Time* last_query) {
+  absl::StatusOr<pg::Lsn> announced;
+  {
+    absl::MutexLock lock(&feed_mu_);
+    announced = feed_->Drain();
+    if (announced.ok()) {
+      // Periodic, or asked for by the server; acknowledgements report at once.
+      absl::Status r = feed_->Report(report_write_, report_flush_, absl::Now());
+      if (!r.ok()) announced = r;
+    }
+  }
+  if (!announced.ok()) {
+    spdlog::warn("flush feed lost ({}); following the flush position by query",
+                 std::string(announced.status().message()));
+    {
+      absl::MutexLock lock(&feed_mu_);
+      feed_.reset();
+    }
+    next_feed_attempt_ = absl::Now() + options_.feed_retry;
+    if (absl::Status m = watch_->SetMask(WatchMask(false)); !m.ok()) {
+      spdlog::warn("{}", m.ToString());
+    }
+    *last_query = absl::Now();
+    return Poll();  // at once: the primary may have gone down
+  }
+  if (*announced > flush_ && !primary_down_) flush_ = *announced;
+  if (absl::Status s = Publish(timeline_, flush_); !s.ok()) return s;
+  if (absl::Now() - *last_query >= options_.feed_query_interval) {
+    *last_query = absl::Now();
+    return Poll();
+  }
   return absl::OkStatus();
 }
 
@@ -89,28 +190,49 @@ void PostgresSource::Stop() {
   if (stopping_.exchange(true)) return;
   if (watch_.has_value()) watch_->Wake();
   if (thread_.joinable()) thread_.join();
+  absl::MutexLock lock(&feed_mu_);
+  feed_.reset();
 }
 
 void PostgresSource::Loop() {
-  absl::Time last_query = absl::InfinitePast();
+  absl::Time last_query = absl::Now();  // Start() has just queried
   while (!stopping_.load()) {
-    // Any change in pg_wal (PostgreSQL writing WAL) is a reason to ask for
-    // the flush position now rather than at the next poll.
-    watch_->Wait(options_.poll_interval, [this](const inotify_event& ev) {
-      if (ev.mask & (IN_CREATE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE | IN_Q_OVERFLOW)) {
-        dir_changed_ = true;
-      }
-    });
+    int feed_fd = -1;
+    bool feed_live = false;  // open, or closed by a failed report not yet handled
+    {
+      absl::MutexLock lock(&feed_mu_);
+      feed_live = feed_ != nullptr;
+      if (feed_live) feed_fd = feed_->socket();
+    }
+    // Without the feed, any change in pg_wal (PostgreSQL writing WAL) is a
+    // reason to ask for the flush position now rather than at the next poll.
+    watch_->Wait(
+        feed_live ? std::min(options_.feed_query_interval, absl::Seconds(1))
+                  : options_.poll_interval,
+        [this](const inotify_event& ev) {
+          if (ev.mask & (IN_CREATE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE | IN_Q_OVERFLOW)) {
+            dir_changed_ = true;
+          }
+        },
+        feed_fd);
     if (stopping_.load()) break;
-    absl::Duration since = absl::Now() - last_query;
-    if (since < options_.min_query_interval) absl::SleepFor(options_.min_query_interval - since);
-    last_query = absl::Now();
-    absl::Status s = Poll();
+    absl::Status s;
+    if (feed_live) {
+      s = FollowFeed(&last_query);
+    } else {
+      absl::Duration since = absl::Now() - last_query;
+      if (since < options_.min_query_interval) {
+        absl::SleepFor(options_.min_query_interval - since);
+      }
+      last_query = absl::Now();
+      s = Poll();
+    }
     if (!s.ok()) {
       spdlog::error("PostgreSQL source failed: {}", s.ToString());
       catalog_.Fail(s);
       return;
     }
+    MaybeStartFeed();
   }
 }
 
@@ -155,6 +277,7 @@ absl::Status PostgresSource::Poll() {
   }
   const std::string& lsn_text = (*rows)[0][0];
   const std::string& file = (*rows)[0][1];
+  in_recovery_ = lsn_text.empty();
   if (lsn_text.empty()) {
     static bool warned = false;
     if (!warned) spdlog::warn("PostgreSQL is in recovery; waiting until it is a primary");

@@ -14,6 +14,15 @@
 //     ancestry are shipped as complete files. Segments of ancestor timelines
 //     are shipped up to their switch point; files of unrelated timelines and
 //     PostgreSQL's own .partial files are ignored.
+//   * The flush position is pushed, not only asked for: a flush feed
+//     (pg_flush_feed.h), one walsender connection, reports each new flush
+//     position as PostgreSQL flushes, and carries the replicas' durable
+//     positions back (pg_stat_replication, synchronous_standby_names). While
+//     it is live the source queries only once a feed_query_interval, as a
+//     safety net; when it cannot be opened (no REPLICATION privilege, no
+//     pg_hba.conf line, max_wal_senders reached) or breaks, the source logs
+//     why and follows the flush position by query, woken by inotify, until
+//     the feed can be opened again.
 //   * When the primary process dies but its host does not (no connection and
 //     no live postmaster per PGDATA/postmaster.pid), PostgreSQL's crash
 //     recovery would replay every valid record left in pg_wal. The source
@@ -32,6 +41,7 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -42,6 +52,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/pg_client.h"
+#include "agent/pg_flush_feed.h"
 #include "agent/segment_catalog.h"
 #include "agent/wal_source.h"
 #include "common/pgwal/wal_names.h"
@@ -66,6 +77,15 @@ struct PostgresSourceOptions {
   absl::Duration min_query_interval = absl::Milliseconds(2);
   // How long Start() keeps trying to reach the primary.
   absl::Duration start_timeout = absl::Seconds(30);
+  // The flush feed (see above); off: queries only.
+  bool feed = true;
+  // The feed's application_name on the primary.
+  std::string feed_name = "walship";
+  // While the feed is live: the longest pause between safety-net queries.
+  absl::Duration feed_query_interval = absl::Seconds(1);
+  // Pause before opening the feed again after it failed or broke; a refusal
+  // by the server (which an operator must fix) waits 12 times longer.
+  absl::Duration feed_retry = absl::Seconds(5);
 };
 
 class PostgresSource final : public WalSource {
@@ -79,6 +99,14 @@ class PostgresSource final : public WalSource {
   std::string FormatName() const override { return "postgres"; }
   std::string wal_dir() const override { return options_.wal_dir; }
   std::optional<Position> RedirectMissing(const Position& durable) const override;
+
+  // Reports what the replicas hold to the primary through the feed: `write`
+  // the highest LSN a replica has written, `flush` the highest it has made
+  // durable (0: none). Remembered and sent again at least once a second;
+  // a no-op while the feed is down. Any thread.
+  void ReportReplicas(pg::Lsn write, pg::Lsn flush);
+  // True while the flush feed is streaming. Any thread.
+  bool feed_active() const;
 
   uint64_t segment_size() const { return exp_.segment_size; }
   uint64_t system_id() const { return exp_.system_id; }
@@ -96,6 +124,13 @@ class PostgresSource final : public WalSource {
   // Queries the flush position; on failure decides whether the primary is
   // down (crash rule) or merely unreachable.
   absl::Status Poll();
+  // One pass while the feed is live: reads what it announced, publishes,
+  // and queries when the safety-net interval has passed.
+  absl::Status FollowFeed(absl::Time* last_query);
+  // Opens the feed when it is enabled, down, and due for an attempt.
+  void MaybeStartFeed();
+  // The inotify mask: writes to segments matter only without the feed.
+  uint32_t WatchMask(bool feed_live) const;
   absl::Status Publish(uint32_t timeline, pg::Lsn flush);
   absl::StatusOr<std::vector<TimelineRange>> Ancestry(uint32_t timeline, pg::Lsn flush);
   // Validates page headers of `name` in [from, to); returns how far they
@@ -121,6 +156,9 @@ class PostgresSource final : public WalSource {
   uint32_t timeline_ = 0;
   pg::Lsn flush_ = 0;
   bool primary_down_ = false;
+  bool in_recovery_ = false;
+  absl::Time next_feed_attempt_ = absl::InfinitePast();
+  std::string last_feed_error_;
   std::map<std::string, uint64_t> validated_;
   std::string last_page_error_;
   // What the last Publish() saw, so a poll that finds the same flush position
@@ -140,6 +178,14 @@ class PostgresSource final : public WalSource {
   mutable absl::Mutex mu_;
   // Timeline switches known to the source: successor timeline by parent.
   std::vector<TimelineRange> ranges_ ABSL_GUARDED_BY(mu_);
+
+  // The feed is read by the source thread and written to by whichever
+  // thread reports an acknowledgement; only the source thread opens it or
+  // replaces it.
+  mutable absl::Mutex feed_mu_;
+  std::unique_ptr<PgFlushFeed> feed_ ABSL_GUARDED_BY(feed_mu_);
+  pg::Lsn report_write_ ABSL_GUARDED_BY(feed_mu_) = 0;
+  pg::Lsn report_flush_ ABSL_GUARDED_BY(feed_mu_) = 0;
 };
 
 }  // namespace walship::agent

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
+#include "common/thread_name.h"
 
 namespace walship::agent {
 namespace {
@@ -78,6 +79,7 @@ void ReplicaSession::StartShipping(sys::UniqueFd data_fd, ShipperRunner runner) 
   }
   absl::MutexLock tl(&thread_mu_);
   shipper_thread_ = std::thread([this, fd, runner = std::move(runner)] {
+    NameThisThread(absl::StrCat("ws-ship-", name_));
     absl::Status s = runner(fd, start_, this, stop_);
     if (!s.ok() && !stop_.load()) {
       spdlog::error("replica {} (session {}): shipping stopped: {}", name_, id_,
@@ -170,6 +172,11 @@ walship::v1::ReplicaStatus ReplicaSession::Snapshot() const {
   return s;
 }
 
+Position ReplicaSession::written() const {
+  absl::MutexLock lock(&mu_);
+  return written_;
+}
+
 Position ReplicaSession::flushed() const {
   absl::MutexLock lock(&mu_);
   return flushed_;
@@ -234,6 +241,14 @@ std::vector<std::shared_ptr<ReplicaSession>> SessionRegistry::All() const {
 
 void SessionRegistry::CloseAll() {
   for (auto& s : All()) s->Close();
+}
+
+void SessionRegistry::SetAckObserver(std::function<void()> observer) {
+  ack_observer_ = std::move(observer);
+}
+
+void SessionRegistry::NotifyAck() const {
+  if (ack_observer_) ack_observer_();
 }
 
 }  // namespace walship::agent

@@ -74,6 +74,7 @@ class ReplicaSession final : public ShipperEvents {
 
   // Fills everything but lag, which needs the catalog.
   walship::v1::ReplicaStatus Snapshot() const;
+  Position written() const;
   Position flushed() const;
 
   // ShipperEvents (shipper thread).
@@ -122,7 +123,14 @@ class SessionRegistry {
   std::vector<std::shared_ptr<ReplicaSession>> All() const;
   void CloseAll();
 
+  // `observer` runs after every acknowledgement a session takes (on the
+  // thread reading that replica's stream); it must be cheap and must not
+  // call back into the registry's writers. Set once, before serving.
+  void SetAckObserver(std::function<void()> observer);
+  void NotifyAck() const;
+
  private:
+  std::function<void()> ack_observer_;
   mutable absl::Mutex mu_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, std::shared_ptr<ReplicaSession>> by_name_ ABSL_GUARDED_BY(mu_);

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
+#include "common/thread_name.h"
 
 namespace walship::agent {
 
@@ -33,6 +34,7 @@ absl::Status SlotKeeper::Start() {
     spdlog::info("using physical replication slot {}", options_.slot);
   }
   thread_ = std::thread([this] {
+    NameThisThread("ws-slot-keeper");
     while (!stop_.WaitForNotificationWithTimeout(options_.interval)) {
       absl::Status s = RunOnce();
       if (!s.ok()) spdlog::debug("slot keeper: {}", s.ToString());

@@ -18,6 +18,7 @@
 #include "replica/segment_writer.h"
 #include "replica/state_store.h"
 #include "spdlog/spdlog.h"
+#include "common/thread_name.h"
 
 namespace walship::replica {
 namespace {
@@ -321,6 +322,7 @@ absl::Status Replica::RunOnce() {
                                                   : wire::kMaxPayloadLength,
                          wire::kMaxPayloadLength);
   std::thread receiver([&] {
+    NameThisThread("ws-receive");
     sys::TransferOptions idle;
     idle.io_timeout = kIdleFrameWait;
     std::string name;
@@ -390,6 +392,7 @@ absl::Status Replica::RunOnce() {
   auto completed = metrics_.Counter("walship_replica_segments_completed_total", "");
   auto durable_offset = metrics_.Gauge("walship_replica_durable_offset_bytes", "");
   std::thread flusher([&] {
+    NameThisThread("ws-flush");
     absl::Time last_ack = absl::InfinitePast();
     Position last_acked_flush = durable.position;
     WriterCounters counted;

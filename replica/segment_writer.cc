@@ -19,6 +19,7 @@
 #include "common/wire/crc32c.h"
 #include "common/wire/segment_name.h"
 #include "spdlog/spdlog.h"
+#include "common/thread_name.h"
 
 namespace walship::replica {
 namespace {
@@ -36,7 +37,11 @@ absl::StatusOr<uint64_t> FileSize(sys::SysCalls& sys, int fd, const std::string&
 // device flushes at once without creating a thread per cycle.
 class SegmentWriter::Helper {
  public:
-  Helper() : thread_([this] { Loop(); }) {}
+  Helper()
+      : thread_([this] {
+          NameThisThread("ws-state-write");
+          Loop();
+        }) {}
   ~Helper() {
     {
       absl::MutexLock lock(&mu_);

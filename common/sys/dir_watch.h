@@ -33,20 +33,31 @@ class DirWatch {
   DirWatch(DirWatch&&) = default;
   DirWatch& operator=(DirWatch&&) = delete;
 
-  // Blocks until events arrive, `timeout` passes or Wake() is called; then
-  // calls `on_event` for every queued event. Returns the number of events.
-  int Wait(absl::Duration timeout, const std::function<void(const inotify_event&)>& on_event);
+  // Blocks until events arrive, `timeout` passes, Wake() is called or
+  // `also_fd` (when not -1) is readable; then calls `on_event` for every
+  // queued event. Returns the number of events. `also_fd` lets a caller wait
+  // for a socket and the directory in one thread: it is only polled, never
+  // read.
+  int Wait(absl::Duration timeout, const std::function<void(const inotify_event&)>& on_event,
+           int also_fd = -1);
   void Wake();
 
+  // Replaces the mask given to Open() (IN_ONLYDIR is added); events queued
+  // under the old mask are still delivered. Wait()'s thread only.
+  absl::Status SetMask(uint32_t mask);
+
  private:
-  DirWatch(SysCalls& sys, UniqueFd inotify, UniqueFd wake_read, UniqueFd wake_write)
+  DirWatch(SysCalls& sys, std::string dir, UniqueFd inotify, UniqueFd wake_read,
+           UniqueFd wake_write)
       : sys_(sys),
+        dir_(std::move(dir)),
         inotify_(std::move(inotify)),
         wake_read_(std::move(wake_read)),
         wake_write_(std::move(wake_write)),
         buf_(64 * 1024) {}
 
   SysCalls& sys_;
+  const std::string dir_;
   UniqueFd inotify_;
   UniqueFd wake_read_;
   UniqueFd wake_write_;

@@ -1081,7 +1081,11 @@ def run_pgbench(ctx, pg, variant):
         # CPU of each side during the load: walship-agent and its backends /
         # the walsender; walship-replica / pg_receivewal.
         if variant == "walship":
-            sender_pids = [agent.pid] + pg.backend_pids("walship-agent")
+            # The agent, its query backends and its flush feed's walsender.
+            kit.wait_until(lambda: pg.backend_pids("walship"), 30, "the agent's flush feed",
+                           interval=0.05)
+            sender_pids = ([agent.pid] + pg.backend_pids("walship-agent") +
+                           pg.backend_pids("walship"))
             receiver_pids = [replica.pid]
         elif variant == "pg_receivewal":
             sender_pids = pg.backend_pids("pg_receivewal")  # the walsender
@@ -1100,10 +1104,15 @@ def run_pgbench(ctx, pg, variant):
             # position: on two saturated CPUs the query can wait milliseconds
             # for a CPU, and a client-side time before it would count that
             # wait as replication lag.
+            # Both receivers stand in pg_stat_replication: pg_receivewal
+            # itself, walship through its agent's flush feed, which reports
+            # what the replica acknowledged. PostgreSQL's lag tracker times
+            # both the same way.
             q = ("SELECT pg_current_wal_flush_lsn()::text || ' ' || "
                  "extract(epoch from clock_timestamp())::text || ' ' || coalesce((SELECT "
                  "flush_lsn::text || ' ' || coalesce(extract(epoch from flush_lag)::text, '-') "
-                 "FROM pg_stat_replication WHERE application_name = 'pg_receivewal'), '- -')")
+                 "FROM pg_stat_replication WHERE application_name = '%s'), '- -')"
+                 % ("walship" if variant == "walship" else "pg_receivewal"))
             while not stop.is_set():
                 t_sent = time.monotonic()
                 try:
@@ -1120,9 +1129,9 @@ def run_pgbench(ctx, pg, variant):
                         ws = pg.lsn_of(st["segment"], st["offset"]) if st["segment"] else 0
                     except (AssertionError, OSError):
                         ws = None  # replaced while we read it: skip
-                samples.append((t, dk.parse_lsn(p_lsn),
-                                ws if variant == "walship" else (
-                                    dk.parse_lsn(r_lsn) if r_lsn != "-" else None),
+                elif r_lsn != "-":
+                    ws = dk.parse_lsn(r_lsn)
+                samples.append((t, dk.parse_lsn(p_lsn), ws,
                                 float(r_lag) if r_lag != "-" else None))
                 stop.wait(0.01)
         th = threading.Thread(target=sampler, daemon=True)
@@ -1153,17 +1162,21 @@ def run_pgbench(ctx, pg, variant):
         byte_lag = [max(0, p - r) for _, p, r, _ in samples if r is not None]
         bd = dist(byte_lag)
         res.update({"byte_lag_p50": bd["p50"], "byte_lag_p99": bd["p99"], "byte_lag_max": bd["max"]})
+        td = dist([x * 1e3 for _, _, _, x in samples if x is not None])
+        res.update({"lag_p50_ms": td["p50"], "lag_p99_ms": td["p99"], "lag_max_ms": td["max"],
+                    "lag_n": td["n"]})
         if variant == "walship":
+            # A second view of walship's lag, from the replica's side: a
+            # flush-position sample (timed in its backend) until walship.state
+            # covers it.
             ctx.procs.stop(watch)
             obs = [(pg.lsn_of(s, o), t) for s, o, _, t in read_watch_log(watch.watch_log)
                    if s != "-"]
             prim = [(p, t) for t, p, _, _ in samples]
             lat, _ = lags(prim, obs)
-            td = dist([x * 1e3 for x in lat])
-        else:
-            td = dist([x * 1e3 for _, _, _, x in samples if x is not None])
-        res.update({"lag_p50_ms": td["p50"], "lag_p99_ms": td["p99"], "lag_max_ms": td["max"],
-                    "lag_n": td["n"]})
+            sd = dist([x * 1e3 for x in lat])
+            res.update({"state_lag_p50_ms": sd["p50"], "state_lag_p99_ms": sd["p99"],
+                        "state_lag_max_ms": sd["max"]})
         return res
     finally:
         if watch is not None and watch.poll() is None:
@@ -1206,14 +1219,17 @@ def section_pgbench(ctx, pg):
     return {"scale": cfg.pgbench_scale, "clients": cfg.pgbench_clients,
             "seconds": cfg.pgbench_seconds, "runs": runs,
             "lag_method": {
-                "walship": "time from a sample of pg_current_wal_flush_lsn() (every ~10 ms, "
-                           "timed by clock_timestamp() in the same backend) until "
-                           "walship.state (inotify, exact) covers it",
-                "pg_receivewal": "pg_stat_replication.flush_lag (PostgreSQL's own lag "
-                                 "tracker), sampled every ~10 ms",
+                "both": "pg_stat_replication.flush_lag (PostgreSQL's own lag tracker: from "
+                        "the walsender sending WAL to the receiver's reply that it is "
+                        "durable), sampled every ~10 ms; walship's row is its agent's flush "
+                        "feed reporting what the replica acknowledged",
+                "walship_state": "state_lag_*: time from a sample of "
+                                 "pg_current_wal_flush_lsn() (timed by clock_timestamp() in "
+                                 "the same backend) until walship.state (inotify) covers it",
                 "bytes": "pg_current_wal_flush_lsn() minus the receiver's flushed LSN "
                          "(walship.state / pg_stat_replication.flush_lsn), sampled together"},
             "summary": summarize(runs, ["tps", "lag_p50_ms", "lag_p99_ms", "lag_max_ms",
+                                        "state_lag_p50_ms", "state_lag_p99_ms",
                                         "byte_lag_p50", "byte_lag_p99", "sender_cores",
                                         "receiver_cores"])}
 

@@ -302,13 +302,18 @@ def markdown(results):
                 _range(results, "pgbench", v, "sender_cores", spec="%.2f"),
                 _range(results, "pgbench", v, "receiver_cores", spec="%.2f")))
         L.append("")
-        L.append("CPU in cores (CPU seconds per second of load). Sender: walship-agent and its "
-                 "PostgreSQL backends (flush-position queries), or the walsender; receiver: "
-                 "walship-replica or pg_receivewal.")
+        L.append("CPU in cores (CPU seconds per second of load). Sender: walship-agent with "
+                 "its PostgreSQL backends (the flush feed's walsender and the safety-net "
+                 "queries), or pg_receivewal's walsender; receiver: walship-replica or "
+                 "pg_receivewal.")
         L.append("")
-        L.append("Flush lag, walship: %s. pg_receivewal: %s. Byte lag: %s." % (
-            pb["lag_method"]["walship"], pb["lag_method"]["pg_receivewal"],
-            pb["lag_method"]["bytes"]))
+        m = pb["lag_method"]
+        L.append("Flush lag, both receivers: %s. walship's lag seen from the replica's "
+                 "side (%s): p50 %s ms, p99 %s ms. Byte lag: %s." % (
+                     m["both"], m["walship_state"],
+                     _range(results, "pgbench", "walship", "state_lag_p50_ms", spec="%.2f"),
+                     _range(results, "pgbench", "walship", "state_lag_p99_ms", spec="%.2f"),
+                     m["bytes"]))
         L.append("")
     f = _get(results, "sections", "fanout")
     if f:

@@ -54,7 +54,7 @@ def fake(**over):
                  "probe": {"fdatasync_p50_ms": s(1.0), "fdatasync_p99_ms": s(3.0),
                            "fdatasync_max_ms": s(7.0)}}}}},
              "pgbench": {"scale": 10, "clients": 4, "seconds": 15,
-                         "lag_method": {"walship": "a", "pg_receivewal": "b", "bytes": "c"},
+                         "lag_method": {"both": "a", "walship_state": "b", "bytes": "c"},
                          "summary": {
                              "none": {"tps": s(1000.0)},
                              "walship": {"tps": s(900.0), "lag_p50_ms": s(1.0),

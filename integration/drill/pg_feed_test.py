@@ -1,0 +1,214 @@
+"""The agent's flush feed: a walsender pushes each flush, acks go back.
+
+A real PostgreSQL 15 primary, walship-agent in postgres mode and one
+replica. The agent's safety-net query runs only every 10 minutes here, so
+WAL that reaches the replica within the test's bounded waits was pushed by
+the feed, not found by a query.
+
+1. A committed row reaches the replica; pg_stat_replication lists the agent
+   as 'walship' with a flush_lsn that the replica holds durably (never more).
+2. With synchronous_standby_names = 'walship', a commit waits (SyncRep)
+   while the replica is stopped and returns once it is resumed and has the
+   commit durably.
+3. The walsender is terminated: the agent logs it, keeps shipping by query,
+   and opens the feed again.
+4. A role without REPLICATION: the agent logs why the feed is unavailable
+   and ships by query; pg_stat_replication has no walship row.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import drillkit as dk  # noqa: E402
+
+try:
+    from integration import statefile
+except ImportError:  # run as a script from the checkout
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+    from integration import statefile
+
+SEG = 1 << 20
+
+
+class PgFeedTest(unittest.TestCase):
+    def setUp(self):
+        self.env = dk.DrillEnv(base_dir="/tmp")
+        self.addCleanup(self.env.close)
+        self.dir = self.env.mkdir("feed")
+        sock = self.env.mkdir("feed", "sock")
+        self.logs = self.env.mkdir("feed", "logs")
+        self.pg = dk.PgCluster(self.env, "primary", os.path.join(self.dir, "primary"), sock,
+                               dk.free_port(), self.logs)
+        self.pg.initdb(1)
+        self.pg.configure({"port": self.pg.port, "unix_socket_directories": sock,
+                           "listen_addresses": "", "wal_level": "replica",
+                           "max_replication_slots": 4, "max_wal_senders": 4,
+                           "checkpoint_timeout": "30min"})
+        self.pg.start()
+        self.pg.psql("CREATE TABLE t (x int)")
+        self.logs_to_show = []
+
+    def tearDown(self):
+        for path in self.logs_to_show:
+            sys.stderr.write("---- %s\n%s\n" % (path, self.log_text(path)[-4000:]))
+
+    def log_text(self, path):
+        try:
+            with open(path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def start_pair(self, conninfo=None, slot="walship_feed"):
+        ports = os.path.join(self.dir, "agent.ports")
+        self.agent_log = os.path.join(self.logs, "agent.log")
+        self.replica_log = os.path.join(self.logs, "replica.log")
+        self.logs_to_show += [self.agent_log, self.replica_log]
+        self.agent = dk.Proc(self.env, "agent", [
+            self.env.binaries["walship-agent"], "--format=postgres",
+            "--wal-dir=%s" % self.pg.pg_wal, "--pg-conninfo=%s" % (conninfo or self.pg.conninfo()),
+            "--pg-slot=%s" % slot, "--pg-feed-query-interval-ms=600000",
+            "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0", "--port-file=%s" % ports,
+            "--metrics-listen=127.0.0.1:0", "--insecure"], self.agent_log)
+
+        def port_file():
+            try:
+                with open(ports) as f:
+                    return dict(l.strip().split("=", 1) for l in f if "=" in l)
+            except OSError:
+                return None
+        addrs = dk.wait_until(lambda: (port_file() or {}).get("metrics") and port_file(), 30,
+                              0.05, "agent port file")
+        control = addrs["control"]
+        self.metrics_url = "http://%s/metrics" % addrs["metrics"]
+        self.dest = os.path.join(self.dir, "replica")
+        self.replica = dk.Proc(self.env, "replica", [
+            self.env.binaries["walship-replica"], "--agent=%s" % control,
+            "--dest=%s" % self.dest, "--name=r1", "--insecure"], self.replica_log)
+
+    def replica_lsn(self):
+        """The replica's durable LSN from its state file (0 before any)."""
+        try:
+            with open(os.path.join(self.dest, "walship.state"), "rb") as f:
+                st = statefile.parse(f.read())
+        except (OSError, ValueError):
+            return 0
+        return dk.position_lsn(st, SEG) or 0
+
+    def commit_row(self):
+        """Inserts a row; returns an LSN at or past the end of its commit record."""
+        self.pg.psql("INSERT INTO t VALUES (1)")
+        return self.pg.lsn("pg_current_wal_insert_lsn()")
+
+    def commit_row_before(self):
+        """Inserts a row; returns an LSN before the end of its commit record."""
+        return dk.parse_lsn(self.pg.psql(
+            "BEGIN; INSERT INTO t VALUES (1); SELECT pg_current_wal_insert_lsn(); COMMIT"))
+
+    def walship_row(self):
+        row = self.pg.psql("SELECT flush_lsn, write_lsn FROM pg_stat_replication "
+                           "WHERE application_name = 'walship'")
+        if not row:
+            return None
+        flush, write = row.split("|")
+        return (dk.parse_lsn(flush) if flush else 0, dk.parse_lsn(write) if write else 0)
+
+    def feed_up(self):
+        return self.walship_row() is not None
+
+    def feed_metric(self):
+        """walship_agent_pg_flush_feed_up as the agent reports it."""
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("walship_agent_pg_flush_feed_up "):
+                    return float(line.split()[1])
+        return None
+
+    def test_feed_pushes_flushes_and_reports_what_replicas_hold(self):
+        self.start_pair()
+        dk.wait_until(self.feed_up, 30, 0.1, "the feed's walsender")
+        self.assertIn("flush feed: a walsender pushes each flush", self.log_text(self.agent_log))
+        for _ in range(5):
+            end = self.commit_row()
+            dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.02,
+                          "the replica to hold the commit (pushed by the feed)")
+        dk.wait_until(lambda: (self.walship_row() or (0, 0))[0] >= end, 15, 0.05,
+                      "pg_stat_replication to show the replica's flush position")
+        # Never more than the replica holds: read the primary's view first.
+        for _ in range(20):
+            reported, written = self.walship_row()
+            self.assertLessEqual(reported, self.replica_lsn())
+            self.assertGreaterEqual(written, reported)
+            self.commit_row()
+
+    def test_synchronous_commit_waits_for_a_walship_replica(self):
+        self.start_pair()
+        dk.wait_until(self.feed_up, 30, 0.1, "the feed's walsender")
+        self.pg.psql("ALTER SYSTEM SET synchronous_standby_names = 'walship'")
+        self.pg.psql("SELECT pg_reload_conf()")
+        before = self.commit_row_before()  # returns: the replica acknowledged it
+        self.assertGreater(self.replica_lsn(), before)
+        # Stop the replica: a commit must wait for it.
+        self.replica.signal_group(signal.SIGSTOP)
+        try:
+            argv = [self.env.pg("psql"), "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1",
+                    "-d", self.pg.conninfo(), "-c",
+                    "INSERT INTO t VALUES (2) RETURNING pg_current_wal_insert_lsn()"]
+            waiter = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True)
+            self.addCleanup(lambda: waiter.poll() is None and waiter.kill())
+            dk.wait_until(lambda: self.pg.psql(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'") == "1",
+                30, 0.1, "the commit to wait for synchronous replication")
+            time.sleep(1.0)
+            self.assertIsNone(waiter.poll(), "the commit returned while the replica was stopped")
+        finally:
+            self.replica.signal_group(signal.SIGCONT)
+        out, _ = waiter.communicate(timeout=60)
+        self.assertEqual(waiter.returncode, 0, out)
+        self.assertEqual(self.pg.psql("SELECT count(*) FROM t WHERE x = 2"), "1")
+        # The commit returned, so its record is durable on the replica.
+        self.assertGreater(self.replica_lsn(), dk.parse_lsn(out.strip()))
+        reported, _ = self.walship_row()
+        self.assertLessEqual(reported, self.replica_lsn())
+
+    def test_feed_comes_back_after_its_walsender_is_terminated(self):
+        self.start_pair()
+        dk.wait_until(self.feed_up, 30, 0.1, "the feed's walsender")
+        self.assertEqual(self.feed_metric(), 1)
+        self.pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_replication "
+                     "WHERE application_name = 'walship'")
+        dk.wait_until(lambda: "flush feed lost" in self.log_text(self.agent_log), 15, 0.1,
+                      "the agent to notice the lost feed")
+        dk.wait_until(lambda: self.feed_metric() == 0, 5, 0.05, "the metric to say it is down")
+        # Still shipping (by query while the feed is down).
+        end = self.commit_row()
+        dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.05, "shipping by query")
+        dk.wait_until(lambda: self.log_text(self.agent_log).count(
+            "flush feed: a walsender pushes each flush") >= 2, 30, 0.2, "the feed to reopen")
+        dk.wait_until(self.feed_up, 15, 0.1, "the feed's walsender again")
+        dk.wait_until(lambda: self.feed_metric() == 1, 5, 0.05, "the metric to say it is up")
+        end = self.commit_row()
+        dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.02, "shipping by the feed")
+
+    def test_role_without_replication_ships_by_query(self):
+        self.pg.psql("CREATE ROLE plain LOGIN")
+        conninfo = self.pg.conninfo().replace("user=%s" % dk.PG_SUPERUSER, "user=plain")
+        self.assertIn("user=plain", conninfo)
+        self.start_pair(conninfo=conninfo, slot="")
+        dk.wait_until(lambda: "flush feed unavailable" in self.log_text(self.agent_log), 30,
+                      0.1, "the agent to say why there is no feed")
+        self.assertIn("REPLICATION attribute", self.log_text(self.agent_log))
+        end = self.commit_row()
+        dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.05, "shipping by query")
+        self.assertIsNone(self.walship_row())
+
+
+if __name__ == "__main__":
+    unittest.main()
