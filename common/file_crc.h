@@ -38,7 +38,7 @@ absl::StatusOr<std::pair<uint32_t, uint32_t>> Crc32cOfFileRangeTwice(
 
 // FileCrcReader: the two-CRC pass above, for a caller that checksums many
 // consecutive ranges of the same file (a shipper's or writer's current
-// segment). It keeps one read-only mapping (a window of 16 MiB steps) across
+// segment). It keeps one read-only mapping (a window of 2 MiB steps) across
 // calls, replaced when the range leaves it or the file (device, inode) changes,
 // so a frame costs no mmap/munmap (munmap's TLB shootdowns dominated the
 // per-frame cost). Pages are populated with MADV_POPULATE_READ for just the

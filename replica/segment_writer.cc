@@ -554,7 +554,8 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
   }
   const bool dir_synced = sync_dir || !finals.empty();
   if (dir_synced) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
-  if (options_.drop_behind) {
+  if (options_.drop_behind && !finals.empty()) {
+    absl::MutexLock lock(&drop_mu_);
     for (const Final& f : finals) to_drop_.push_back({f.fd, f.name});
   }
   absl::MutexLock lock(&mu_);
@@ -587,13 +588,22 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
   return durable_;
 }
 
+bool SegmentWriter::HasPagesToDrop() const {
+  absl::MutexLock lock(&drop_mu_);
+  return !to_drop_.empty();
+}
+
 void SegmentWriter::DropPublishedPages() {
-  for (Published& p : to_drop_) {
+  std::vector<Published> batch;
+  {
+    absl::MutexLock lock(&drop_mu_);
+    batch.swap(to_drop_);
+  }
+  for (Published& p : batch) {
     if (published_before_.has_value()) DropPages(*published_before_);
     DropPages(p);
     published_before_ = std::move(p);
   }
-  to_drop_.clear();
 }
 
 void SegmentWriter::DropPages(const Published& p) {
