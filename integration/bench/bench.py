@@ -97,7 +97,9 @@ class Config(object):
             self.pgbench_scale = 10
             self.pgbench_seconds = 15
             self.pgbench_clients = 4
-            self.pgbench_variants = ["none", "walship", "pg_receivewal"]
+            # walship-query: the flush feed off, the flush position found by
+            # query (what walship did before the feed): the lag/CPU trade.
+            self.pgbench_variants = ["none", "walship", "walship-query", "pg_receivewal"]
 
     def to_json(self):
         return dict(self.__dict__)
@@ -1047,12 +1049,15 @@ def run_pgbench(ctx, pg, variant):
     agent = replica = rw = watch = None
     dest = None
     try:
-        if variant == "walship":
+        ws = variant in ("walship", "walship-query")
+        if ws:
             pg.drop_slot("walship")
             dest = ctx.fresh_dir("pgb-ws")
             agent = kit.Agent(os.path.join(pg.data, "pg_wal"), ctx.logdir, label="agent-pgb",
                                   extra_args=["--format=postgres", "--pg-conninfo=" + pg.conninfo,
-                                              "--pg-slot=walship"]).start()
+                                              "--pg-slot=walship",
+                                              "--pg-feed=%s" % ("true" if variant == "walship"
+                                                                else "false")]).start()
             replica = kit.Replica(agent, dest, "pgb", ctx.logdir).start()
             now = pg.flush_lsn()
 
@@ -1080,10 +1085,11 @@ def run_pgbench(ctx, pg, variant):
                                interval=0.05)
         # CPU of each side during the load: walship-agent and its backends /
         # the walsender; walship-replica / pg_receivewal.
-        if variant == "walship":
+        if ws:
             # The agent, its query backends and its flush feed's walsender.
-            kit.wait_until(lambda: pg.backend_pids("walship"), 30, "the agent's flush feed",
-                           interval=0.05)
+            if variant == "walship":
+                kit.wait_until(lambda: pg.backend_pids("walship"), 30, "the agent's flush feed",
+                               interval=0.05)
             sender_pids = ([agent.pid] + pg.backend_pids("walship-agent") +
                            pg.backend_pids("walship"))
             receiver_pids = [replica.pid]
@@ -1112,7 +1118,7 @@ def run_pgbench(ctx, pg, variant):
                  "extract(epoch from clock_timestamp())::text || ' ' || coalesce((SELECT "
                  "flush_lsn::text || ' ' || coalesce(extract(epoch from flush_lag)::text, '-') "
                  "FROM pg_stat_replication WHERE application_name = '%s'), '- -')"
-                 % ("walship" if variant == "walship" else "pg_receivewal"))
+                 % ("walship" if ws else "pg_receivewal"))
             while not stop.is_set():
                 t_sent = time.monotonic()
                 try:
@@ -1122,16 +1128,16 @@ def run_pgbench(ctx, pg, variant):
                 # The server's wall clock on this machine's monotonic clock.
                 t = float(p_epoch) - (time.time() - time.monotonic())
                 query_waits.append(max(0.0, t - t_sent))
-                ws = None
-                if variant == "walship":
+                ws_lsn = None
+                if ws:
                     try:
                         st = kit.read_state(dest)
-                        ws = pg.lsn_of(st["segment"], st["offset"]) if st["segment"] else 0
+                        ws_lsn = pg.lsn_of(st["segment"], st["offset"]) if st["segment"] else 0
                     except (AssertionError, OSError):
-                        ws = None  # replaced while we read it: skip
+                        ws_lsn = None  # replaced while we read it: skip
                 elif r_lsn != "-":
-                    ws = dk.parse_lsn(r_lsn)
-                samples.append((t, dk.parse_lsn(p_lsn), ws,
+                    ws_lsn = dk.parse_lsn(r_lsn)
+                samples.append((t, dk.parse_lsn(p_lsn), ws_lsn,
                                 float(r_lag) if r_lag != "-" else None))
                 stop.wait(0.01)
         th = threading.Thread(target=sampler, daemon=True)
@@ -1165,7 +1171,7 @@ def run_pgbench(ctx, pg, variant):
         td = dist([x * 1e3 for _, _, _, x in samples if x is not None])
         res.update({"lag_p50_ms": td["p50"], "lag_p99_ms": td["p99"], "lag_max_ms": td["max"],
                     "lag_n": td["n"]})
-        if variant == "walship":
+        if ws:
             # A second view of walship's lag, from the replica's side: a
             # flush-position sample (timed in its backend) until walship.state
             # covers it.

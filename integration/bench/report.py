@@ -286,17 +286,21 @@ def markdown(results):
                  "beside the primary" % (pb["scale"], pb["clients"], pb["seconds"]))
         L.append("")
         L.append("| receiver | primary TPS | flush lag p50 ms | flush lag p99 ms | "
+                 "replica-side lag p50 / p99 ms | "
                  "byte lag p50 KiB | byte lag p99 KiB | sender CPU (cores) | "
                  "receiver CPU (cores) |")
-        L.append("|---|---:|---:|---:|---:|---:|---:|---:|")
-        for v, label in [("none", "none"), ("walship", "walship"),
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for v, label in [("none", "none"), ("walship", "walship (flush feed)"),
+                         ("walship-query", "walship, `--pg-feed=false`"),
                          ("pg_receivewal", "pg_receivewal --synchronous")]:
             if v not in pb["summary"]:
                 continue
-            L.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            L.append("| %s | %s | %s | %s | %s / %s | %s | %s | %s | %s |" % (
                 label, _range(results, "pgbench", v, "tps", spec="%.0f"),
                 _range(results, "pgbench", v, "lag_p50_ms", spec="%.2f"),
                 _range(results, "pgbench", v, "lag_p99_ms", spec="%.2f"),
+                _range(results, "pgbench", v, "state_lag_p50_ms", spec="%.2f"),
+                _range(results, "pgbench", v, "state_lag_p99_ms", spec="%.2f"),
                 _range(results, "pgbench", v, "byte_lag_p50", 1 / 1024.0, "%.0f"),
                 _range(results, "pgbench", v, "byte_lag_p99", 1 / 1024.0, "%.0f"),
                 _range(results, "pgbench", v, "sender_cores", spec="%.2f"),
@@ -308,12 +312,8 @@ def markdown(results):
                  "pg_receivewal.")
         L.append("")
         m = pb["lag_method"]
-        L.append("Flush lag, both receivers: %s. walship's lag seen from the replica's "
-                 "side (%s): p50 %s ms, p99 %s ms. Byte lag: %s." % (
-                     m["both"], m["walship_state"],
-                     _range(results, "pgbench", "walship", "state_lag_p50_ms", spec="%.2f"),
-                     _range(results, "pgbench", "walship", "state_lag_p99_ms", spec="%.2f"),
-                     m["bytes"]))
+        L.append("Flush lag: %s (without the feed walship has no row there). Replica-side "
+                 "lag: %s. Byte lag: %s." % (m["both"], m["walship_state"], m["bytes"]))
         L.append("")
     f = _get(results, "sections", "fanout")
     if f:
@@ -462,6 +462,8 @@ def svg(results):
         panels.append(("pgbench: primary TPS (higher is better)", "TPS", [
             _row(results, "pgbench", "none", "tps", "no receiver", COLORS["none"]),
             _row(results, "pgbench", "walship", "tps", "walship", COLORS["walship"]),
+            _row(results, "pgbench", "walship-query", "tps", "walship, feed off",
+                 COLORS["copy"]),
             _row(results, "pgbench", "pg_receivewal", "tps", "pg_receivewal --sync",
                  COLORS["pg"])]))
         panels.append(("pgbench: flush lag (lower is better)", "ms", [
