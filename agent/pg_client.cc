@@ -26,9 +26,8 @@ absl::Status PgClient::Connect() {
   }
   pg_conn* c = PQconnectdb(info.c_str());
   if (PQstatus(c) != CONNECTION_OK) {
-    std::string msg = PQerrorMessage(c);
+    std::string msg = PgMessageText(PQerrorMessage(c));
     PQfinish(c);
-    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     return absl::UnavailableError(absl::StrCat("cannot connect to PostgreSQL: ", msg));
   }
   conn_ = c;
@@ -40,8 +39,7 @@ absl::StatusOr<PgClient::Rows> PgClient::Query(const std::string& sql) {
   PGresult* res = PQexec(conn_, sql.c_str());
   ExecStatusType st = PQresultStatus(res);
   if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-    std::string msg = PQerrorMessage(conn_);
-    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    std::string msg = PgMessageText(PQerrorMessage(conn_));
     PQclear(res);
     if (PQstatus(conn_) != CONNECTION_OK) {
       Disconnect();
@@ -62,6 +60,12 @@ absl::StatusOr<PgClient::Rows> PgClient::Query(const std::string& sql) {
   }
   PQclear(res);
   return rows;
+}
+
+std::string PgMessageText(const char* message) {
+  std::string msg = message != nullptr ? message : "";
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+  return msg;
 }
 
 std::string SqlLiteral(const std::string& s) {

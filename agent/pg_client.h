@@ -43,6 +43,10 @@ class PgClient {
 // Quotes `s` as an SQL string literal.
 std::string SqlLiteral(const std::string& s);
 
+// libpq's message (PQerrorMessage, PQresultErrorMessage) without the
+// trailing newline and spaces, for a one-line log or Status. Null is "".
+std::string PgMessageText(const char* message);
+
 }  // namespace walship::agent
 
 #endif  // WALSHIP_AGENT_PG_CLIENT_H_

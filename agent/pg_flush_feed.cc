@@ -6,16 +6,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "agent/pg_client.h"
 #include "agent/pg_stream_protocol.h"
 
 namespace walship::agent {
 namespace {
 
-std::string ErrorText(const pg_conn* conn) {
-  std::string msg = PQerrorMessage(conn);
-  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-  return msg;
-}
+std::string ErrorText(const pg_conn* conn) { return PgMessageText(PQerrorMessage(conn)); }
 
 // The server answered, and said no: an operator must change its
 // configuration. Anything else (refused, unreachable, timed out) may pass.
@@ -53,7 +50,6 @@ absl::Status PgFlushFeed::Start(uint64_t system_id, uint32_t timeline) {
   failure_ = absl::OkStatus();
   reply_requested_ = false;
   reported_ = false;
-  reports_sent_ = 0;
   reported_at_ = absl::InfinitePast();
   // Later keywords override what the expanded conninfo says; the timeout
   // comes first so that the operator's own setting wins.
@@ -128,9 +124,8 @@ absl::StatusOr<pg::Lsn> PgFlushFeed::Drain() {
     if (n == -1) {
       // The server ended the stream; its reason is in the final result.
       PGresult* res = PQgetResult(conn_);
-      std::string msg = res != nullptr ? PQresultErrorMessage(res) : "";
+      std::string msg = PgMessageText(res != nullptr ? PQresultErrorMessage(res) : nullptr);
       PQclear(res);
-      while (!msg.empty() && msg.back() == '\n') msg.pop_back();
       return Fail(absl::UnavailableError(absl::StrCat(
           "the server ended replication", msg.empty() ? "" : ": ", msg)));
     }
@@ -168,7 +163,6 @@ absl::Status PgFlushFeed::Report(pg::Lsn write, pg::Lsn flush, absl::Time now) {
   reported_flush_ = flush;
   reported_at_ = now;
   reply_requested_ = false;
-  ++reports_sent_;
   return absl::OkStatus();
 }
 

@@ -90,9 +90,6 @@ class PgFlushFeed {
   // asked for one. kUnavailable, closing the feed, when sending fails.
   absl::Status Report(pg::Lsn write, pg::Lsn flush, absl::Time now);
 
-  // Status updates sent since Start(); for tests and metrics.
-  uint64_t reports_sent() const { return reports_sent_; }
-
  private:
   absl::Status Fail(absl::Status status);
 
@@ -106,7 +103,6 @@ class PgFlushFeed {
   pg::Lsn reported_write_ = 0;
   pg::Lsn reported_flush_ = 0;
   absl::Time reported_at_ = absl::InfinitePast();
-  uint64_t reports_sent_ = 0;
 };
 
 }  // namespace walship::agent

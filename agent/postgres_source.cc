@@ -147,9 +147,9 @@ void PostgresSource::MaybeStartFeed() {
   spdlog::info("flush feed: a walsender pushes each flush from {} on timeline {}; the "
                "primary lists the agent as application_name '{}' in pg_stat_replication",
                pg::FormatLsn(feed->start_lsn()), timeline_, options_.feed_name);
+  // The first FollowFeed() pass sends the replicas' positions.
   absl::MutexLock lock(&feed_mu_);
   feed_ = std::move(feed);
-  feed_->Report(report_write_, report_flush_, absl::Now()).IgnoreError();
 }
 
 absl::Status PostgresSource::FollowFeed(absl::Time* last_query) {
