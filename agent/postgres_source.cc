@@ -25,6 +25,11 @@
 namespace walship::agent {
 namespace {
 
+// A backend that outlived the postmaster may write for a while; each scan
+// reads from the segment start, so rescans are spaced. A write seen within
+// the spacing is scanned at the next poll.
+constexpr absl::Duration kCrashRescanSpacing = absl::Milliseconds(20);
+
 bool SameSegments(const std::vector<SegmentInfo>& a, const std::vector<SegmentInfo>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -213,6 +218,7 @@ void PostgresSource::Loop() {
           if (ev.mask & (IN_CREATE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE | IN_Q_OVERFLOW)) {
             dir_changed_ = true;
           }
+          if (ev.mask & (IN_MODIFY | IN_CLOSE_WRITE | IN_Q_OVERFLOW)) wal_written_ = true;
         },
         feed_fd);
     if (stopping_.load()) break;
@@ -256,7 +262,17 @@ absl::Status PostgresSource::Poll() {
         primary_down_ = true;
         spdlog::warn("PostgreSQL is down (no running postmaster in {}): applying the crash rule",
                      pgdata_);
-        return ApplyCrashRule();
+        return ApplyCrashRule(/*first=*/true);
+      }
+      // Backends outlive a killed postmaster until they next wait: one may
+      // still be writing and committing. Recovery would replay what they
+      // write, so every write in pg_wal while the primary is down is
+      // scanned for.
+      if (wal_written_ && absl::Now() - last_crash_scan_ >= kCrashRescanSpacing) {
+        return ApplyCrashRule(/*first=*/false);
+      }
+      if (crash_logged_ < flush_ && absl::Now() - last_crash_log_ >= absl::Seconds(1)) {
+        LogCrashRuleProgress(/*first=*/false);
       }
       return absl::OkStatus();
     }
@@ -471,8 +487,11 @@ absl::Status PostgresSource::Publish(uint32_t timeline, pg::Lsn flush) {
   return absl::OkStatus();
 }
 
-absl::Status PostgresSource::ApplyCrashRule() {
+absl::Status PostgresSource::ApplyCrashRule(bool first) {
   if (timeline_ == 0) return absl::OkStatus();
+  // Cleared before reading: a write during the scan sets it again.
+  wal_written_ = false;
+  last_crash_scan_ = absl::Now();
   const uint64_t seg_size = exp_.segment_size;
   const pg::Lsn seg_start = pg::SegmentStartLsn(pg::SegmentOfLsn(flush_, seg_size), seg_size);
   pg::DirectoryWalBytes wal(sys_, options_.wal_dir, timeline_, seg_size);
@@ -482,18 +501,31 @@ absl::Status PostgresSource::ApplyCrashRule() {
                   scan.status().ToString(), pg::FormatLsn(flush_));
     return absl::OkStatus();
   }
+  if (first) crash_logged_ = flush_;
+  crash_stop_reason_ = scan->stop_reason;
   if (scan->end > flush_) {
-    spdlog::warn(
-        "crash rule: shipping {} bytes of valid WAL past the last reported flush position "
-        "{}, up to {} (end of the last valid record; scan stopped: {})",
-        scan->end - flush_, pg::FormatLsn(flush_), pg::FormatLsn(scan->end),
-        scan->stop_reason);
     flush_ = scan->end;
+    // A busy orphaned backend can make this a rescan every few ms: a line a
+    // second, covering every scan since the last line, says enough.
+    if (first || absl::Now() - last_crash_log_ >= absl::Seconds(1)) LogCrashRuleProgress(first);
     return Publish(timeline_, flush_);
   }
-  spdlog::warn("crash rule: no valid WAL past the last reported flush position {} ({})",
-               pg::FormatLsn(flush_), scan->stop_reason);
+  if (first) {
+    spdlog::warn("crash rule: no valid WAL past the last reported flush position {} ({})",
+                 pg::FormatLsn(flush_), scan->stop_reason);
+  }
   return absl::OkStatus();
+}
+
+void PostgresSource::LogCrashRuleProgress(bool first) {
+  spdlog::warn(
+      "crash rule: shipping {} bytes of valid WAL past {} {}, up to {} (end of the last valid "
+      "record; scan stopped: {})",
+      flush_ - crash_logged_,
+      first ? "the last reported flush position" : "what it shipped before,",
+      pg::FormatLsn(crash_logged_), pg::FormatLsn(flush_), crash_stop_reason_);
+  last_crash_log_ = absl::Now();
+  crash_logged_ = flush_;
 }
 
 std::optional<Position> PostgresSource::RedirectMissing(const Position& durable) const {

@@ -138,7 +138,12 @@ class PostgresSource final : public WalSource {
   uint64_t ValidatePages(const std::string& name, pg::Lsn seg_start, uint64_t from,
                          uint64_t to);
   bool PostmasterRunning() const;
-  absl::Status ApplyCrashRule();
+  // Ships the valid WAL past flush_ that crash recovery would replay; `first`
+  // when the primary has just been found down, false for a rescan after a
+  // write in pg_wal while it stays down.
+  absl::Status ApplyCrashRule(bool first);
+  // Logs what the crash rule shipped since its last line.
+  void LogCrashRuleProgress(bool first);
 
   sys::SysCalls& sys_;
   const PostgresSourceOptions options_;
@@ -156,6 +161,12 @@ class PostgresSource final : public WalSource {
   uint32_t timeline_ = 0;
   pg::Lsn flush_ = 0;
   bool primary_down_ = false;
+  // A segment was written since the last crash-rule scan (inotify).
+  bool wal_written_ = false;
+  absl::Time last_crash_scan_ = absl::InfinitePast();
+  absl::Time last_crash_log_ = absl::InfinitePast();
+  pg::Lsn crash_logged_ = 0;  // where the last crash-rule log line ended
+  std::string crash_stop_reason_;
   bool in_recovery_ = false;
   absl::Time next_feed_attempt_ = absl::InfinitePast();
   std::string last_feed_error_;

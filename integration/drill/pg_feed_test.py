@@ -14,6 +14,10 @@ the feed, not found by a query.
    and opens the feed again.
 4. A role without REPLICATION: the agent logs why the feed is unavailable
    and ships by query; pg_stat_replication has no walship row.
+5. The postmaster is killed while a backend is busy: the feed's walsender
+   exits at once, so the agent applies the crash rule at once; the backend
+   goes on to write and commit its transaction after that first scan, and
+   the replica still ends with every valid record in pg_wal.
 """
 import os
 import signal
@@ -208,6 +212,38 @@ class PgFeedTest(unittest.TestCase):
         end = self.commit_row()
         dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.05, "shipping by query")
         self.assertIsNone(self.walship_row())
+
+    def test_wal_written_after_the_postmaster_died_is_shipped(self):
+        self.start_pair()
+        dk.wait_until(self.feed_up, 30, 0.1, "the feed's walsender")
+        before = self.commit_row()
+        dk.wait_until(lambda: self.replica_lsn() >= before, 30, 0.02, "the first commit")
+        # The InitPlan runs first and takes seconds without writing WAL; only
+        # then are the rows inserted and the transaction committed. A backend
+        # checks for postmaster death only when it waits, so it finishes.
+        rows = 200000
+        argv = [self.env.pg("psql"), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+                "-d", self.pg.conninfo(), "-c",
+                "INSERT INTO t SELECT 5 FROM generate_series(1, %d) "
+                "WHERE (SELECT count(*) FROM generate_series(1, 15000000)) > 0" % rows]
+        busy = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+        self.addCleanup(lambda: busy.poll() is None and busy.kill())
+        dk.wait_until(lambda: self.pg.psql(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'INSERT INTO t SELECT 5%' "
+            "AND state = 'active'") == "1", 30, 0.02, "the busy backend")
+        self.pg.kill9_postmaster(timeout=60)
+        out, _ = busy.communicate(timeout=60)
+        self.assertEqual(busy.returncode, 0, out)
+        self.assertIn("INSERT 0 %d" % rows, out, "the commit was acknowledged after the crash")
+        agent_log = self.log_text(self.agent_log)
+        self.assertIn("applying the crash rule", agent_log)
+        end, records = dk.waldump_end(self.env, self.pg.pg_wal, before, 1, SEG)
+        self.assertGreater(records, rows, "the rows' WAL is in pg_wal")
+        dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.05,
+                      "the replica to hold the WAL written after the postmaster died, up to "
+                      + dk.fmt_lsn(end))
+        self.assertEqual(self.replica_lsn(), end, "shipped past the end of valid WAL")
 
 
 if __name__ == "__main__":
