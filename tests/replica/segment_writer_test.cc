@@ -10,12 +10,17 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -131,16 +136,20 @@ TEST_P(SegmentWriterTest, WritesVerifiesFlushesAndFinalizes) {
 // Runs a callback inside the next fdatasync of a file ending in `suffix`
 // (as the receiver thread would act during the flusher's sync) and counts
 // fsyncs of directories, under the crash simulator.
+// Runs `during` once, right after the first fdatasync of a file whose path
+// ends in `suffix`; counts directory fsyncs. The writer syncs on several
+// threads at once, so the hook is taken under a lock.
 class DuringSyncSysCalls : public testing::CrashSimSysCalls {
  public:
   using CrashSimSysCalls::CrashSimSysCalls;
   sys::SysResult Fdatasync(int fd) override {
     sys::SysResult r = CrashSimSysCalls::Fdatasync(fd);
-    if (during && absl::EndsWith(PathOfFd(fd), suffix)) {
-      auto f = std::move(during);
-      during = nullptr;
-      f();
+    std::function<void()> f;
+    {
+      std::lock_guard<std::mutex> lock(hook_mu_);
+      if (during && absl::EndsWith(PathOfFd(fd), suffix)) f = std::exchange(during, nullptr);
     }
+    if (f) f();
     return r;
   }
   sys::SysResult Fsync(int fd) override {
@@ -148,9 +157,21 @@ class DuringSyncSysCalls : public testing::CrashSimSysCalls {
     if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) ++dir_fsyncs;
     return CrashSimSysCalls::Fsync(fd);
   }
+  void Arm(std::string s, std::function<void()> f) {
+    std::lock_guard<std::mutex> lock(hook_mu_);
+    suffix = std::move(s);
+    during = std::move(f);
+  }
+  bool armed() {
+    std::lock_guard<std::mutex> lock(hook_mu_);
+    return during != nullptr;
+  }
+  std::atomic<int> dir_fsyncs{0};
+
+ private:
+  std::mutex hook_mu_;
   std::string suffix;
   std::function<void()> during;
-  int dir_fsyncs = 0;
 };
 
 // At a segment boundary the agent announces the next segment while the
@@ -171,12 +192,11 @@ TEST_P(SegmentWriterTest, BoundaryFsyncCoversTheSegmentBegunMeanwhile) {
     ch.Put(a);
     ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, 0, a)).ok());
     w.AddCheckpoint("seg-1", a.size(), wire::Crc32c(a.data(), a.size()));
-    sim.suffix = "/seg-1.partial";
-    sim.during = [&] { ASSERT_TRUE(w.BeginSegment("seg-2", 2, 0).ok()); };
+    sim.Arm("/seg-1.partial", [&] { ASSERT_TRUE(w.BeginSegment("seg-2", 2, 0).ok()); });
     const int before = sim.dir_fsyncs;
     auto dp = w.Flush();
     ASSERT_TRUE(dp.ok()) << dp.status();
-    EXPECT_EQ(sim.during, nullptr) << "seg-2 was not begun inside the sync";
+    EXPECT_FALSE(sim.armed()) << "seg-2 was not begun inside the sync";
     EXPECT_EQ(dp->position, (Position{"seg-1", a.size()}));
     EXPECT_TRUE(dp->complete);
     EXPECT_GT(sim.dir_fsyncs, before);  // the rename (and walship.sums, new here)
@@ -191,6 +211,105 @@ TEST_P(SegmentWriterTest, BoundaryFsyncCoversTheSegmentBegunMeanwhile) {
   sim.Crash();
   EXPECT_EQ(ReadFile(dir + "/seg-1"), a);
   EXPECT_EQ(ReadFile(dir + "/seg-2.partial"), b);
+}
+
+// The next segment's first bytes often arrive while the boundary cycle
+// syncs the previous segment's tail: they are synced during the directory
+// fsync that publishes it, so the same cycle's point already covers them.
+TEST_P(SegmentWriterTest, BoundaryCycleAlsoMakesTheNextSegmentsFirstBytesDurable) {
+  std::string dir = testing::FreshTempDir("boundary-next");
+  DuringSyncSysCalls sim(dir);
+  std::mt19937_64 rng(4);
+  std::string a = RandomBytes(rng, 70000), b = RandomBytes(rng, 5000);
+  Channel ch;
+  {
+    SegmentWriter w(sim, dir, Options());
+    ASSERT_TRUE(w.Recover(std::nullopt).ok());
+    ASSERT_TRUE(w.BeginSegment("seg-1", 1, 0).ok());
+    ch.Put(a.substr(0, 60000));
+    ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, 0, a.substr(0, 60000))).ok());
+    ASSERT_TRUE(w.Flush().ok());
+    ch.Put(a.substr(60000));
+    ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, 60000, a.substr(60000))).ok());
+    w.AddCheckpoint("seg-1", a.size(), wire::Crc32c(a.data(), a.size()));
+    // The tail is left to sync; seg-2 and its bytes arrive inside that.
+    ch.Put(b);
+    sim.Arm("/seg-1.partial", [&] {
+      ASSERT_TRUE(w.BeginSegment("seg-2", 2, 0).ok());
+      ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(2, 0, b)).ok());
+    });
+    auto dp = w.Flush();
+    ASSERT_TRUE(dp.ok()) << dp.status();
+    ASSERT_FALSE(sim.armed()) << "seg-2 was not begun inside the sync";
+    EXPECT_EQ(dp->position, (Position{"seg-2", b.size()}));
+    EXPECT_FALSE(dp->complete);
+    EXPECT_EQ(dp->prefix_crc32c, wire::Crc32c(b.data(), b.size()));
+    EXPECT_FALSE(w.HasUnflushedWork());
+  }
+  sim.Crash();
+  EXPECT_EQ(ReadFile(dir + "/seg-1"), a);
+  EXPECT_EQ(ReadFile(dir + "/seg-2.partial"), b);
+}
+
+// At a boundary the old segment's tail, the new segment's bytes and the
+// checksum line are synced at once, not one after another: here the tail's
+// fdatasync does not return before the checksum line's has begun.
+class OverlapProbeSysCalls : public sys::RealSysCalls {
+ public:
+  sys::SysResult Fdatasync(int fd) override {
+    char buf[4096];
+    ssize_t n = readlink(absl::StrCat("/proc/self/fd/", fd).c_str(), buf, sizeof(buf));
+    std::string path(buf, n > 0 ? static_cast<size_t>(n) : 0);
+    if (absl::EndsWith(path, "/walship.sums")) {
+      std::lock_guard<std::mutex> lock(mu_);
+      sums_started_ = true;
+      cv_.notify_all();
+    } else if (absl::EndsWith(path, "/seg-1.partial") && armed_) {
+      std::unique_lock<std::mutex> lock(mu_);
+      // Bounded: a writer that syncs one file after the other lands here
+      // with the checksum line not yet begun, and the test fails after 10 s.
+      overlapped_ = cv_.wait_for(lock, std::chrono::seconds(10), [this] { return sums_started_; });
+    }
+    return RealSysCalls::Fdatasync(fd);
+  }
+  std::atomic<bool> armed_{false};
+  bool overlapped() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return overlapped_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool sums_started_ = false;
+  bool overlapped_ = false;
+};
+
+TEST_P(SegmentWriterTest, BoundarySyncsRunTogether) {
+  std::string dir = testing::FreshTempDir("boundary-overlap");
+  OverlapProbeSysCalls sys;
+  std::mt19937_64 rng(5);
+  std::string a = RandomBytes(rng, 70000), b = RandomBytes(rng, 5000);
+  Channel ch;
+  SegmentWriter w(sys, dir, Options());
+  ASSERT_TRUE(w.Recover(std::nullopt).ok());
+  ASSERT_TRUE(w.BeginSegment("seg-1", 1, 0).ok());
+  ch.Put(a.substr(0, 60000));
+  ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, 0, a.substr(0, 60000))).ok());
+  ASSERT_TRUE(w.Flush().ok());
+  ch.Put(a.substr(60000));
+  ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, 60000, a.substr(60000))).ok());
+  ASSERT_TRUE(w.BeginSegment("seg-2", 2, 0).ok());
+  ch.Put(b);
+  ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(2, 0, b)).ok());
+  w.AddCheckpoint("seg-1", a.size(), wire::Crc32c(a.data(), a.size()));
+  sys.armed_ = true;
+  auto dp = w.Flush();
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  EXPECT_TRUE(sys.overlapped()) << "the checksum line waited for the segment's fdatasync";
+  EXPECT_EQ(dp->position, (Position{"seg-2", b.size()}));
+  EXPECT_EQ(ReadFile(dir + "/seg-1"), a);
+  EXPECT_TRUE(absl::StrContains(ReadFile(dir + "/walship.sums"), "seg-1 70000 "));
 }
 
 // Records posix_fadvise calls with the path the descriptor names.
@@ -208,6 +327,19 @@ class FadviseRecorder : public sys::RealSysCalls {
     return RealSysCalls::Fadvise(fd, off, len, advice);
   }
   std::vector<Call> calls;
+
+  // The calls for the file whose path ends in `suffix`, in order, as long
+  // as they are DONTNEED slices each starting where the previous ended:
+  // the bytes they cover from offset 0 (-1 when any call breaks that).
+  off_t CoveredFromStart(const std::string& suffix) const {
+    off_t covered = 0;
+    for (const Call& c : calls) {
+      if (!absl::EndsWith(c.path, suffix)) continue;
+      if (c.advice != POSIX_FADV_DONTNEED || c.off != covered || c.len <= 0) return -1;
+      covered += c.len;
+    }
+    return covered;
+  }
 };
 
 // Pages of `path` in the page cache.
@@ -237,10 +369,14 @@ TEST_P(SegmentWriterTest, PublishedSegmentsLeaveThePageCache) {
     ASSERT_TRUE(w.Recover(std::nullopt).ok());
     Channel ch;
     std::mt19937_64 rng(7);
-    std::string a = RandomBytes(rng, 300000), b = RandomBytes(rng, 5000);
+    // Over two 1 MiB slices, so the drop is done in three calls.
+    std::string a = RandomBytes(rng, (2 << 20) + 300000), b = RandomBytes(rng, 5000);
     ASSERT_TRUE(w.BeginSegment("seg-1", 1, 0).ok());
-    ch.Put(a);
-    ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, 0, a)).ok());
+    for (size_t off = 0; off < a.size(); off += 60000) {
+      std::string part = a.substr(off, 60000);
+      ch.Put(part);
+      ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, off, part)).ok());
+    }
     ASSERT_TRUE(w.Flush().ok());
     w.DropPublishedPages();
     EXPECT_TRUE(sys.calls.empty()) << "durable but not published: pages stay";
@@ -258,11 +394,10 @@ TEST_P(SegmentWriterTest, PublishedSegmentsLeaveThePageCache) {
       EXPECT_TRUE(sys.calls.empty());
       continue;
     }
-    ASSERT_EQ(sys.calls.size(), 1u);
-    EXPECT_TRUE(absl::EndsWith(sys.calls[0].path, "/seg-1")) << sys.calls[0].path;
-    EXPECT_EQ(sys.calls[0].off, 0);
-    EXPECT_EQ(sys.calls[0].len, 0);  // to the end of the file
-    EXPECT_EQ(sys.calls[0].advice, POSIX_FADV_DONTNEED);
+    // In slices of at most 1 MiB that cover the whole file.
+    ASSERT_EQ(sys.calls.size(), 3u);
+    EXPECT_EQ(sys.CoveredFromStart("/seg-1"), static_cast<off_t>(a.size()));
+    for (const auto& c : sys.calls) EXPECT_LE(c.len, 1 << 20);
     struct statfs fs;
     ASSERT_EQ(statfs(dir.c_str(), &fs), 0);
     if (fs.f_type != TMPFS_MAGIC) {  // tmpfs pages are the file: never dropped
@@ -276,9 +411,11 @@ TEST_P(SegmentWriterTest, PublishedSegmentsLeaveThePageCache) {
       EXPECT_EQ(ResidentPages(dir + "/seg-2"), 0u);
       // seg-1 once more (a page the receiver still mapped would have
       // stayed), then seg-2.
-      ASSERT_EQ(sys.calls.size(), 2u);
+      ASSERT_EQ(sys.calls.size(), 4u);
       EXPECT_TRUE(absl::EndsWith(sys.calls[0].path, "/seg-1")) << sys.calls[0].path;
-      EXPECT_TRUE(absl::EndsWith(sys.calls[1].path, "/seg-2")) << sys.calls[1].path;
+      EXPECT_TRUE(absl::EndsWith(sys.calls[3].path, "/seg-2")) << sys.calls[3].path;
+      EXPECT_EQ(sys.CoveredFromStart("/seg-1"), static_cast<off_t>(a.size()));
+      EXPECT_EQ(sys.CoveredFromStart("/seg-2"), static_cast<off_t>(b.size()));
     }
   }
 }
