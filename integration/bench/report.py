@@ -276,9 +276,11 @@ def markdown(results):
                 _live_range(results, rate, "probe", "fdatasync_max_ms")))
         L.append("")
         L.append("Writer: %s. walship's durable time is when walship.state was closed after "
-                 "its new record's fdatasync (data fdatasync'ed too), seen with inotify; the "
-                 "acknowledgement follows it. The probe row is the fdatasync latency itself." %
-                 lv["writer"])
+                 "its new record's fdatasync, seen with inotify. In the common cycle that "
+                 "fdatasync runs beside the data's, which in a traced 100 MB/s run ended a "
+                 "median 0.04 ms (p90 0.18, p99 0.37) after the record's; the acknowledgement "
+                 "follows both. So walship's rows are optimistic by about that much. The probe "
+                 "row is the fdatasync latency itself." % lv["writer"])
         L.append("")
     pb = _get(results, "sections", "pgbench")
     if pb:
