@@ -23,27 +23,6 @@
 namespace walship::replica {
 namespace {
 
-struct Sum {
-  uint64_t length;
-  uint32_t crc;
-};
-
-// The last line recorded for each name wins.
-std::map<std::string, Sum> LoadSums(sys::SysCalls& sys, const std::string& dest) {
-  std::map<std::string, Sum> sums;
-  auto text = sys::ReadFileToString(sys, absl::StrCat(dest, "/", kSumsFileName));
-  if (!text.ok()) return sums;
-  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
-    std::vector<std::string> f = absl::StrSplit(line, ' ');
-    Sum s;
-    if (f.size() == 3 && absl::SimpleAtoi(f[1], &s.length) &&
-        absl::SimpleHexAtoi(f[2], &s.crc)) {
-      sums[f[0]] = s;
-    }
-  }
-  return sums;
-}
-
 // Copies [0, length) of `src` to `target` and appends `pad` zero bytes.
 absl::Status CopyOut(sys::SysCalls& sys, int src, uint64_t length, uint64_t pad,
                      const std::string& target) {
@@ -78,9 +57,25 @@ int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name
     *why = absl::StrCat("not a WAL file name: \"", absl::CHexEscape(name), "\"");
     return kRestoreNotFound;
   }
-  const std::string complete = absl::StrCat(dest, "/", name);
-  if (auto fd = sys::OpenFile(sys, complete, O_RDONLY); fd.ok()) {
-    std::map<std::string, Sum> sums = LoadSums(sys, dest);
+  std::string complete = absl::StrCat(dest, "/", name);
+  const std::string partial = absl::StrCat(complete, ".partial");
+  StateStore store(sys, dest);
+  auto state = store.Load();
+  auto fd = sys::OpenFile(sys, complete, O_RDONLY);
+  if (!fd.ok() && state.ok() && state->has_value() &&
+      ((*state)->durable.segment > name ||
+       ((*state)->durable.segment == name && (*state)->segment_complete))) {
+    // The position record is past this segment, yet it still has its
+    // partial name: the machine stopped after the record and the segment's
+    // checksum line reached the disk but before its rename did
+    // (SegmentWriter::Flush saves the record beside that directory fsync).
+    // The replica's next start finishes the publication; until then the
+    // file is served if it matches its checksum line, like any other.
+    fd = sys::OpenFile(sys, partial, O_RDONLY);
+    if (fd.ok()) complete = partial;
+  }
+  if (fd.ok()) {
+    std::map<std::string, SegmentSum> sums = LoadSegmentSums(sys, dest);
     auto it = sums.find(name);
     if (it == sums.end()) {
       *why = absl::StrCat("refusing ", complete, ": no checksum recorded in ", kSumsFileName);
@@ -94,9 +89,9 @@ int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name
       return kRestoreRefused;
     }
     auto crc = Crc32cOfFileRange(sys, fd->get(), 0, it->second.length, complete);
-    if (!crc.ok() || *crc != it->second.crc) {
+    if (!crc.ok() || *crc != it->second.crc32c) {
       *why = crc.ok() ? absl::StrFormat("refusing %s: CRC32C %08x but %08x recorded",
-                                        complete, *crc, it->second.crc)
+                                        complete, *crc, it->second.crc32c)
                       : std::string(crc.status().message());
       return kRestoreRefused;
     }
@@ -108,8 +103,6 @@ int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name
     return kRestoreServed;
   }
   // The segment being received: durable bytes only.
-  StateStore store(sys, dest);
-  auto state = store.Load();
   if (!state.ok()) {
     *why = state.status().ToString();
     return kRestoreRefused;
@@ -119,8 +112,7 @@ int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name
     *why = absl::StrCat(name, " is not available");
     return kRestoreNotFound;
   }
-  const std::string partial = absl::StrCat(dest, "/", name, ".partial");
-  auto fd = sys::OpenFile(sys, partial, O_RDONLY);
+  fd = sys::OpenFile(sys, partial, O_RDONLY);
   if (!fd.ok()) {
     *why = absl::StrCat(partial, ": ", fd.status().message());
     return kRestoreNotFound;

@@ -27,6 +27,11 @@ constexpr char kPartial[] = ".partial";
 constexpr uint64_t kDropSliceBytes = 1 << 20;
 constexpr absl::Duration kDropSlicePause = absl::Microseconds(500);
 
+bool SamePoint(const DurablePoint& a, const DurablePoint& b) {
+  return a.position == b.position && a.complete == b.complete &&
+         a.prefix_crc32c == b.prefix_crc32c;
+}
+
 absl::StatusOr<uint64_t> FileSize(sys::SysCalls& sys, int fd, const std::string& path) {
   struct stat st;
   sys::SysResult r = sys.Fstat(fd, &st);
@@ -148,6 +153,51 @@ absl::StatusOr<DurablePoint> SegmentWriter::Recover(
     }
   }
   closedir(d);
+  std::sort(complete.begin(), complete.end());
+
+  // Flush() saves the record that moves past a segment (or calls it
+  // complete) beside the directory fsync that makes its rename durable, so
+  // a crash can leave that segment as NAME.partial with the record already
+  // past it. Its bytes and its checksum line were durable before that
+  // record was saved: finish the publication. Such a partial that does not
+  // match its line is damage.
+  bool renamed = false;
+  if (state.has_value() && !state->durable.segment.empty()) {
+    std::optional<std::map<std::string, SegmentSum>> sums;
+    for (auto it = partial.begin(); it != partial.end();) {
+      const std::string p = *it;
+      if (!(p < state->durable.segment ||
+            (p == state->durable.segment && state->segment_complete))) {
+        ++it;
+        continue;
+      }
+      if (!sums.has_value()) sums = LoadSegmentSums(sys_, dir_);
+      auto sum = sums->find(p);
+      if (sum == sums->end()) {
+        // Never completed here (an ancestor timeline's last segment, say):
+        // not this case; it is removed below like any unpublished partial.
+        ++it;
+        continue;
+      }
+      if (absl::Status v =
+              VerifyCompleteFile(p, Checkpoint{sum->second.length, sum->second.crc32c}, true);
+          !v.ok()) {
+        return absl::DataLossError(absl::StrCat(
+            "state says ", state->durable.ToString(), " is durable, so ", p,
+            " is complete, but ", p, kPartial, " does not match ", kSumsFileName, ": ",
+            v.message()));
+      }
+      const std::string from = PathOf(p, true), to = PathOf(p, false);
+      sys::SysResult r = sys_.Rename(from.c_str(), to.c_str());
+      if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("rename ", from));
+      spdlog::info("{}{}: complete and matching {}, published (its rename had not reached "
+                   "the disk)", p, kPartial, kSumsFileName);
+      renamed = true;
+      complete.push_back(p);
+      it = partial.erase(it);
+    }
+  }
+  if (renamed) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
   std::sort(complete.begin(), complete.end());
 
   DurablePoint dp;
@@ -413,7 +463,7 @@ absl::Status SegmentWriter::AppendSum(const std::string& name, uint64_t length,
     WALSHIP_ASSIGN_OR_RETURN(sums_, sys::OpenFile(sys_, path, O_WRONLY | O_CREAT | O_APPEND));
     if (!existed) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
   }
-  std::string line = absl::StrFormat("%s %d %08x\n", name, length, crc32c);
+  const std::string line = SegmentSumLine(name, length, crc32c);
   WALSHIP_RETURN_IF_ERROR(sys::WriteFully(sys_, sums_.get(), line.data(), line.size()));
   sys::SysResult r = sys_.Fdatasync(sums_.get());
   if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", path));
@@ -426,9 +476,9 @@ void SegmentWriter::AddCheckpoint(const std::string& name, uint64_t length,
   checkpoints_[name] = Checkpoint{length, crc32c};
 }
 
-absl::Status SegmentWriter::VerifyCompleteFile(const std::string& name,
-                                               const Checkpoint& cp) {
-  auto fd = sys::OpenFile(sys_, PathOf(name, false), O_RDONLY);
+absl::Status SegmentWriter::VerifyCompleteFile(const std::string& name, const Checkpoint& cp,
+                                               bool partial) {
+  auto fd = sys::OpenFile(sys_, PathOf(name, partial), O_RDONLY);
   if (!fd.ok()) return fd.status();
   WALSHIP_ASSIGN_OR_RETURN(uint64_t size, FileSize(sys_, fd->get(), name));
   if (size != cp.length) {
@@ -612,13 +662,65 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
     }
   }
   const bool dir_synced = sync_dir || !finals.empty();
+  // The point this cycle reaches: past the published segments, into the
+  // oldest one still open if it holds flushed bytes whose entry is durable
+  // by then. Known before the directory fsync, so the record can be saved
+  // beside it.
+  DurablePoint next;
+  {
+    absl::MutexLock lock(&mu_);
+    next = durable_;
+    if (!finals.empty()) {
+      next = DurablePoint{Position{finals.back().name, finals.back().length}, true,
+                          finals.back().crc32c};
+    }
+    if (open_.size() > finals.size()) {
+      const Segment& s = open_[finals.size()];
+      uint64_t flushed = s.flushed;
+      uint32_t flushed_crc = s.flushed_crc;
+      for (const Pending& p : late) {
+        if (p.name == s.name && p.written > flushed) {
+          flushed = p.written;
+          flushed_crc = p.written_crc;
+        }
+      }
+      const bool entry = s.entry_durable ||
+                         (dir_synced && std::find(snapshot.begin(), snapshot.end(), s.name) !=
+                                            snapshot.end());
+      // A segment with nothing flushed adds nothing to a complete durable
+      // point, and one whose entry is not durable yet cannot hold it.
+      const bool nothing_new = (flushed == 0 || !entry) && next.complete;
+      if (!nothing_new && (next.complete || next.position.segment != s.name ||
+                           next.position.offset != flushed)) {
+        next = DurablePoint{Position{s.name, flushed}, false, flushed_crc};
+      }
+    }
+  }
   if (dir_synced) {
+    // With `persist`, the record of `next` is saved beside these flushes,
+    // as in the common cycle. A crash before they all reach the disk can
+    // leave a record past a segment whose rename was lost (Recover()
+    // finishes the publication: its bytes and checksum line were durable
+    // before this phase) or naming bytes of the next segment that are not
+    // on disk (Recover() finds them missing and the previous record is used).
+    const bool record_alongside = persist != nullptr && !SamePoint(next, before);
     std::vector<std::function<absl::Status()>> jobs;
     jobs.push_back([this] { return sys::FsyncDir(sys_, dir_); });
     for (const Pending& p : late) {
       jobs.push_back([this, &p] { return SyncFile(p.fd->get(), PathOf(p.name, true)); });
     }
-    WALSHIP_RETURN_IF_ERROR(RunAtOnce(std::move(jobs)));
+    if (record_alongside) jobs.push_back([&persist, &next] { return persist(next); });
+    if (absl::Status s = RunAtOnce(std::move(jobs)); !s.ok()) {
+      if (record_alongside) {
+        absl::Status back = persist(before);
+        if (!back.ok()) {
+          return absl::DataLossError(absl::StrCat(
+              s.message(), "; and restoring the previous durable position failed: ",
+              back.message()));
+        }
+      }
+      return s;
+    }
   }
   if (options_.drop_behind && !finals.empty()) {
     absl::MutexLock lock(&drop_mu_);
@@ -639,24 +741,10 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
     }
   }
   for (const Final& f : finals) {
-    durable_.position = Position{f.name, f.length};
-    durable_.complete = true;
-    durable_.prefix_crc32c = f.crc32c;
     checkpoints_.erase(f.name);
     open_.pop_front();
   }
-  if (!open_.empty()) {
-    const Segment& s = open_.front();
-    // A segment with nothing flushed adds nothing to a complete durable
-    // point, and one whose entry is not durable yet cannot hold it.
-    const bool nothing_new = (s.flushed == 0 || !s.entry_durable) && durable_.complete;
-    if (!nothing_new && (durable_.complete || durable_.position.segment != s.name ||
-                         durable_.position.offset != s.flushed)) {
-      durable_.position = Position{s.name, s.flushed};
-      durable_.complete = false;
-      durable_.prefix_crc32c = s.flushed_crc;
-    }
-  }
+  durable_ = next;
   return durable_;
 }
 

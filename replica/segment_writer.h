@@ -96,9 +96,11 @@ class SegmentWriter {
   ~SegmentWriter();
 
   // Reconciles the directory with the persisted state and returns the durable
-  // point to resume from. Truncates NAME.partial to the durable offset and
-  // removes other .partial files (never acknowledged). kDataLoss when bytes
-  // the state calls durable are missing or no longer match its CRC.
+  // point to resume from. Publishes a NAME.partial the state is past (or
+  // calls complete) that matches its walship.sums line (see Flush()),
+  // truncates the state's NAME.partial to the durable offset and removes
+  // other .partial files (never acknowledged). kDataLoss when bytes the
+  // state calls durable are missing or no longer match its CRC.
   absl::StatusOr<DurablePoint> Recover(const std::optional<ReplicaState>& state);
 
   // SEGMENT frame: subsequent DATA frames with `handle` belong to `name`,
@@ -127,8 +129,16 @@ class SegmentWriter {
   // bytes Recover() finds missing or different, so the caller falls back to
   // the previous record (StateStore keeps it). If the data's fdatasync
   // fails, `persist` is called again with the previous durable point before
-  // the error is returned. Other cycles call nothing: the caller persists
-  // the returned point itself.
+  // the error is returned.
+  //
+  // A cycle that ends with a directory fsync (a publication, a new entry)
+  // saves its record the same way, beside that fsync, once every byte and
+  // checksum line it covers is durable. A crash then can leave the record
+  // past a segment whose rename was lost; Recover() finishes that
+  // publication (the segment matches its checksum line) and the restore
+  // helper serves it meanwhile. Other cycles call nothing: the caller
+  // persists the returned point itself (saving the same point again is the
+  // caller's no-op).
   absl::StatusOr<DurablePoint> Flush(const PersistFn& persist = nullptr);
 
   // With drop_behind, drops the cached pages of segments that Flush()
@@ -178,7 +188,10 @@ class SegmentWriter {
   };
 
   std::string PathOf(const std::string& name, bool partial) const;
-  absl::Status VerifyCompleteFile(const std::string& name, const Checkpoint& cp);
+  // `name` (NAME.partial with `partial`) holds exactly the checkpoint's
+  // bytes; kFailedPrecondition (divergence) otherwise.
+  absl::Status VerifyCompleteFile(const std::string& name, const Checkpoint& cp,
+                                  bool partial = false);
   absl::Status EnsurePipe();
   absl::Status AppendSum(const std::string& name, uint64_t length, uint32_t crc32c);
   // POSIX_FADV_DONTNEED for a published segment (drop_behind).

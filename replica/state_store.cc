@@ -180,4 +180,23 @@ absl::Status StateStore::Save(const ReplicaState& state) {
   return absl::OkStatus();
 }
 
+std::string SegmentSumLine(const std::string& name, uint64_t length, uint32_t crc32c) {
+  return absl::StrFormat("%s %d %08x\n", name, length, crc32c);
+}
+
+std::map<std::string, SegmentSum> LoadSegmentSums(sys::SysCalls& sys, const std::string& dir) {
+  std::map<std::string, SegmentSum> sums;
+  auto text = sys::ReadFileToString(sys, absl::StrCat(dir, "/", kSumsFileName));
+  if (!text.ok()) return sums;
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    SegmentSum s;
+    if (f.size() == 3 && f[2].size() == 8 && absl::SimpleAtoi(f[1], &s.length) &&
+        absl::SimpleHexAtoi(f[2], &s.crc32c)) {
+      sums[f[0]] = s;
+    }
+  }
+  return sums;
+}
+
 }  // namespace walship::replica

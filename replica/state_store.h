@@ -39,6 +39,7 @@
 #ifndef WALSHIP_REPLICA_STATE_STORE_H_
 #define WALSHIP_REPLICA_STATE_STORE_H_
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -63,8 +64,20 @@ struct ReplicaState {
 };
 
 inline constexpr char kStateFileName[] = "walship.state";
-// Checksums of complete segments (segment_writer.h).
+// Checksums of complete segments (segment_writer.h): one line
+// "NAME LENGTH CRC32C" (decimal length, 8 hex digits) per segment, appended.
 inline constexpr char kSumsFileName[] = "walship.sums";
+
+struct SegmentSum {
+  uint64_t length = 0;
+  uint32_t crc32c = 0;
+};
+// The walship.sums line for one segment, newline included.
+std::string SegmentSumLine(const std::string& name, uint64_t length, uint32_t crc32c);
+// Every segment's checksum recorded in `dir`'s walship.sums; the last line
+// for a name wins, and lines that do not parse (a torn last line) are
+// skipped. Empty when the file is missing.
+std::map<std::string, SegmentSum> LoadSegmentSums(sys::SysCalls& sys, const std::string& dir);
 
 class StateStore {
  public:

@@ -89,6 +89,14 @@ void CrashSimSysCalls::DieAtNextFdatasyncOf(const std::string& suffix,
   die_suffix_ = suffix;
   die_after_ = after;
   after_synced_ = false;
+  if (suffix.empty()) die_dir_ = false;
+}
+
+void CrashSimSysCalls::DieAtNextDirFsync(const std::string& after) {
+  std::lock_guard<std::mutex> lock(mu_);
+  die_dir_ = true;
+  die_after_ = after;
+  after_synced_ = false;
 }
 
 namespace {
@@ -128,8 +136,19 @@ sys::SysResult CrashSimSysCalls::Fdatasync(int fd) {
 
 sys::SysResult CrashSimSysCalls::Fsync(int fd) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     if (dead_) return {-1, EIO};
+    auto it = fd_paths_.find(fd);
+    if (die_dir_ && it != fd_paths_.end() && it->second == root_) {
+      if (!die_after_.empty()) {
+        after_cv_.wait_for(lock, std::chrono::milliseconds(50),
+                           [this] { return after_synced_; });
+      }
+      die_dir_ = false;
+      dead_ = true;
+      ++dir_fsync_deaths_;
+      return {-1, EIO};
+    }
   }
   sys::SysResult r = RealSysCalls::Fsync(fd);
   if (r.ok()) SyncFd(fd);
@@ -169,6 +188,7 @@ void CrashSimSysCalls::Crash(uint64_t tear) {
   dead_ = false;
   die_suffix_.clear();
   die_after_.clear();
+  die_dir_ = false;
   // Undo renames a directory fsync never made durable, newest first. A
   // rename over an existing file (the state file's temp + rename) reverts to
   // the old contents only if those were kept; we model the common case

@@ -51,8 +51,15 @@ class CrashSimSysCalls : public sys::RealSysCalls {
   // destroys its objects and calls Crash(). With `after`, the dying call
   // first waits (up to 50 ms) until an Fdatasync of a file ending in
   // `after` has completed: "that one reached the disk, this one did not".
-  // An empty `suffix` disarms.
+  // An empty `suffix` disarms (this and DieAtNextDirFsync).
   void DieAtNextFdatasyncOf(const std::string& suffix, const std::string& after = "");
+  // The same, for the next fsync of the root directory itself.
+  void DieAtNextDirFsync(const std::string& after = "");
+  // Machine deaths so far inside a directory fsync.
+  int dir_fsync_deaths() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return dir_fsync_deaths_;
+  }
 
   static constexpr uint64_t kContentBytes = 64 << 10;
 
@@ -80,6 +87,8 @@ class CrashSimSysCalls : public sys::RealSysCalls {
   std::string die_suffix_;
   std::string die_after_;
   bool after_synced_ = false;
+  bool die_dir_ = false;
+  int dir_fsync_deaths_ = 0;
   bool dead_ = false;
   std::condition_variable after_cv_;
 };

@@ -111,6 +111,29 @@ TEST_F(RestoreTest, ServesOnlyDurableBytesOfThePartialSegmentPadded) {
   EXPECT_EQ(Run(name), kRestoreRefused);
 }
 
+// A crash after the position record moved past a segment but before its
+// rename reached the disk leaves it as NAME.partial until the replica's
+// next start; it is served meanwhile if it matches its checksum line.
+TEST_F(RestoreTest, ServesASegmentTheRecordIsPastUnderItsPartialName) {
+  const std::string name = "000000010000000000000003";
+  const std::string next = "000000010000000000000004";
+  std::string seg(1 << 20, 'v');
+  testing::WriteFile(dir_ + "/" + name + ".partial", seg);
+  Sum(dir_, name, seg);
+  StateStore store(sys::DefaultSysCalls(), dir_);
+  ASSERT_TRUE(store.Save(ReplicaState{"pg-1", Position{next, 0}, false, 0}).ok());
+  EXPECT_EQ(Run(name), kRestoreServed) << why_;
+  EXPECT_TRUE(ReadFile(target_) == seg);
+  // Not matching its line: refused.
+  seg[7] = 'X';
+  testing::WriteFile(dir_ + "/" + name + ".partial", seg);
+  EXPECT_EQ(Run(name), kRestoreRefused) << why_;
+  // The record not past it: only its durable bytes would count (none here).
+  ASSERT_TRUE(store.Save(ReplicaState{"pg-1", Position{"000000010000000000000002", 10}, false,
+                                      0}).ok());
+  EXPECT_EQ(Run(name), kRestoreNotFound) << why_;
+}
+
 TEST_F(RestoreTest, UnknownAndHostileNamesAreNotFound) {
   EXPECT_EQ(Run("000000010000000000000009"), kRestoreNotFound);
   EXPECT_EQ(Run("../etc/passwd"), kRestoreNotFound);

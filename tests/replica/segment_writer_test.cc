@@ -547,6 +547,57 @@ TEST_P(SegmentWriterTest, RecoverTruncatesUnacknowledgedAndDetectsLoss) {
   EXPECT_TRUE(dp->complete);
 }
 
+// The boundary cycle saves the record beside the directory fsync that
+// publishes a segment: a crash can leave the record past the segment while
+// its rename never reached the disk. Its bytes and checksum line did, so
+// Recover() finishes the publication; a partial that does not match its
+// line is damage, never silently dropped.
+TEST_P(SegmentWriterTest, RecoverFinishesAPublicationTheRecordIsPast) {
+  std::string dir = testing::FreshTempDir("recover-publish");
+  std::mt19937_64 rng(6);
+  const std::string a = RandomBytes(rng, 70000), b = RandomBytes(rng, 5000);
+  testing::WriteFile(dir + "/seg-1.partial", a);
+  testing::WriteFile(dir + "/seg-2.partial", b);
+  std::ofstream(dir + "/walship.sums", std::ios::app)
+      << SegmentSumLine("seg-1", a.size(), wire::Crc32c(a.data(), a.size()));
+  const ReplicaState st{"stream", Position{"seg-2", b.size()}, false,
+                        wire::Crc32c(b.data(), b.size())};
+  {
+    SegmentWriter w(sys_, dir, Options());
+    auto dp = w.Recover(st);
+    ASSERT_TRUE(dp.ok()) << dp.status();
+    EXPECT_EQ(dp->position, (Position{"seg-2", b.size()}));
+    EXPECT_FALSE(dp->complete);
+    EXPECT_EQ(ReadFile(dir + "/seg-1"), a);
+    EXPECT_FALSE(Exists(dir + "/seg-1.partial"));
+    EXPECT_EQ(ReadFile(dir + "/seg-2.partial"), b);
+  }
+  // The record calls seg-2 complete itself (nothing of seg-3 yet).
+  std::ofstream(dir + "/walship.sums", std::ios::app)
+      << SegmentSumLine("seg-2", b.size(), wire::Crc32c(b.data(), b.size()));
+  {
+    SegmentWriter w(sys_, dir, Options());
+    auto dp = w.Recover(ReplicaState{"stream", Position{"seg-2", b.size()}, true,
+                                     wire::Crc32c(b.data(), b.size())});
+    ASSERT_TRUE(dp.ok()) << dp.status();
+    EXPECT_TRUE(dp->complete);
+    EXPECT_EQ(ReadFile(dir + "/seg-2"), b);
+  }
+  // Damage: seg-3 complete per the record, partial on disk, bytes changed.
+  std::string c = RandomBytes(rng, 9000);
+  std::ofstream(dir + "/walship.sums", std::ios::app)
+      << SegmentSumLine("seg-3", c.size(), wire::Crc32c(c.data(), c.size()));
+  c[100] ^= 1;
+  testing::WriteFile(dir + "/seg-3.partial", c);
+  testing::WriteFile(dir + "/seg-4.partial", b);
+  SegmentWriter w(sys_, dir, Options());
+  auto dp = w.Recover(ReplicaState{"stream", Position{"seg-4", b.size()}, false,
+                                   wire::Crc32c(b.data(), b.size())});
+  EXPECT_EQ(dp.status().code(), absl::StatusCode::kDataLoss) << dp.status();
+  EXPECT_TRUE(absl::StrContains(dp.status().message(), "seg-3")) << dp.status();
+  EXPECT_TRUE(Exists(dir + "/seg-3.partial")) << "damaged bytes kept for the operator";
+}
+
 TEST(StateStoreTest, RoundTripAndDamage) {
   std::string dir = testing::FreshTempDir("state");
   StateStore store(sys::DefaultSysCalls(), dir);
@@ -718,6 +769,11 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
     for (; seg < static_cast<int>(source.size()) && !crashed; ++seg, off = 0) {
       const auto& [name, bytes] = source[seg];
       ASSERT_TRUE(w->BeginSegment(name, ++handle, off).ok());
+      if (off == bytes.size()) {
+        // Resumed at the end of a segment not yet published: the agent
+        // sends its checkpoint at once.
+        w->AddCheckpoint(name, bytes.size(), wire::Crc32c(bytes.data(), bytes.size()));
+      }
       while (off < bytes.size()) {
         uint64_t n = std::min<uint64_t>(bytes.size() - off, 1 + rng() % 60000);
         std::string payload = bytes.substr(off, n);
@@ -733,9 +789,14 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
           auto save = [&](const DurablePoint& p) {
             return store.Save(ReplicaState{"stream", p.position, p.complete, p.prefix_crc32c});
           };
-          const bool die = rng() % 2 == 0;
-          // Most deaths come after the record reached the disk.
-          if (die) sim.DieAtNextFdatasyncOf(".partial", rng() % 4 ? "/walship.state" : "");
+          const uint64_t how = rng() % 8;
+          const bool die = how < 4;
+          // Most deaths come after the record reached the disk: inside a
+          // data fdatasync, or inside the directory fsync that publishes a
+          // segment (the record is saved beside both).
+          const std::string after = rng() % 4 ? "/walship.state" : "";
+          if (how < 3) sim.DieAtNextFdatasyncOf(".partial", after);
+          if (how == 3) sim.DieAtNextDirFsync(after);
           auto f = w->Flush(save);
           if (die && !f.ok()) {
             // The machine went down inside the data's fdatasync.
@@ -767,9 +828,11 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
   }
   EXPECT_GE(crashes, 5);
   EXPECT_GE(died_in_sync, 1) << "no crash inside an overlapped fdatasync";
+  EXPECT_GE(sim.dir_fsync_deaths(), 1) << "no crash inside a publishing directory fsync";
   EXPECT_GE(fell_back, 1) << "no record was ever ahead of its bytes";
-  std::printf("%d crashes, %d inside a data fdatasync, %d fell back to the previous record\n",
-              crashes, died_in_sync, fell_back);
+  std::printf("%d crashes, %d inside a sync (%d of them a directory fsync), %d fell back to "
+              "the previous record\n",
+              crashes, died_in_sync, sim.dir_fsync_deaths(), fell_back);
   for (const auto& [name, bytes] : source) {
     EXPECT_TRUE(ReadFile(dir + "/" + name) == bytes) << name;
   }
