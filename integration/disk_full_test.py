@@ -89,6 +89,7 @@ class DiskFullTest(h.ClusterTestCase):
         self.assertGreaterEqual(m.get("walship_replica_disk_full_total", 0), 1, m)
         self.assertGreater(m.get('walship_replica_bytes_received_total{path="zerocopy"}', 0), 0)
         self.assertGreater(m.get("walship_replica_flush_seconds_count", 0), 0)
+        self.assertGreater(m.get("walship_replica_data_fdatasync_seconds_count", 0), 0)
 
         # Space returns: the replica resumes by itself.
         os.unlink(filler)

@@ -127,6 +127,13 @@ Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* me
   metrics_.Histogram("walship_replica_flush_seconds",
                      "Time to make received bytes durable: fdatasync, finalize, persist state.",
                      {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5});
+  // Fine buckets: the disk's own flush latency, against which the lag of
+  // acknowledgements is judged (from 50 us to 1 s, 25 % apart).
+  std::vector<double> sync_bounds;
+  for (double b = 50e-6; b < 1.0; b *= 1.25) sync_bounds.push_back(b);
+  metrics_.Histogram("walship_replica_data_fdatasync_seconds",
+                     "Duration of each fdatasync of a segment file (the data's device flush).",
+                     sync_bounds);
   metrics_.Gauge("walship_replica_durable_offset_bytes",
                  "Byte offset of the durable position within its segment.");
 }
@@ -212,6 +219,10 @@ absl::Status Replica::RunOnce() {
   wo.pipe_bytes = options_.pipe_bytes;
   wo.drop_behind = options_.drop_behind;
   wo.io.io_timeout = options_.io_timeout;
+  wo.on_data_sync = [sync_seconds = metrics_.Histogram("walship_replica_data_fdatasync_seconds",
+                                                       "", {})](absl::Duration d) {
+    sync_seconds.Observe({}, absl::ToDoubleSeconds(d));
+  };
   SegmentWriter writer(sys_, options_.dest, wo);
   absl::StatusOr<DurablePoint> recovered = RecoverFromStore(store, writer, &state);
   if (!recovered.ok()) return recovered.status();

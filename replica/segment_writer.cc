@@ -126,8 +126,10 @@ absl::Status SegmentWriter::SyncOverlapped(int fd, const std::string& path,
 }
 
 absl::Status SegmentWriter::SyncFile(int fd, const std::string& path) {
+  const absl::Time start = absl::Now();
   sys::SysResult r = sys_.Fdatasync(fd);
   if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", path));
+  if (options_.on_data_sync) options_.on_data_sync(absl::Now() - start);
   return absl::OkStatus();
 }
 

@@ -51,6 +51,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/file_crc.h"
 #include "common/position.h"
 #include "common/sys/pipe.h"
@@ -74,6 +75,10 @@ struct WriterOptions {
   // pages each cost a fault in the host (the benchmark measured 2-5 CPU
   // s/GiB). Advisory: a failure is logged, never fatal.
   bool drop_behind = true;
+  // Called after each fdatasync of a segment file with its duration, on
+  // whichever thread ran it (the flusher or a helper); the replica exports
+  // the distribution. May be empty.
+  std::function<void(absl::Duration)> on_data_sync;
   sys::TransferOptions io;
 };
 

@@ -922,6 +922,24 @@ def lags(records, durable):
     return lat, missing
 
 
+def histogram_quantile(samples, name, q):
+    """The q-quantile of histogram `name` in scraped samples, interpolated
+    linearly inside its bucket (as Prometheus does); None when empty."""
+    buckets = sorted((float(dict(l)["le"]), v) for (n, l), v in samples.items()
+                     if n == name + "_bucket")
+    if not buckets or buckets[-1][1] == 0:
+        return None
+    total = buckets[-1][1]
+    lo, below = 0.0, 0.0
+    for le, cum in buckets:
+        if cum >= q * total:
+            if le == float("inf"):
+                return lo
+            return lo + (le - lo) * (q * total - below) / max(cum - below, 1e-12)
+        lo, below = le, cum
+    return lo
+
+
 def seg_global(name, off, segsize):
     return (int(name.split("-")[1]) - 1) * segsize + off
 
@@ -964,7 +982,9 @@ def run_live(ctx, variant, rate):
             transport = "copy" if variant == "walship-copy" else "zerocopy"
             agent = kit.Agent(src, ctx.logdir, label="agent-live", transport=transport)
             agent.start()
-            replica = kit.Replica(agent, dest, "live", ctx.logdir, transport=transport)
+            metrics_addr = "127.0.0.1:%d" % dk.free_port()
+            replica = kit.Replica(agent, dest, "live", ctx.logdir, transport=transport,
+                                  extra_args=["--metrics-listen=" + metrics_addr])
             replica.start()
             kit.wait_until(lambda: os.path.exists(os.path.join(dest, "walship.state")),
                                20, "the replica to bind its directory", interval=0.02)
@@ -980,6 +1000,9 @@ def run_live(ctx, variant, rate):
             time.sleep(1.0)  # let it drain, then end it: the final sync comes after
             ctx.procs.stop(send)
             ctx.procs.wait_rusage(recv, 60)
+            own = read_json_line(recv.log_path)["fdatasync"]
+            res.update({"own_fdatasync_p50_ms": own["p50_us"] / 1e3,
+                        "own_fdatasync_p99_ms": own["p99_us"] / 1e3})
             durable = []
             with open(dlog) as f:
                 for line in f:
@@ -991,6 +1014,13 @@ def run_live(ctx, variant, rate):
                 return st and st["segment"] and seg_global(st["segment"], st["offset"], seg) >= end
             kit.wait_until(caught_up, 60, "the replica to flush the writer's last byte",
                                interval=0.05)
+            # The replica's own device flushes during the run (its data
+            # fdatasyncs), the reference the live target names.
+            samples = kit.scrape(metrics_addr)
+            name = "walship_replica_data_fdatasync_seconds"
+            for q, key in ((0.5, "own_fdatasync_p50_ms"), (0.99, "own_fdatasync_p99_ms")):
+                v = histogram_quantile(samples, name, q)
+                res[key] = v * 1e3 if v is not None else None
             ctx.procs.stop(watch)
             durable = [(seg_global(s, o, seg), t) for s, o, _, t in read_watch_log(watch.watch_log)
                        if s != "-"]
@@ -1028,14 +1058,17 @@ def section_live(ctx):
                         rate / 1e6, rnd + 1, v, r["fdatasync_p50_ms"], r["fdatasync_p99_ms"])
                 else:
                     log("live %3d MB/s round %d %-18s lag p50 %.2f ms p99 %.2f ms max %.2f ms "
-                        "(%d records, %d uncovered)", rate / 1e6, rnd + 1, v, r["lag_p50_ms"],
-                        r["lag_p99_ms"], r["lag_max_ms"], r["records"], r["uncovered_records"])
+                        "(%d records, %d uncovered); its own fdatasync p50 %.2f p99 %.2f ms",
+                        rate / 1e6, rnd + 1, v, r["lag_p50_ms"], r["lag_p99_ms"],
+                        r["lag_max_ms"], r["records"], r["uncovered_records"],
+                        r.get("own_fdatasync_p50_ms") or -1, r.get("own_fdatasync_p99_ms") or -1)
                 runs[v].append(r)
         out["rates"]["%d" % (rate / 1e6)] = {
             "runs": runs,
             "summary": summarize(runs, ["lag_p50_ms", "lag_p99_ms", "lag_max_ms",
                                         "fdatasync_p50_ms", "fdatasync_p99_ms",
-                                        "fdatasync_max_ms", "written_mb_s"])}
+                                        "fdatasync_max_ms", "own_fdatasync_p50_ms",
+                                        "own_fdatasync_p99_ms", "written_mb_s"])}
     return out
 
 

@@ -77,10 +77,15 @@ def evaluate(results):
                      "%s vs %s s/GiB = %s%%" % (_fmt(az, "%.2f"), _fmt(ac, "%.2f"),
                                                 _fmt(r and r * 100, "%.0f"))))
     lag = live_med(results, "100", "walship-zerocopy", "lag_p99_ms")
+    own = live_med(results, "100", "walship-zerocopy", "own_fdatasync_p99_ms")
     fs = live_med(results, "100", "probe", "fdatasync_p99_ms")
+    ok = None if lag is None or own is None else lag <= own + 1.0
+    t.append(_target("live-lag-100", "live lag p99 at 100 MB/s <= the replica's own fdatasync "
+                     "p99 + 1 ms", ok, "lag p99 %s ms vs its data fdatasync p99 %s ms + 1" % (
+                         _fmt(lag, "%.2f"), _fmt(own, "%.2f"))))
     ok = None if lag is None or fs is None else lag <= fs + 1.0
-    t.append(_target("live-lag-100", "live lag p99 at 100 MB/s <= the disk's fdatasync p99 "
-                     "+ 1 ms", ok, "lag p99 %s ms vs fdatasync p99 %s ms + 1" % (
+    t.append(_target("live-lag-100-probe", "(same target against a lone fdatasync probe on "
+                     "the same disk)", ok, "lag p99 %s ms vs probe fdatasync p99 %s ms + 1" % (
                          _fmt(lag, "%.2f"), _fmt(fs, "%.2f"))))
     wl50 = med(results, "pgbench", "walship", "lag_p50_ms")
     wl99 = med(results, "pgbench", "walship", "lag_p99_ms")
@@ -258,19 +263,22 @@ def markdown(results):
         L.append("### Live tailing (ms from write(2) returning on the primary to the "
                  "replica's durable position covering the record)")
         L.append("")
-        L.append("| rate | pipeline | lag p50 | lag p99 | lag max |")
-        L.append("|---|---|---:|---:|---:|")
+        L.append("| rate | pipeline | lag p50 | lag p99 | lag max | its own fdatasync "
+                 "p50 | its own fdatasync p99 |")
+        L.append("|---|---|---:|---:|---:|---:|---:|")
         for rate in sorted(lv["rates"], key=int):
             for v, label in [("raw", "raw sendfile → splice"),
                              ("walship-zerocopy", "walship zerocopy"),
                              ("walship-copy", "walship copy")]:
                 if v not in lv["rates"][rate]["summary"]:
                     continue
-                L.append("| %s MB/s | %s | %s | %s | %s |" % (
+                L.append("| %s MB/s | %s | %s | %s | %s | %s | %s |" % (
                     rate, label, _live_range(results, rate, v, "lag_p50_ms"),
                     _live_range(results, rate, v, "lag_p99_ms"),
-                    _live_range(results, rate, v, "lag_max_ms")))
-            L.append("| %s MB/s | fdatasync probe (same disk, same load) | %s | %s | %s |" % (
+                    _live_range(results, rate, v, "lag_max_ms"),
+                    _live_range(results, rate, v, "own_fdatasync_p50_ms"),
+                    _live_range(results, rate, v, "own_fdatasync_p99_ms")))
+            L.append("| %s MB/s | fdatasync probe (same disk, same load) | %s | %s | %s | | |" % (
                 rate, _live_range(results, rate, "probe", "fdatasync_p50_ms"),
                 _live_range(results, rate, "probe", "fdatasync_p99_ms"),
                 _live_range(results, rate, "probe", "fdatasync_max_ms")))
@@ -280,7 +288,11 @@ def markdown(results):
                  "fdatasync runs beside the data's, which in a traced 100 MB/s run ended a "
                  "median 0.04 ms (p90 0.18, p99 0.37) after the record's; the acknowledgement "
                  "follows both. So walship's rows are optimistic by about that much. The probe "
-                 "row is the fdatasync latency itself." % lv["writer"])
+                 "row is the fdatasync latency of a lone process appending and syncing (no "
+                 "network, no second file synced beside it). \"Its own fdatasync\": every "
+                 "fdatasync of a segment file the receiver made during the run (walship-replica's "
+                 "walship_replica_data_fdatasync_seconds histogram, interpolated inside 25 %% "
+                 "wide buckets; the raw receiver's exact list)." % lv["writer"])
         L.append("")
     pb = _get(results, "sections", "pgbench")
     if pb:

@@ -5,7 +5,7 @@ import unittest
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from integration.bench import report  # noqa: E402
+from integration.bench import bench, report  # noqa: E402
 
 MIB = 1 << 20
 
@@ -49,7 +49,8 @@ def fake(**over):
                                    "replica_hwm": s(5 * MIB)}}},
              "live": {"writer": "w", "seconds": 8, "rates": {"100": {"summary": {
                  "walship-zerocopy": {"lag_p50_ms": s(2.0), "lag_p99_ms": s(5.0),
-                                      "lag_max_ms": s(9.0)},
+                                      "lag_max_ms": s(9.0), "own_fdatasync_p50_ms": s(2.5),
+                                      "own_fdatasync_p99_ms": s(4.5)},
                  "raw": {"lag_p50_ms": s(1.0), "lag_p99_ms": s(4.0), "lag_max_ms": s(8.0)},
                  "probe": {"fdatasync_p50_ms": s(1.0), "fdatasync_p99_ms": s(3.0),
                            "fdatasync_max_ms": s(7.0)}}}}},
@@ -73,6 +74,22 @@ def fake(**over):
     return r
 
 
+class HistogramQuantileTest(unittest.TestCase):
+
+    def test_interpolates_inside_the_bucket(self):
+        name = "h_seconds"
+
+        def b(le, v):
+            return ((name + "_bucket", frozenset({("le", le)})), v)
+        samples = dict([b("0.001", 10), b("0.002", 90), b("0.004", 100), b("+Inf", 100)])
+        self.assertAlmostEqual(bench.histogram_quantile(samples, name, 0.5), 0.0015)
+        self.assertAlmostEqual(bench.histogram_quantile(samples, name, 0.99), 0.0038)
+        self.assertAlmostEqual(bench.histogram_quantile(samples, name, 0.05), 0.0005)
+        empty = dict([b("0.001", 0), b("+Inf", 0)])
+        self.assertIsNone(bench.histogram_quantile(empty, name, 0.5))
+        self.assertIsNone(bench.histogram_quantile({}, name, 0.5))
+
+
 class ReportTest(unittest.TestCase):
 
     def verdicts(self, results):
@@ -84,7 +101,8 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(v["catchup-vs-pg_receivewal"], True)  # 3x
         self.assertEqual(v["replica-cpu"], True)            # 0.5 / 1.0
         self.assertEqual(v["agent-cpu"], True)              # 0.5 <= 0.6
-        self.assertEqual(v["live-lag-100"], False)          # 5 > 3 + 1
+        self.assertEqual(v["live-lag-100"], True)           # 5 <= 4.5 + 1 (its own)
+        self.assertEqual(v["live-lag-100-probe"], False)    # 5 > 3 + 1 (the probe)
         self.assertEqual(v["pgbench-lag"], True)
         self.assertEqual(v["pgbench-byte-lag"], False)      # p99 9000 > 8000
         self.assertEqual(v["pgbench-tps"], False)           # 900 < 950
@@ -99,8 +117,22 @@ class ReportTest(unittest.TestCase):
         v = self.verdicts(r)
         self.assertIsNone(v["catchup-vs-pg_receivewal"])
         self.assertIsNone(v["live-lag-100"])
+        self.assertIsNone(v["live-lag-100-probe"])
         report.markdown(r)
         ET.fromstring(report.svg(r))
+
+    def test_live_target_needs_the_replicas_own_fdatasync(self):
+        r = fake()
+        del r["sections"]["live"]["rates"]["100"]["summary"]["walship-zerocopy"][
+            "own_fdatasync_p99_ms"]
+        v = self.verdicts(r)
+        self.assertIsNone(v["live-lag-100"])
+        self.assertEqual(v["live-lag-100-probe"], False)
+        r = fake()
+        r["sections"]["live"]["rates"]["100"]["summary"]["walship-zerocopy"][
+            "own_fdatasync_p99_ms"] = {"median": 3.9, "min": 3.9, "max": 3.9, "n": 1,
+                                       "values": [3.9]}
+        self.assertEqual(self.verdicts(r)["live-lag-100"], False)  # 5 > 3.9 + 1
 
     def test_rss_growth_fails(self):
         r = fake()
