@@ -32,6 +32,18 @@ bool SamePoint(const DurablePoint& a, const DurablePoint& b) {
          a.prefix_crc32c == b.prefix_crc32c;
 }
 
+// After a failed sync whose cycle had already saved a record claiming its
+// bytes: puts the last durable point back, so nothing trusts the record,
+// and returns the sync's error (data loss if the record cannot be put back).
+absl::Status PutBackRecord(const absl::Status& failed, const SegmentWriter::PersistFn& persist,
+                           const DurablePoint& before) {
+  absl::Status back = persist(before);
+  if (back.ok()) return failed;
+  return absl::DataLossError(absl::StrCat(
+      failed.message(), "; and restoring the previous durable position failed: ",
+      back.message()));
+}
+
 absl::StatusOr<uint64_t> FileSize(sys::SysCalls& sys, int fd, const std::string& path) {
   struct stat st;
   sys::SysResult r = sys.Fstat(fd, &st);
@@ -563,17 +575,8 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
   if (overlapped.has_value()) {
     absl::Status s = SyncOverlapped(pending[0].fd->get(), PathOf(pending[0].name, true),
                                     persist, *overlapped);
-    if (!s.ok()) {
-      // The record may now claim bytes that are not durable: put the last
-      // durable point back before anyone trusts it.
-      absl::Status back = persist(before);
-      if (!back.ok()) {
-        return absl::DataLossError(absl::StrCat(
-            s.message(), "; and restoring the previous durable position failed: ",
-            back.message()));
-      }
-      return s;
-    }
+    // The record may now claim bytes that are not durable.
+    if (!s.ok()) return PutBackRecord(s, persist, before);
   } else {
     // Several files at a segment boundary (the old segment's tail, the new
     // one's head, walship.sums): their device flushes overlap (and on a
@@ -713,15 +716,7 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
     }
     if (record_alongside) jobs.push_back([&persist, &next] { return persist(next); });
     if (absl::Status s = RunAtOnce(std::move(jobs)); !s.ok()) {
-      if (record_alongside) {
-        absl::Status back = persist(before);
-        if (!back.ok()) {
-          return absl::DataLossError(absl::StrCat(
-              s.message(), "; and restoring the previous durable position failed: ",
-              back.message()));
-        }
-      }
-      return s;
+      return record_alongside ? PutBackRecord(s, persist, before) : s;
     }
   }
   if (options_.drop_behind && !finals.empty()) {

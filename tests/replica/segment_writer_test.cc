@@ -77,6 +77,17 @@ wire::FrameHeader DataHeader(uint64_t handle, uint64_t offset, const std::string
   return h;
 }
 
+// Begins seg-1 (handle 1) holding `a`: its first `synced` bytes flushed,
+// the rest written but not yet synced.
+void WriteWithUnsyncedTail(SegmentWriter& w, Channel& ch, const std::string& a, size_t synced) {
+  ASSERT_TRUE(w.BeginSegment("seg-1", 1, 0).ok());
+  ch.Put(a.substr(0, synced));
+  ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, 0, a.substr(0, synced))).ok());
+  ASSERT_TRUE(w.Flush().ok());
+  ch.Put(a.substr(synced));
+  ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, synced, a.substr(synced))).ok());
+}
+
 class SegmentWriterTest : public ::testing::TestWithParam<Transport> {
  protected:
   WriterOptions Options() {
@@ -225,12 +236,7 @@ TEST_P(SegmentWriterTest, BoundaryCycleAlsoMakesTheNextSegmentsFirstBytesDurable
   {
     SegmentWriter w(sim, dir, Options());
     ASSERT_TRUE(w.Recover(std::nullopt).ok());
-    ASSERT_TRUE(w.BeginSegment("seg-1", 1, 0).ok());
-    ch.Put(a.substr(0, 60000));
-    ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, 0, a.substr(0, 60000))).ok());
-    ASSERT_TRUE(w.Flush().ok());
-    ch.Put(a.substr(60000));
-    ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, 60000, a.substr(60000))).ok());
+    WriteWithUnsyncedTail(w, ch, a, 60000);
     w.AddCheckpoint("seg-1", a.size(), wire::Crc32c(a.data(), a.size()));
     // The tail is left to sync; seg-2 and its bytes arrive inside that.
     ch.Put(b);
@@ -293,12 +299,7 @@ TEST_P(SegmentWriterTest, BoundarySyncsRunTogether) {
   Channel ch;
   SegmentWriter w(sys, dir, Options());
   ASSERT_TRUE(w.Recover(std::nullopt).ok());
-  ASSERT_TRUE(w.BeginSegment("seg-1", 1, 0).ok());
-  ch.Put(a.substr(0, 60000));
-  ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, 0, a.substr(0, 60000))).ok());
-  ASSERT_TRUE(w.Flush().ok());
-  ch.Put(a.substr(60000));
-  ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, 60000, a.substr(60000))).ok());
+  WriteWithUnsyncedTail(w, ch, a, 60000);
   ASSERT_TRUE(w.BeginSegment("seg-2", 2, 0).ok());
   ch.Put(b);
   ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(2, 0, b)).ok());
