@@ -1,8 +1,8 @@
 // segment_checksums.h: CRC32C of complete segments, computed once per agent.
 //
 // Every replica receives a checkpoint (name, length, crc) for each complete
-// segment; the checksum is computed from the file through mmap on first use
-// and cached, so N replicas cost one pass over the segment, not N.
+// segment; the checksum is computed from the file (common/file_crc.h) on
+// first use and cached, so N replicas cost one pass over the segment, not N.
 //
 // Thread-safety: thread-safe. Memory: at most `capacity` entries (oldest
 // names evicted first).

@@ -32,7 +32,6 @@ Shipper::Shipper(sys::SysCalls& sys, const SegmentCatalog& catalog,
 absl::Status Shipper::EnterSegment(const std::string& name) {
   std::string path = absl::StrCat(wal_dir_, "/", name);
   WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd file, sys::OpenFile(sys_, path, O_RDONLY));
-  crc_reader_.Reset();
   segment_file_ = std::move(file);
   segment_crc_ = 0;
   segment_crc_valid_ = pos_.offset == 0;

@@ -1,29 +1,25 @@
 #include "common/file_crc.h"
 
-#include <sys/mman.h>
+#include <errno.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/sys/errors.h"
 #include "common/wire/crc32c.h"
 
 namespace walship {
 namespace {
-// Mapping in windows bounds the address space one call uses, whatever the
-// segment size.
-constexpr uint64_t kWindow = 8u << 20;
-}  // namespace
 
-namespace {
+// Bytes read per pread: small enough to stay in the CPU cache between the
+// copy and the CRC, large enough that the syscall is a small part of it.
+constexpr size_t kBufferBytes = 256u << 10;
 
-// Calls `visit(bytes, n)` for consecutive pieces of [offset, offset + length)
-// of `fd`, read through read-only mappings of at most kWindow bytes.
-template <typename Visit>
-absl::Status VisitFileRange(sys::SysCalls& sys, int fd, uint64_t offset, uint64_t length,
-                            const std::string& context, Visit visit) {
-  if (length == 0) return absl::OkStatus();
+absl::Status CheckRange(sys::SysCalls& sys, int fd, uint64_t offset, uint64_t length,
+                        const std::string& context) {
   struct stat st;
   sys::SysResult r = sys.Fstat(fd, &st);
   if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fstat ", context));
@@ -32,28 +28,33 @@ absl::Status VisitFileRange(sys::SysCalls& sys, int fd, uint64_t offset, uint64_
         absl::StrCat(context, ": range [", offset, ", ", offset + length,
                      ") is past the end of the file (", st.st_size, " bytes)"));
   }
-  const uint64_t page = 4096;
+  return absl::OkStatus();
+}
+
+// Returns Crc32c(bytes [offset, offset + length) of `fd`), read through `buf`.
+absl::StatusOr<uint32_t> CrcThroughBuffer(sys::SysCalls& sys, int fd, uint64_t offset,
+                                          uint64_t length, const std::string& context,
+                                          uint8_t* buf) {
+  WALSHIP_RETURN_IF_ERROR(CheckRange(sys, fd, offset, length, context));
+  uint32_t crc = 0;
   uint64_t pos = offset;
   const uint64_t end = offset + length;
   while (pos < end) {
-    uint64_t map_start = pos & ~(page - 1);
-    uint64_t map_end = std::min(end, map_start + kWindow);
-    size_t map_len = static_cast<size_t>(map_end - map_start);
-    void* addr = nullptr;
-    // MAP_POPULATE maps the whole window in one call instead of one page
-    // fault per 4 KiB page, which otherwise dominates the cost.
-    r = sys.Mmap(nullptr, map_len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd,
-                 static_cast<off_t>(map_start), &addr);
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(kBufferBytes, end - pos));
+    sys::SysResult r = sys.Pread(fd, buf, want, static_cast<off_t>(pos));
     if (!r.ok()) {
-      return sys::ErrnoToStatus(r.err,
-                                absl::StrCat("mmap ", context, " at offset ", map_start));
+      if (r.err == EINTR) continue;
+      return sys::ErrnoToStatus(r.err, absl::StrCat("read ", context, " at offset ", pos));
     }
-    const auto* base = static_cast<const uint8_t*>(addr);
-    visit(base + (pos - map_start), static_cast<size_t>(map_end - pos));
-    sys.Munmap(addr, map_len);
-    pos = map_end;
+    if (r.rc == 0) {
+      // Checked above, so the file shrank under us: the caller's contract.
+      return absl::OutOfRangeError(absl::StrCat(context, ": file ended at offset ", pos,
+                                                " while reading up to ", end));
+    }
+    crc = wire::Crc32cExtend(crc, buf, static_cast<size_t>(r.rc));
+    pos += static_cast<uint64_t>(r.rc);
   }
-  return absl::OkStatus();
+  return crc;
 }
 
 }  // namespace
@@ -61,83 +62,28 @@ absl::Status VisitFileRange(sys::SysCalls& sys, int fd, uint64_t offset, uint64_
 absl::StatusOr<uint32_t> Crc32cOfFileRange(sys::SysCalls& sys, int fd, uint64_t offset,
                                            uint64_t length, const std::string& context,
                                            uint32_t seed) {
-  uint32_t crc = seed;
-  absl::Status s = VisitFileRange(sys, fd, offset, length, context,
-                                  [&](const uint8_t* p, size_t n) {
-                                    crc = wire::Crc32cExtend(crc, p, n);
-                                  });
-  if (!s.ok()) return s;
-  return crc;
+  if (length == 0) return seed;
+  std::unique_ptr<uint8_t[]> buf(new uint8_t[kBufferBytes]);
+  WALSHIP_ASSIGN_OR_RETURN(uint32_t c,
+                           CrcThroughBuffer(sys, fd, offset, length, context, buf.get()));
+  return wire::Crc32cCombine(seed, c, length);
 }
 
 absl::StatusOr<std::pair<uint32_t, uint32_t>> Crc32cOfFileRangeTwice(
     sys::SysCalls& sys, int fd, uint64_t offset, uint64_t length, const std::string& context,
     uint32_t seed_a, uint32_t seed_b) {
-  // One pass over the bytes; both running CRCs take its result.
-  uint32_t a = seed_a, b = seed_b;
-  absl::Status s = VisitFileRange(sys, fd, offset, length, context,
-                                  [&](const uint8_t* p, size_t n) {
-                                    const uint32_t c = wire::Crc32c(p, n);
-                                    a = wire::Crc32cCombine(a, c, n);
-                                    b = wire::Crc32cCombine(b, c, n);
-                                  });
-  if (!s.ok()) return s;
-  return std::make_pair(a, b);
-}
-
-void FileCrcReader::Reset() {
-  if (addr_ != nullptr) sys_.Munmap(addr_, len_);
-  addr_ = nullptr;
-  len_ = 0;
+  FileCrcReader reader(sys);
+  return reader.Twice(fd, offset, length, context, seed_a, seed_b);
 }
 
 absl::StatusOr<std::pair<uint32_t, uint32_t>> FileCrcReader::Twice(
     int fd, uint64_t offset, uint64_t length, const std::string& context, uint32_t seed_a,
     uint32_t seed_b) {
   if (length == 0) return std::make_pair(seed_a, seed_b);
-  struct stat st;
-  sys::SysResult r = sys_.Fstat(fd, &st);
-  if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fstat ", context));
-  if (static_cast<uint64_t>(st.st_size) < offset + length) {
-    return absl::OutOfRangeError(
-        absl::StrCat(context, ": range [", offset, ", ", offset + length,
-                     ") is past the end of the file (", st.st_size, " bytes)"));
-  }
-  // A window of whole 2 MiB steps around the range: one mmap per window,
-  // and at most a window or two of mapped pages count against RSS, whatever
-  // the segment size. Tearing a window down costs about 130 ns per mapped
-  // page here (0.5 ms for 16 MiB, in the one thread that must wait for it:
-  // at a segment boundary, the shipper or the receiver), so windows stay
-  // small enough that no single munmap stalls the stream.
-  constexpr uint64_t kStep = 2ull << 20;
-  if (addr_ == nullptr || static_cast<uint64_t>(st.st_dev) != dev_ ||
-      static_cast<uint64_t>(st.st_ino) != ino_ || offset < start_ ||
-      offset + length > start_ + len_) {
-    Reset();
-    uint64_t start = offset / kStep * kStep;
-    uint64_t end = (offset + length + kStep - 1) / kStep * kStep;
-    void* addr = nullptr;
-    // Mapping past the end of the file is allowed; only touching those pages
-    // would fault, and the range checked above never does.
-    r = sys_.Mmap(nullptr, static_cast<size_t>(end - start), PROT_READ, MAP_SHARED, fd,
-                  static_cast<off_t>(start), &addr);
-    if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("mmap ", context));
-    addr_ = addr;
-    start_ = start;
-    len_ = end - start;
-    dev_ = static_cast<uint64_t>(st.st_dev);
-    ino_ = static_cast<uint64_t>(st.st_ino);
-  }
-  const auto* data = static_cast<const uint8_t*>(addr_) + (offset - start_);
-  const uint64_t in_page = (offset - start_) & uint64_t{4095};
-#ifdef MADV_POPULATE_READ
-  // One call maps the range's pages instead of a fault per page; older
-  // kernels refuse it and fault as usual.
-  madvise(const_cast<uint8_t*>(data - in_page), static_cast<size_t>(length + in_page),
-          MADV_POPULATE_READ);
-#endif
+  if (buf_ == nullptr) buf_.reset(new uint8_t[kBufferBytes]);
   // One pass over the bytes; both running CRCs take its result.
-  const uint32_t c = wire::Crc32c(data, static_cast<size_t>(length));
+  WALSHIP_ASSIGN_OR_RETURN(uint32_t c,
+                           CrcThroughBuffer(sys_, fd, offset, length, context, buf_.get()));
   return std::make_pair(wire::Crc32cCombine(seed_a, c, length),
                         wire::Crc32cCombine(seed_b, c, length));
 }

@@ -298,10 +298,6 @@ absl::StatusOr<DurablePoint> SegmentWriter::Recover(
 absl::Status SegmentWriter::BeginSegment(const std::string& name, uint64_t handle,
                                          uint64_t start_offset) {
   WALSHIP_RETURN_IF_ERROR(wire::ValidateSegmentName(name));
-  // The previous segment's bytes are all verified: unmap them, so that
-  // dropping its pages at publication (drop_behind) is not refused for
-  // pages still mapped here.
-  crc_reader_.Reset();
   {
     absl::MutexLock lock(&mu_);
     if (handle <= handle_) {
@@ -756,11 +752,7 @@ void SegmentWriter::DropPublishedPages() {
     absl::MutexLock lock(&drop_mu_);
     batch.swap(to_drop_);
   }
-  for (Published& p : batch) {
-    if (published_before_.has_value()) DropPages(*published_before_);
-    DropPages(p);
-    published_before_ = std::move(p);
-  }
+  for (const Published& p : batch) DropPages(p);
 }
 
 void SegmentWriter::DropPages(const Published& p) {

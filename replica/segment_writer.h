@@ -12,7 +12,7 @@
 // Writes come from the receiver thread: BeginSegment for each SEGMENT frame,
 // WriteData for each DATA frame. WriteData moves the payload socket -> pipe
 // -> file with splice(2) (or read/pwrite for the copy transport), then
-// re-reads what landed in the file (through mmap) and checks it against the
+// re-reads what landed in the file (common/file_crc.h) and checks it against the
 // frame's CRC32C. A mismatch truncates the file back, so nothing of a corrupt
 // frame stays on disk. A frame that overlaps bytes already on disk (a resend
 // after reconnect) is compared byte for byte: a difference is divergence
@@ -221,11 +221,6 @@ class SegmentWriter {
   std::optional<sys::Pipe> pipe_;  // receiver thread only
   std::vector<char> buffer_;       // receiver thread only
   sys::UniqueFd sums_;             // flusher thread (or one job it runs) only
-  // The segment published before the newest (flusher thread only): its
-  // pages are dropped once more at the next publication, because pages the
-  // receiver still had mapped at its own publication stay cached.
-  // DropPublishedPages()'s caller only.
-  std::optional<Published> published_before_;
   bool drop_warned_ = false;
   mutable absl::Mutex drop_mu_;
   std::vector<Published> to_drop_ ABSL_GUARDED_BY(drop_mu_);  // published, not yet dropped

@@ -345,7 +345,7 @@ struct RecvOptions {
   // fdatasync inline in the receive loop after every N bytes.
   uint64_t sync_bytes = 0;
   // Checksum every payload byte after it lands, as walship-replica verifies
-  // (one pass through a FileCrcReader mapping): the cost of verification
+  // (one FileCrcReader pass over each frame): the cost of verification
   // with no protocol around it.
   bool verify = false;
   // Drop a published segment's pages from the page cache, as walship-replica
@@ -515,7 +515,6 @@ class RawReceiver {
     WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, o_.dest));
     absl::MutexLock l(&mu_);
     if (o_.drop_behind) {
-      crc_reader_.Reset();  // mapped pages would not be dropped
       posix_fadvise(cur_.fd->get(), 0, 0, POSIX_FADV_DONTNEED);
     }
     cur_ = Seg{};
@@ -870,30 +869,61 @@ absl::Status RunCrc(sys::SysCalls& sys, const std::string& path, uint64_t frame)
                     (NowNs() - t0) / 1e9 / (size / double(1 << 30)));
     return absl::OkStatus();
   };
-  // As the shipper and the replica do: one Crc32cOfFileRange (mmap window,
-  // munmap) per frame.
-  WALSHIP_RETURN_IF_ERROR(measure("mmap_per_frame", [&]() -> absl::Status {
-    for (uint64_t off = 0; off < size; off += frame) {
-      WALSHIP_ASSIGN_OR_RETURN(uint32_t c, Crc32cOfFileRange(sys, fd.get(), off,
-                                                             std::min(frame, size - off), path));
-      sink ^= c;
+  // Checksums [off, off + n) through a mapping of the 2 MiB-aligned window
+  // around it, populated for the range with MADV_POPULATE_READ; the window is
+  // kept while consecutive ranges stay in it (walship's reader before it
+  // switched to pread).
+  WALSHIP_RETURN_IF_ERROR(measure("mmap_window_per_frame", [&]() -> absl::Status {
+    constexpr uint64_t kStep = 2ull << 20;
+    uint32_t c = 0;
+    for (uint64_t start = 0; start < size; start += kStep) {
+      const uint64_t len = std::min(kStep, size - start);
+      void* m = mmap(nullptr, len, PROT_READ, MAP_SHARED, fd.get(), static_cast<off_t>(start));
+      if (m == MAP_FAILED) return sys::ErrnoToStatus(errno, "mmap " + path);
+      for (uint64_t off = 0; off < len; off += frame) {
+        const size_t n = static_cast<size_t>(std::min(frame, len - off));
+        auto* p = static_cast<uint8_t*>(m) + off;
+#ifdef MADV_POPULATE_READ
+        madvise(p, n, MADV_POPULATE_READ);
+#endif
+        c = wire::Crc32cExtend(c, p, n);
+      }
+      munmap(m, len);
     }
-    return absl::OkStatus();
-  }));
-  // One call over the whole file (8 MiB windows), as SegmentChecksums.
-  WALSHIP_RETURN_IF_ERROR(measure("mmap_whole", [&]() -> absl::Status {
-    WALSHIP_ASSIGN_OR_RETURN(uint32_t c, Crc32cOfFileRange(sys, fd.get(), 0, size, path));
     sink ^= c;
     return absl::OkStatus();
   }));
-  // pread into a reused buffer, then checksum.
-  WALSHIP_RETURN_IF_ERROR(measure("pread_frame", [&]() -> absl::Status {
+  // One MAP_POPULATE mapping per 8 MiB window, whole file.
+  WALSHIP_RETURN_IF_ERROR(measure("mmap_populate_whole", [&]() -> absl::Status {
+    constexpr uint64_t kWindow = 8ull << 20;
+    uint32_t c = 0;
+    for (uint64_t start = 0; start < size; start += kWindow) {
+      const uint64_t len = std::min(kWindow, size - start);
+      void* m = mmap(nullptr, len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd.get(),
+                     static_cast<off_t>(start));
+      if (m == MAP_FAILED) return sys::ErrnoToStatus(errno, "mmap " + path);
+      c = wire::Crc32cExtend(c, m, static_cast<size_t>(len));
+      munmap(m, len);
+    }
+    sink ^= c;
+    return absl::OkStatus();
+  }));
+  // As the shipper and the replica do: one FileCrcReader pass per frame
+  // (pread into its buffer, then the CRC).
+  WALSHIP_RETURN_IF_ERROR(measure("reader_per_frame", [&]() -> absl::Status {
+    FileCrcReader reader(sys);
     uint32_t c = 0;
     for (uint64_t off = 0; off < size; off += frame) {
-      const size_t n = static_cast<size_t>(std::min(frame, size - off));
-      WALSHIP_RETURN_IF_ERROR(sys::PreadFully(sys, fd.get(), buf.data(), n, off));
-      c = wire::Crc32cExtend(c, buf.data(), n);
+      WALSHIP_ASSIGN_OR_RETURN(auto two,
+                               reader.Twice(fd.get(), off, std::min(frame, size - off), path, 0, c));
+      c = two.second;
     }
+    sink ^= c;
+    return absl::OkStatus();
+  }));
+  // One Crc32cOfFileRange over the whole file, as SegmentChecksums.
+  WALSHIP_RETURN_IF_ERROR(measure("whole_file", [&]() -> absl::Status {
+    WALSHIP_ASSIGN_OR_RETURN(uint32_t c, Crc32cOfFileRange(sys, fd.get(), 0, size, path));
     sink ^= c;
     return absl::OkStatus();
   }));

@@ -1,4 +1,5 @@
-// Crc32cOfFileRange and its two-CRC variant agree with the in-memory CRC.
+// Crc32cOfFileRange and its two-CRC variant agree with the in-memory CRC,
+// and survive what pread(2) may answer (short reads, EINTR, errors, EOF).
 #include "common/file_crc.h"
 
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include "common/sys/file_util.h"
 #include "common/wire/crc32c.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/scripted_syscalls.h"
 #include "tests/fakes/temp_dir.h"
 
 namespace walship {
@@ -19,7 +21,7 @@ namespace {
 TEST(FileCrcTest, MatchesInMemoryCrcForAnyRange) {
   std::string dir = testing::FreshTempDir("file_crc");
   std::mt19937 rng(7);
-  std::string bytes((20 << 20) + 123, '\0');  // spans several mapping windows
+  std::string bytes((20 << 20) + 123, '\0');  // many buffers' worth
   for (auto& c : bytes) c = static_cast<char>(rng());
   std::ofstream(dir + "/f", std::ios::binary) << bytes;
   auto fd = sys::OpenFile(sys::DefaultSysCalls(), dir + "/f", O_RDONLY);
@@ -38,7 +40,7 @@ TEST(FileCrcTest, MatchesInMemoryCrcForAnyRange) {
     EXPECT_EQ(two->first, want);
     EXPECT_EQ(two->second, wire::Crc32c(bytes.data(), off + len));
   }
-  // The reader keeps its mapping across calls and notices a different file.
+  // The reader, called for consecutive ranges and then another file.
   FileCrcReader reader(sys::DefaultSysCalls());
   uint32_t running = 0;
   for (uint64_t off = 0; off < bytes.size(); off += 1 << 20) {
@@ -60,6 +62,45 @@ TEST(FileCrcTest, MatchesInMemoryCrcForAnyRange) {
                 .status()
                 .code(),
             absl::StatusCode::kOutOfRange);
+}
+
+// Scripted preads return Pattern(offset, rc): the CRC must be that of the
+// pattern over the whole range whatever the kernel's pieces were.
+TEST(FileCrcTest, ShortReadsAndEintrStillCoverTheRange) {
+  std::string dir = testing::FreshTempDir("file_crc_script");
+  std::ofstream(dir + "/f", std::ios::binary) << std::string(1 << 20, 'x');
+  sys::ScriptedSysCalls sys;
+  auto fd = sys::OpenFile(sys, dir + "/f", O_RDONLY);
+  ASSERT_TRUE(fd.ok());
+  sys.ScriptPread({{1, 0}, {-1, EINTR}, {4095, 0}, {-1, EINTR}, {100000, 0}, {4, 0}});
+  const uint64_t off = 77, len = 1 + 4095 + 100000 + 4;
+  auto got = Crc32cOfFileRange(sys, fd->get(), off, len, "f");
+  ASSERT_TRUE(got.ok()) << got.status();
+  const std::string want = sys::ScriptedSysCalls::Pattern(off, len);
+  EXPECT_EQ(*got, wire::Crc32c(want.data(), want.size()));
+}
+
+TEST(FileCrcTest, ReadErrorAndShrunkFileNameTheFile) {
+  std::string dir = testing::FreshTempDir("file_crc_errors");
+  std::ofstream(dir + "/f", std::ios::binary) << std::string(1 << 20, 'x');
+  sys::ScriptedSysCalls sys;
+  auto fd = sys::OpenFile(sys, dir + "/f", O_RDONLY);
+  ASSERT_TRUE(fd.ok());
+  sys.ScriptPread({{4096, 0}, {-1, EIO}});
+  FileCrcReader reader(sys);
+  absl::Status io = reader.Twice(fd->get(), 0, 1 << 20, "seg-1", 0, 0).status();
+  EXPECT_FALSE(io.ok());
+  EXPECT_NE(io.message().find("seg-1"), std::string::npos) << io;
+  EXPECT_NE(io.message().find("4096"), std::string::npos) << io;
+  // EOF before the range's end (the file shrank after the size check).
+  sys.ScriptPread({{1000, 0}, {0, 0}});
+  absl::Status eof = Crc32cOfFileRange(sys, fd->get(), 0, 5000, "seg-2").status();
+  EXPECT_EQ(eof.code(), absl::StatusCode::kOutOfRange) << eof;
+  EXPECT_NE(eof.message().find("seg-2"), std::string::npos) << eof;
+  // The reader works again after an error.
+  auto ok = reader.Twice(fd->get(), 0, 3, "seg-1", 0, 0);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->first, wire::Crc32c("xxx", 3));
 }
 
 }  // namespace
