@@ -1,6 +1,5 @@
 #include "common/file_crc.h"
 
-#include <errno.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
+#include "common/sys/transfer.h"
 #include "common/wire/crc32c.h"
 
 namespace walship {
@@ -37,22 +37,14 @@ absl::StatusOr<uint32_t> CrcThroughBuffer(sys::SysCalls& sys, int fd, uint64_t o
                                           uint8_t* buf) {
   WALSHIP_RETURN_IF_ERROR(CheckRange(sys, fd, offset, length, context));
   uint32_t crc = 0;
-  uint64_t pos = offset;
-  const uint64_t end = offset + length;
-  while (pos < end) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(kBufferBytes, end - pos));
-    sys::SysResult r = sys.Pread(fd, buf, want, static_cast<off_t>(pos));
-    if (!r.ok()) {
-      if (r.err == EINTR) continue;
-      return sys::ErrnoToStatus(r.err, absl::StrCat("read ", context, " at offset ", pos));
+  for (uint64_t pos = offset, end = offset + length; pos < end;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kBufferBytes, end - pos));
+    // The file ending early (kOutOfRange) means it shrank after the check.
+    if (absl::Status s = sys::PreadFully(sys, fd, buf, n, static_cast<off_t>(pos)); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(context, ": ", s.message()));
     }
-    if (r.rc == 0) {
-      // Checked above, so the file shrank under us: the caller's contract.
-      return absl::OutOfRangeError(absl::StrCat(context, ": file ended at offset ", pos,
-                                                " while reading up to ", end));
-    }
-    crc = wire::Crc32cExtend(crc, buf, static_cast<size_t>(r.rc));
-    pos += static_cast<uint64_t>(r.rc);
+    crc = wire::Crc32cExtend(crc, buf, n);
+    pos += n;
   }
   return crc;
 }

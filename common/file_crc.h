@@ -4,10 +4,11 @@
 // sent, and by the replica to verify what it wrote. The bytes are read with
 // pread(2) into a 256 KiB buffer that stays in the CPU cache and checksummed
 // there. Reading the page cache through mmap instead, which avoids that
-// copy, cost three times the CPU on the benchmark VM (0.56 against 0.18 CPU
-// s/GiB for a cached 1 GiB file, one thread): mapping and unmapping
-// page-cache pages (page-table updates, TLB shootdowns) costs more there
-// than copying them into a cache-resident buffer.
+// copy, cost about twice the CPU on the benchmark VM (0.24-0.27 against 0.13
+// CPU s/GiB for a cached 1 GiB file in 256 KiB frames, `benchtool crc`):
+// mapping and unmapping page-cache pages (page-table updates, TLB
+// shootdowns) costs more there than copying them into a cache-resident
+// buffer.
 //
 // Thread-safety: stateless; safe from any thread. The file may grow while it
 // is read, but the range [offset, offset + length) must exist: a range past

@@ -64,41 +64,46 @@ TEST(FileCrcTest, MatchesInMemoryCrcForAnyRange) {
             absl::StatusCode::kOutOfRange);
 }
 
+// A 1 MiB file of 'x' in a fresh directory, opened read-only through `sys`.
+sys::UniqueFd OpenMiBOfX(sys::SysCalls& sys, const std::string& dir_name) {
+  std::string dir = testing::FreshTempDir(dir_name);
+  std::ofstream(dir + "/f", std::ios::binary) << std::string(1 << 20, 'x');
+  auto fd = sys::OpenFile(sys, dir + "/f", O_RDONLY);
+  EXPECT_TRUE(fd.ok()) << fd.status();
+  return fd.ok() ? std::move(*fd) : sys::UniqueFd();
+}
+
 // Scripted preads return Pattern(offset, rc): the CRC must be that of the
 // pattern over the whole range whatever the kernel's pieces were.
 TEST(FileCrcTest, ShortReadsAndEintrStillCoverTheRange) {
-  std::string dir = testing::FreshTempDir("file_crc_script");
-  std::ofstream(dir + "/f", std::ios::binary) << std::string(1 << 20, 'x');
   sys::ScriptedSysCalls sys;
-  auto fd = sys::OpenFile(sys, dir + "/f", O_RDONLY);
-  ASSERT_TRUE(fd.ok());
+  sys::UniqueFd fd = OpenMiBOfX(sys, "file_crc_script");
+  ASSERT_TRUE(fd.valid());
   sys.ScriptPread({{1, 0}, {-1, EINTR}, {4095, 0}, {-1, EINTR}, {100000, 0}, {4, 0}});
   const uint64_t off = 77, len = 1 + 4095 + 100000 + 4;
-  auto got = Crc32cOfFileRange(sys, fd->get(), off, len, "f");
+  auto got = Crc32cOfFileRange(sys, fd.get(), off, len, "f");
   ASSERT_TRUE(got.ok()) << got.status();
   const std::string want = sys::ScriptedSysCalls::Pattern(off, len);
   EXPECT_EQ(*got, wire::Crc32c(want.data(), want.size()));
 }
 
 TEST(FileCrcTest, ReadErrorAndShrunkFileNameTheFile) {
-  std::string dir = testing::FreshTempDir("file_crc_errors");
-  std::ofstream(dir + "/f", std::ios::binary) << std::string(1 << 20, 'x');
   sys::ScriptedSysCalls sys;
-  auto fd = sys::OpenFile(sys, dir + "/f", O_RDONLY);
-  ASSERT_TRUE(fd.ok());
+  sys::UniqueFd fd = OpenMiBOfX(sys, "file_crc_errors");
+  ASSERT_TRUE(fd.valid());
   sys.ScriptPread({{4096, 0}, {-1, EIO}});
   FileCrcReader reader(sys);
-  absl::Status io = reader.Twice(fd->get(), 0, 1 << 20, "seg-1", 0, 0).status();
+  absl::Status io = reader.Twice(fd.get(), 0, 1 << 20, "seg-1", 0, 0).status();
   EXPECT_FALSE(io.ok());
   EXPECT_NE(io.message().find("seg-1"), std::string::npos) << io;
   EXPECT_NE(io.message().find("4096"), std::string::npos) << io;
   // EOF before the range's end (the file shrank after the size check).
   sys.ScriptPread({{1000, 0}, {0, 0}});
-  absl::Status eof = Crc32cOfFileRange(sys, fd->get(), 0, 5000, "seg-2").status();
+  absl::Status eof = Crc32cOfFileRange(sys, fd.get(), 0, 5000, "seg-2").status();
   EXPECT_EQ(eof.code(), absl::StatusCode::kOutOfRange) << eof;
   EXPECT_NE(eof.message().find("seg-2"), std::string::npos) << eof;
   // The reader works again after an error.
-  auto ok = reader.Twice(fd->get(), 0, 3, "seg-1", 0, 0);
+  auto ok = reader.Twice(fd.get(), 0, 3, "seg-1", 0, 0);
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->first, wire::Crc32c("xxx", 3));
 }
