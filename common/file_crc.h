@@ -4,8 +4,9 @@
 // sent, and by the replica to verify what it wrote. The bytes are read with
 // pread(2) into a 256 KiB buffer that stays in the CPU cache and checksummed
 // there. Reading the page cache through mmap instead, which avoids that
-// copy, cost about twice the CPU on the benchmark VM (0.24-0.27 against 0.13
-// CPU s/GiB for a cached 1 GiB file in 256 KiB frames, `benchtool crc`):
+// copy, cost two to three times the CPU on the benchmark VM (0.24-0.71
+// against 0.13-0.26 CPU s/GiB over five runs of `benchtool crc`, a cached
+// 1 GiB file in 256 KiB frames):
 // mapping and unmapping page-cache pages (page-table updates, TLB
 // shootdowns) costs more there than copying them into a cache-resident
 // buffer.
