@@ -149,6 +149,34 @@ def proc_stat_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / float(CLK_TCK)
 
 
+def proc_threads(pid):
+    """{thread name: (CPU seconds, voluntary context switches)} of a process,
+    threads of the same name summed; {} if gone."""
+    out = {}
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except (FileNotFoundError, ProcessLookupError):
+        return out
+    for tid in tids:
+        base = "/proc/%d/task/%s/" % (pid, tid)
+        try:
+            with open(base + "stat") as f:
+                text = f.read()
+            switches = 0
+            with open(base + "status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        switches = int(line.split()[1])
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        name = text[text.find("(") + 1:text.rfind(")")]
+        fields = text[text.rfind(")") + 2:].split()
+        cpu = (int(fields[11]) + int(fields[12])) / float(CLK_TCK)
+        c, v = out.get(name, (0.0, 0))
+        out[name] = (c + cpu, v + switches)
+    return out
+
+
 def proc_status_kb(pid, key):
     try:
         with open("/proc/%d/status" % pid) as f:
@@ -1091,7 +1119,9 @@ def run_pgbench(ctx, pg, variant):
                                               "--pg-slot=walship",
                                               "--pg-feed=%s" % ("true" if variant == "walship"
                                                                 else "false")]).start()
-            replica = kit.Replica(agent, dest, "pgb", ctx.logdir).start()
+            metrics_addr = "127.0.0.1:%d" % dk.free_port()
+            replica = kit.Replica(agent, dest, "pgb", ctx.logdir,
+                                  extra_args=["--metrics-listen=" + metrics_addr]).start()
             now = pg.flush_lsn()
 
             def ws_flushed():
@@ -1132,6 +1162,15 @@ def run_pgbench(ctx, pg, variant):
         else:
             sender_pids = receiver_pids = []
         cpu0 = {p: proc_stat_cpu(p) or 0.0 for p in sender_pids + receiver_pids}
+        # Where walship's CPU goes: per thread, and per flush cycle that made
+        # new bytes durable (walship_replica_flush_seconds counts those).
+        threads0 = {}
+        if ws:
+            threads0 = {"agent": proc_threads(agent.pid), "replica": proc_threads(replica.pid),
+                        "feed": {}}
+            for p in pg.backend_pids("walship"):
+                threads0["feed"].update({"walsender": proc_threads(p).get("postgres", (0, 0))})
+            cycles0 = flush_cycles(metrics_addr)
         # Sample the primary's flush LSN and the receiver's flushed LSN together.
         samples = []
         query_waits = []  # client send to server execution, seconds
@@ -1184,6 +1223,12 @@ def run_pgbench(ctx, pg, variant):
         stop.set()
         th.join(10)
         cpu1 = {p: proc_stat_cpu(p) for p in cpu0}
+        if ws:
+            threads1 = {"agent": proc_threads(agent.pid), "replica": proc_threads(replica.pid),
+                        "feed": {}}
+            for p in pg.backend_pids("walship"):
+                threads1["feed"].update({"walsender": proc_threads(p).get("postgres", (0, 0))})
+            cycles = flush_cycles(metrics_addr) - cycles0
         m = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out.stdout)
         n = re.search(r"number of transactions actually processed: (\d+)", out.stdout)
         if out.returncode != 0 or not m or not n:
@@ -1196,8 +1241,28 @@ def run_pgbench(ctx, pg, variant):
                "sample_query_wait_p50_ms": qw["p50"], "sample_query_wait_p99_ms": qw["p99"],
                "transactions": int(n.group(1)),
                "sender_cores": cores(sender_pids), "receiver_cores": cores(receiver_pids)}
+        # Replication CPU (both sides) per transaction the primary committed.
+        res["cpu_us_per_txn"] = ((res["sender_cores"] + res["receiver_cores"]) * 1e6 /
+                                 res["tps"] if res["tps"] else None)
         if variant == "none":
             return res
+        if ws:
+            res["flush_cycles_per_s"] = cycles / cfg.pgbench_seconds
+            per = {}
+            for side in ("agent", "replica", "feed"):
+                for name, (c1, v1) in threads1[side].items():
+                    c0, v0 = threads0[side].get(name, (0.0, 0))
+                    if c1 - c0 <= 0 and v1 - v0 <= 0:
+                        continue
+                    per["%s/%s" % (side, name)] = {
+                        "cores": (c1 - c0) / cfg.pgbench_seconds,
+                        "us_per_cycle": (c1 - c0) * 1e6 / cycles if cycles else None,
+                        "switches_per_cycle": (v1 - v0) / cycles if cycles else None}
+            res["threads"] = per
+            res["sender_us_per_cycle"] = (res["sender_cores"] * 1e6 / res["flush_cycles_per_s"]
+                                          if cycles else None)
+            res["receiver_us_per_cycle"] = (res["receiver_cores"] * 1e6 /
+                                            res["flush_cycles_per_s"] if cycles else None)
         byte_lag = [max(0, p - r) for _, p, r, _ in samples if r is not None]
         bd = dist(byte_lag)
         res.update({"byte_lag_p50": bd["p50"], "byte_lag_p99": bd["p99"], "byte_lag_max": bd["max"]})
@@ -1228,6 +1293,23 @@ def run_pgbench(ctx, pg, variant):
             ctx.procs.stop(rw)
         if dest:
             rm(dest)
+
+
+def flush_cycles(metrics_addr):
+    """walship-replica's flush cycles that made new bytes durable, so far."""
+    samples = kit.scrape(metrics_addr)
+    return sum(v for (n, _), v in samples.items()
+               if n == "walship_replica_flush_seconds_count")
+
+
+def thread_summary(rs):
+    """Median over rounds of each thread's cores, CPU and switches per cycle."""
+    names = sorted({n for r in rs for n in (r.get("threads") or {})})
+    out = {}
+    for n in names:
+        out[n] = {k: median_summary([(r.get("threads") or {}).get(n, {}).get(k) for r in rs])
+                  for k in ("cores", "us_per_cycle", "switches_per_cycle")}
+    return out
 
 
 def section_pgbench(ctx, pg):
@@ -1270,7 +1352,11 @@ def section_pgbench(ctx, pg):
             "summary": summarize(runs, ["tps", "lag_p50_ms", "lag_p99_ms", "lag_max_ms",
                                         "state_lag_p50_ms", "state_lag_p99_ms",
                                         "byte_lag_p50", "byte_lag_p99", "sender_cores",
-                                        "receiver_cores"])}
+                                        "receiver_cores", "cpu_us_per_txn",
+                                        "flush_cycles_per_s", "sender_us_per_cycle",
+                                        "receiver_us_per_cycle"]),
+            "threads": {v: thread_summary(rs) for v, rs in runs.items()
+                        if any(r.get("threads") for r in rs)}}
 
 
 # ---------------------------------------------------------------------------

@@ -302,14 +302,14 @@ def markdown(results):
         L.append("| receiver | primary TPS | flush lag p50 ms | flush lag p99 ms | "
                  "replica-side lag p50 / p99 ms | "
                  "byte lag p50 KiB | byte lag p99 KiB | sender CPU (cores) | "
-                 "receiver CPU (cores) |")
-        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+                 "receiver CPU (cores) | CPU µs per transaction |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for v, label in [("none", "none"), ("walship", "walship (flush feed)"),
                          ("walship-query", "walship, `--pg-feed=false`"),
                          ("pg_receivewal", "pg_receivewal --synchronous")]:
             if v not in pb["summary"]:
                 continue
-            L.append("| %s | %s | %s | %s | %s / %s | %s | %s | %s | %s |" % (
+            L.append("| %s | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s |" % (
                 label, _range(results, "pgbench", v, "tps", spec="%.0f"),
                 _range(results, "pgbench", v, "lag_p50_ms", spec="%.2f"),
                 _range(results, "pgbench", v, "lag_p99_ms", spec="%.2f"),
@@ -318,13 +318,48 @@ def markdown(results):
                 _range(results, "pgbench", v, "byte_lag_p50", 1 / 1024.0, "%.0f"),
                 _range(results, "pgbench", v, "byte_lag_p99", 1 / 1024.0, "%.0f"),
                 _range(results, "pgbench", v, "sender_cores", spec="%.2f"),
-                _range(results, "pgbench", v, "receiver_cores", spec="%.2f")))
+                _range(results, "pgbench", v, "receiver_cores", spec="%.2f"),
+                _range(results, "pgbench", v, "cpu_us_per_txn", spec="%.0f")))
         L.append("")
         L.append("CPU in cores (CPU seconds per second of load). Sender: walship-agent with "
                  "its PostgreSQL backends (the flush feed's walsender and the safety-net "
                  "queries), or pg_receivewal's walsender; receiver: walship-replica or "
-                 "pg_receivewal.")
+                 "pg_receivewal. CPU per transaction: sender and receiver together, divided "
+                 "by the primary's TPS.")
         L.append("")
+        th = _get(pb, "threads", "walship")
+        if th:
+            L.append("Where walship's CPU goes under pgbench (flush feed on): %s flush cycles "
+                     "a second made new bytes durable; sender %s and receiver %s CPU µs per "
+                     "cycle." % (_range(results, "pgbench", "walship", "flush_cycles_per_s",
+                                        spec="%.0f"),
+                                 _range(results, "pgbench", "walship", "sender_us_per_cycle",
+                                        spec="%.0f"),
+                                 _range(results, "pgbench", "walship", "receiver_us_per_cycle",
+                                        spec="%.0f")))
+            L.append("")
+            L.append("| process/thread | cores | CPU µs per cycle | sleeps per cycle |")
+            L.append("|---|---:|---:|---:|")
+
+            def cell(d, spec):
+                if not d:
+                    return "n/a"
+                if d["n"] == 1:
+                    return spec % d["median"]
+                return (spec + " (" + spec + "–" + spec + ")") % (d["median"], d["min"], d["max"])
+            rows = sorted(th.items(), key=lambda kv: -((kv[1].get("cores") or {}).get("median")
+                                                      or 0))
+            for name, d in rows:
+                if not d.get("cores") or d["cores"]["median"] < 0.005:
+                    continue
+                L.append("| %s | %s | %s | %s |" % (name, cell(d["cores"], "%.3f"),
+                                                     cell(d.get("us_per_cycle"), "%.0f"),
+                                                     cell(d.get("switches_per_cycle"), "%.1f")))
+            L.append("")
+            L.append("Per thread from /proc (utime + stime, voluntary context switches); "
+                     "feed/walsender is the PostgreSQL walsender of the agent's flush feed. "
+                     "Threads under 0.005 cores are left out.")
+            L.append("")
         m = pb["lag_method"]
         L.append("Flush lag: %s (without the feed walship has no row there). Replica-side "
                  "lag: %s. Byte lag: %s." % (m["both"], m["walship_state"], m["bytes"]))

@@ -60,10 +60,19 @@ def fake(**over):
                              "none": {"tps": s(1000.0)},
                              "walship": {"tps": s(900.0), "lag_p50_ms": s(1.0),
                                          "lag_p99_ms": s(4.0), "byte_lag_p50": s(1000.0),
-                                         "byte_lag_p99": s(9000.0)},
+                                         "byte_lag_p99": s(9000.0),
+                                         "cpu_us_per_txn": s(400.0),
+                                         "flush_cycles_per_s": s(800.0),
+                                         "sender_us_per_cycle": s(300.0),
+                                         "receiver_us_per_cycle": s(350.0)},
                              "pg_receivewal": {"tps": s(950.0), "lag_p50_ms": s(2.0),
                                                "lag_p99_ms": s(5.0), "byte_lag_p50": s(2000.0),
-                                               "byte_lag_p99": s(8000.0)}}},
+                                               "byte_lag_p99": s(8000.0)}},
+                         "threads": {"walship": {
+                             "replica/ws-flush": {"cores": s(0.12), "us_per_cycle": s(150.0),
+                                                  "switches_per_cycle": s(3.0)},
+                             "agent/ws-idle": {"cores": s(0.001), "us_per_cycle": s(1.0),
+                                               "switches_per_cycle": s(0.1)}}}},
              "fanout": {"backlog_bytes": 512 * MIB, "summary": {
                  "1": {"aggregate_mb_s": s(400.0), "read_bytes_per_source_byte": s(1.0),
                        "rchar_per_source_byte": s(1.0)},
@@ -146,6 +155,10 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| walship `--transport=zerocopy` | 470 (460–480) |", md)
         self.assertIn("### Targets", md)
         self.assertIn("**FAIL**", md)
+        # Where walship's CPU goes: busy threads listed, idle ones left out.
+        self.assertIn("800 flush cycles a second", md)
+        self.assertIn("| replica/ws-flush | 0.120 | 150 | 3.0 |", md)
+        self.assertNotIn("ws-idle", md)
         root = ET.fromstring(report.svg(r))
         self.assertTrue(root.tag.endswith("svg"))
 
