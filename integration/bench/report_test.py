@@ -51,7 +51,8 @@ def fake(**over):
                  "walship-zerocopy": {"lag_p50_ms": s(2.0), "lag_p99_ms": s(5.0),
                                       "lag_max_ms": s(9.0), "own_fdatasync_p50_ms": s(2.5),
                                       "own_fdatasync_p99_ms": s(4.5)},
-                 "raw": {"lag_p50_ms": s(1.0), "lag_p99_ms": s(4.0), "lag_max_ms": s(8.0)},
+                 "raw": {"lag_p50_ms": s(1.0), "lag_p99_ms": s(4.0), "lag_max_ms": s(8.0),
+                         "own_fdatasync_p99_ms": s(2.5)},
                  "probe": {"fdatasync_p50_ms": s(1.0), "fdatasync_p99_ms": s(3.0),
                            "fdatasync_max_ms": s(7.0)}}}}},
              "pgbench": {"scale": 10, "clients": 4, "seconds": 15,
@@ -159,6 +160,8 @@ class ReportTest(unittest.TestCase):
         self.assertIn("800 flush cycles a second", md)
         self.assertIn("| replica/ws-flush | 0.120 | 150 | 3.0 |", md)
         self.assertNotIn("ws-idle", md)
+        # The live target quotes the raw pipeline against the same bound.
+        self.assertIn("lag p99 4.00 ms, over its own fdatasync p99 2.50 ms + 1", md)
         root = ET.fromstring(report.svg(r))
         self.assertTrue(root.tag.endswith("svg"))
 
