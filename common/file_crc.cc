@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -54,11 +53,9 @@ absl::StatusOr<uint32_t> CrcThroughBuffer(sys::SysCalls& sys, int fd, uint64_t o
 absl::StatusOr<uint32_t> Crc32cOfFileRange(sys::SysCalls& sys, int fd, uint64_t offset,
                                            uint64_t length, const std::string& context,
                                            uint32_t seed) {
-  if (length == 0) return seed;
-  std::unique_ptr<uint8_t[]> buf(new uint8_t[kBufferBytes]);
-  WALSHIP_ASSIGN_OR_RETURN(uint32_t c,
-                           CrcThroughBuffer(sys, fd, offset, length, context, buf.get()));
-  return wire::Crc32cCombine(seed, c, length);
+  FileCrcReader reader(sys);
+  WALSHIP_ASSIGN_OR_RETURN(auto crcs, reader.Twice(fd, offset, length, context, seed, seed));
+  return crcs.first;
 }
 
 absl::StatusOr<std::pair<uint32_t, uint32_t>> Crc32cOfFileRangeTwice(

@@ -138,15 +138,19 @@ def rotate(items, k):
     return items[k:] + items[:k]
 
 
+def stat_cpu(text):
+    """utime + stime, in seconds, of a /proc/.../stat line."""
+    fields = text[text.rfind(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / float(CLK_TCK)
+
+
 def proc_stat_cpu(pid):
     """utime + stime of a process (all threads), in seconds; None if gone."""
     try:
         with open("/proc/%d/stat" % pid) as f:
-            text = f.read()
+            return stat_cpu(f.read())
     except (FileNotFoundError, ProcessLookupError):
         return None
-    fields = text[text.rfind(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / float(CLK_TCK)
 
 
 def proc_threads(pid):
@@ -170,11 +174,20 @@ def proc_threads(pid):
         except (FileNotFoundError, ProcessLookupError):
             continue
         name = text[text.find("(") + 1:text.rfind(")")]
-        fields = text[text.rfind(")") + 2:].split()
-        cpu = (int(fields[11]) + int(fields[12])) / float(CLK_TCK)
         c, v = out.get(name, (0.0, 0))
-        out[name] = (c + cpu, v + switches)
+        out[name] = (c + stat_cpu(text), v + switches)
     return out
+
+
+def walship_threads(pg, agent, replica):
+    """proc_threads() of the agent, the replica and the feed's walsender(s),
+    keyed by side."""
+    feed = [0.0, 0]
+    for p in pg.backend_pids("walship"):
+        c, v = proc_threads(p).get("postgres", (0.0, 0))
+        feed = [feed[0] + c, feed[1] + v]
+    return {"agent": proc_threads(agent.pid), "replica": proc_threads(replica.pid),
+            "feed": {"walsender": tuple(feed)} if feed[1] or feed[0] else {}}
 
 
 def proc_status_kb(pid, key):
@@ -1164,12 +1177,8 @@ def run_pgbench(ctx, pg, variant):
         cpu0 = {p: proc_stat_cpu(p) or 0.0 for p in sender_pids + receiver_pids}
         # Where walship's CPU goes: per thread, and per flush cycle that made
         # new bytes durable (walship_replica_flush_seconds counts those).
-        threads0 = {}
         if ws:
-            threads0 = {"agent": proc_threads(agent.pid), "replica": proc_threads(replica.pid),
-                        "feed": {}}
-            for p in pg.backend_pids("walship"):
-                threads0["feed"].update({"walsender": proc_threads(p).get("postgres", (0, 0))})
+            threads0 = walship_threads(pg, agent, replica)
             cycles0 = flush_cycles(metrics_addr)
         # Sample the primary's flush LSN and the receiver's flushed LSN together.
         samples = []
@@ -1224,10 +1233,7 @@ def run_pgbench(ctx, pg, variant):
         th.join(10)
         cpu1 = {p: proc_stat_cpu(p) for p in cpu0}
         if ws:
-            threads1 = {"agent": proc_threads(agent.pid), "replica": proc_threads(replica.pid),
-                        "feed": {}}
-            for p in pg.backend_pids("walship"):
-                threads1["feed"].update({"walsender": proc_threads(p).get("postgres", (0, 0))})
+            threads1 = walship_threads(pg, agent, replica)
             cycles = flush_cycles(metrics_addr) - cycles0
         m = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out.stdout)
         n = re.search(r"number of transactions actually processed: (\d+)", out.stdout)
@@ -1297,9 +1303,7 @@ def run_pgbench(ctx, pg, variant):
 
 def flush_cycles(metrics_addr):
     """walship-replica's flush cycles that made new bytes durable, so far."""
-    samples = kit.scrape(metrics_addr)
-    return sum(v for (n, _), v in samples.items()
-               if n == "walship_replica_flush_seconds_count")
+    return kit.metric_total(kit.scrape(metrics_addr), "walship_replica_flush_seconds_count")
 
 
 def thread_summary(rs):

@@ -160,8 +160,8 @@ def evaluate(results):
 # Markdown
 
 
-def _range(results, section, variant, key, scale=1.0, spec="%.1f"):
-    s = _get(results, "sections", section, "summary", variant, key)
+def _span(s, scale=1.0, spec="%.1f"):
+    """A median_summary as "median (min–max)" ("n/a" when missing)."""
     if not s:
         return "n/a"
     if s["n"] == 1:
@@ -170,13 +170,13 @@ def _range(results, section, variant, key, scale=1.0, spec="%.1f"):
         s["median"] * scale, s["min"] * scale, s["max"] * scale)
 
 
+def _range(results, section, variant, key, scale=1.0, spec="%.1f"):
+    return _span(_get(results, "sections", section, "summary", variant, key), scale, spec)
+
+
 def _live_range(results, rate, variant, key, spec="%.2f"):
-    s = _get(results, "sections", "live", "rates", rate, "summary", variant, key)
-    if not s:
-        return "n/a"
-    if s["n"] == 1:
-        return spec % s["median"]
-    return (spec + " (" + spec + "–" + spec + ")") % (s["median"], s["min"], s["max"])
+    return _span(_get(results, "sections", "live", "rates", rate, "summary", variant, key),
+                 spec=spec)
 
 
 def machine_line(results):
@@ -349,21 +349,15 @@ def markdown(results):
             L.append("")
             L.append("| process/thread | cores | CPU µs per cycle | sleeps per cycle |")
             L.append("|---|---:|---:|---:|")
-
-            def cell(d, spec):
-                if not d:
-                    return "n/a"
-                if d["n"] == 1:
-                    return spec % d["median"]
-                return (spec + " (" + spec + "–" + spec + ")") % (d["median"], d["min"], d["max"])
             rows = sorted(th.items(), key=lambda kv: -((kv[1].get("cores") or {}).get("median")
                                                       or 0))
             for name, d in rows:
                 if not d.get("cores") or d["cores"]["median"] < 0.005:
                     continue
-                L.append("| %s | %s | %s | %s |" % (name, cell(d["cores"], "%.3f"),
-                                                     cell(d.get("us_per_cycle"), "%.0f"),
-                                                     cell(d.get("switches_per_cycle"), "%.1f")))
+                L.append("| %s | %s | %s | %s |" % (name, _span(d["cores"], spec="%.3f"),
+                                                     _span(d.get("us_per_cycle"), spec="%.0f"),
+                                                     _span(d.get("switches_per_cycle"),
+                                                           spec="%.1f")))
             L.append("")
             L.append("Per thread from /proc (utime + stime, voluntary context switches); "
                      "feed/walsender is the PostgreSQL walsender of the agent's flush feed. "
