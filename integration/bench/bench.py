@@ -14,8 +14,8 @@ Sections (each a function below; --sections picks some):
   live      a writer appends 8-64 KiB records at 20 and 100 MB/s; lag from
             write(2) returning to the replica's durable position covering the
             record; beside it the raw pipeline and an fdatasync probe.
-  pgbench   TPC-B on the primary with walship or pg_receivewal (or nothing)
-            beside it: the primary's TPS and flush lag.
+  pgbench   TPC-B on the primary with walship, pg_receivewal or the raw relay
+            (or nothing) beside it: the primary's TPS and flush lag.
   fanout    1, 2 and 4 replicas of one agent from an evicted backlog:
             aggregate durable throughput; the agent's storage reads
             (/proc/PID/io read_bytes) against the bytes shipped.
@@ -82,7 +82,7 @@ class Config(object):
             self.pgbench_scale = 1
             self.pgbench_seconds = 3
             self.pgbench_clients = 2
-            self.pgbench_variants = ["walship", "pg_receivewal"]
+            self.pgbench_variants = ["walship", "pg_receivewal", "raw-relay"]
         else:
             self.rounds = rounds or 3
             self.segment_bytes = 16 * MIB
@@ -99,7 +99,8 @@ class Config(object):
             self.pgbench_clients = 4
             # walship-query: the flush feed off, the flush position found by
             # query (what walship did before the feed): the lag/CPU trade.
-            self.pgbench_variants = ["none", "walship", "walship-query", "pg_receivewal"]
+            self.pgbench_variants = ["none", "walship", "walship-query", "pg_receivewal",
+                                     "raw-relay", "raw-relay-zero"]
 
     def to_json(self):
         return dict(self.__dict__)
@@ -1117,10 +1118,17 @@ def section_live(ctx):
 # Section: pgbench
 
 
+def standby_flushed(pg, application_name):
+    """flush_lsn of the walsender serving `application_name` (0 before it reports)."""
+    return dk.parse_lsn(pg.session().query(
+        "SELECT coalesce((SELECT flush_lsn::text FROM pg_stat_replication "
+        "WHERE application_name = '%s'), '0/0')" % application_name))
+
+
 def run_pgbench(ctx, pg, variant):
     cfg = ctx.cfg
     pg.psql("CHECKPOINT")
-    agent = replica = rw = watch = None
+    agent = replica = rw = watch = relay = recv = None
     dest = None
     try:
         ws = variant in ("walship", "walship-query")
@@ -1152,13 +1160,27 @@ def run_pgbench(ctx, pg, variant):
                                                    "-d", pg.conninfo])
             now = pg.flush_lsn()
 
-            def rw_flushed():
-                v = pg.session().query(
-                    "SELECT coalesce((SELECT flush_lsn::text FROM pg_stat_replication "
-                    "WHERE application_name = 'pg_receivewal'), '0/0')")
-                return dk.parse_lsn(v)
-            kit.wait_until(lambda: rw_flushed() >= now, 120, "pg_receivewal to catch up",
-                               interval=0.05)
+            kit.wait_until(lambda: standby_flushed(pg, "pg_receivewal") >= now, 120,
+                           "pg_receivewal to catch up", interval=0.05)
+        elif variant.startswith("raw-relay"):
+            dest = ctx.fresh_dir("pgb-relay")
+            port_file = dest + ".port"
+            recv = ctx.procs.spawn("relay-recv", [
+                ctx.tool, "relay-recv", "--dest=" + dest, "--port-file=" + port_file,
+                "--segment-bytes=%d" % pg.segsize,
+                "--prealloc=" + (variant[len("raw-relay-"):] if variant != "raw-relay"
+                                 else "none")])
+            kit.wait_until(lambda: os.path.exists(port_file) and read_text(port_file).strip(),
+                           10, "relay-recv to listen", interval=0.01)
+            addr = read_text(port_file).strip().split("=", 1)[1]
+            now = pg.flush_lsn()
+            relay = ctx.procs.spawn("relay-send", [
+                ctx.tool, "relay-send", "--conninfo=" + pg.conninfo,
+                "--wal-dir=" + os.path.join(pg.data, "pg_wal"), "--connect=" + addr,
+                "--system-id=" + pg.psql("SELECT system_identifier FROM pg_control_system()"),
+                "--segment-bytes=%d" % pg.segsize])
+            kit.wait_until(lambda: standby_flushed(pg, "raw-relay") >= now, 120,
+                           "the raw relay to catch up", interval=0.05)
         # CPU of each side during the load: walship-agent and its backends /
         # the walsender; walship-replica / pg_receivewal.
         if ws:
@@ -1172,6 +1194,9 @@ def run_pgbench(ctx, pg, variant):
         elif variant == "pg_receivewal":
             sender_pids = pg.backend_pids("pg_receivewal")  # the walsender
             receiver_pids = [rw.pid]
+        elif relay is not None:
+            sender_pids = [relay.pid] + pg.backend_pids("raw-relay")
+            receiver_pids = [recv.pid]
         else:
             sender_pids = receiver_pids = []
         cpu0 = {p: proc_stat_cpu(p) or 0.0 for p in sender_pids + receiver_pids}
@@ -1199,7 +1224,7 @@ def run_pgbench(ctx, pg, variant):
                  "extract(epoch from clock_timestamp())::text || ' ' || coalesce((SELECT "
                  "flush_lsn::text || ' ' || coalesce(extract(epoch from flush_lag)::text, '-') "
                  "FROM pg_stat_replication WHERE application_name = '%s'), '- -')"
-                 % ("walship" if ws else "pg_receivewal"))
+                 % ("walship" if ws else "raw-relay" if relay else variant))
             while not stop.is_set():
                 t_sent = time.monotonic()
                 try:
@@ -1219,8 +1244,13 @@ def run_pgbench(ctx, pg, variant):
                 elif r_lsn != "-":
                     ws_lsn = dk.parse_lsn(r_lsn)
                 samples.append((t, dk.parse_lsn(p_lsn), ws_lsn,
-                                float(r_lag) if r_lag != "-" else None))
+                                float(r_lag) if r_lag != "-" else None,
+                                dk.parse_lsn(r_lsn) if r_lsn != "-" else 0))
                 stop.wait(0.01)
+        # Only samples under load count: before pgbench's first commit the
+        # byte lag is 0 for everyone, and pg_stat_replication shows the
+        # flush_lag of the receiver's last reply before it, however old.
+        load_from = pg.flush_lsn()
         th = threading.Thread(target=sampler, daemon=True)
         th.start()
         out = subprocess.run([pg.tool("pgbench"), "-n", "-M", "prepared",
@@ -1269,10 +1299,12 @@ def run_pgbench(ctx, pg, variant):
                                           if cycles else None)
             res["receiver_us_per_cycle"] = (res["receiver_cores"] * 1e6 /
                                             res["flush_cycles_per_s"] if cycles else None)
-        byte_lag = [max(0, p - r) for _, p, r, _ in samples if r is not None]
+        byte_lag = [max(0, p - r) for _, p, r, _, _ in samples
+                    if r is not None and p > load_from]
         bd = dist(byte_lag)
         res.update({"byte_lag_p50": bd["p50"], "byte_lag_p99": bd["p99"], "byte_lag_max": bd["max"]})
-        td = dist([x * 1e3 for _, _, _, x in samples if x is not None])
+        # A flush_lag counts once the receiver has replied about WAL of the load.
+        td = dist([x * 1e3 for _, _, _, x, rep in samples if x is not None and rep > load_from])
         res.update({"lag_p50_ms": td["p50"], "lag_p99_ms": td["p99"], "lag_max_ms": td["max"],
                     "lag_n": td["n"]})
         if ws:
@@ -1282,7 +1314,7 @@ def run_pgbench(ctx, pg, variant):
             ctx.procs.stop(watch)
             obs = [(pg.lsn_of(s, o), t) for s, o, _, t in read_watch_log(watch.watch_log)
                    if s != "-"]
-            prim = [(p, t) for t, p, _, _ in samples]
+            prim = [(p, t) for t, p, _, _, _ in samples if p > load_from]
             lat, _ = lags(prim, obs)
             sd = dist([x * 1e3 for x in lat])
             res.update({"state_lag_p50_ms": sd["p50"], "state_lag_p99_ms": sd["p99"],
@@ -1295,8 +1327,9 @@ def run_pgbench(ctx, pg, variant):
             replica.stop()
         if agent is not None:
             agent.stop()
-        if rw is not None:
-            ctx.procs.stop(rw)
+        for p in (rw, relay, recv):
+            if p is not None:
+                ctx.procs.stop(p)
         if dest:
             rm(dest)
 
@@ -1337,9 +1370,9 @@ def section_pgbench(ctx, pg):
             else:
                 log("pgbench round %d %-14s tps %.0f  flush lag p50 %.2f ms p99 %.2f ms; "
                     "bytes p50 %d p99 %d; sample query waited p50 %.2f ms", rnd + 1, v,
-                    res["tps"], res["lag_p50_ms"] or -1, res["lag_p99_ms"] or -1,
-                    res["byte_lag_p50"] or -1, res["byte_lag_p99"] or -1,
-                    res["sample_query_wait_p50_ms"] or -1)
+                    res["tps"], *[-1 if res[k] is None else res[k] for k in (
+                        "lag_p50_ms", "lag_p99_ms", "byte_lag_p50", "byte_lag_p99",
+                        "sample_query_wait_p50_ms")])
             runs[v].append(res)
     return {"scale": cfg.pgbench_scale, "clients": cfg.pgbench_clients,
             "seconds": cfg.pgbench_seconds, "runs": runs,
@@ -1434,6 +1467,8 @@ def section_fanout(ctx, src):
 
 
 SECTIONS = ["catchup", "pg", "live", "pgbench", "fanout"]
+PGBENCH_VARIANTS = ["none", "walship", "walship-query", "pg_receivewal", "raw-relay",
+                    "raw-relay-zero", "raw-relay-fallocate", "raw-relay-keep-size"]
 
 
 def main(argv=None):
@@ -1447,12 +1482,20 @@ def main(argv=None):
     ap.add_argument("--sections", default=",".join(SECTIONS),
                     help="comma-separated subset of %s" % ",".join(SECTIONS))
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    ap.add_argument("--pgbench-variants", default=None,
+                    help="comma-separated subset of the pgbench section's receivers")
     a = ap.parse_args(argv)
     sections = [s for s in a.sections.split(",") if s]
     bad = [s for s in sections if s not in SECTIONS]
     if bad:
         ap.error("unknown sections %s" % bad)
     cfg = Config(a.quick, a.rounds)
+    if a.pgbench_variants:
+        picked = [v for v in a.pgbench_variants.split(",") if v]
+        bad = [v for v in picked if v not in PGBENCH_VARIANTS]
+        if bad:
+            ap.error("unknown pgbench variants %s (known: %s)" % (bad, ",".join(PGBENCH_VARIANTS)))
+        cfg.pgbench_variants = picked
     out = a.out or os.path.abspath("bench-out-%s" % time.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="walship-bench-", dir=a.work or "/var/tmp")

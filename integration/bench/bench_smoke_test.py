@@ -42,6 +42,12 @@ class BenchSmokeTest(unittest.TestCase):
         catchup = results["sections"]["catchup"]["summary"]
         for v in ("raw-zerocopy", "walship-zerocopy", "walship-copy"):
             self.assertGreater(catchup[v]["mb_s"]["median"], 0)
+        if "pgbench" in sections:
+            # Every receiver, the raw relay too, kept up with a real load.
+            pgb = results["sections"]["pgbench"]["summary"]
+            for v in ("walship", "pg_receivewal", "raw-relay"):
+                self.assertGreater(pgb[v]["tps"]["median"], 0, v)
+                self.assertIsNotNone(pgb[v]["lag_p50_ms"], v)
 
         with open(os.path.join(out, "results.md")) as f:
             md = f.read()

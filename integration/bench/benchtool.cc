@@ -10,6 +10,9 @@
 //                segment files NAME.partial renamed to NAME when complete.
 //   raw-send     the physical reference, sending side: sendfile(2) of every
 //                segment file of a directory (or --follow: tail it).
+//   relay-send,  the pgbench section's physical reference: the least an
+//   relay-recv   agent beside a PostgreSQL primary and a receiver do per
+//                flush (raw_relay.h).
 //   write        appends records of --min-record..--max-record bytes to
 //                seg-%08d files at --rate bytes/s; logs "INDEX END_OFFSET
 //                T_NS" per record (the position after its last byte, taken
@@ -75,7 +78,10 @@
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
 #include "common/sys/unique_fd.h"
+#include "common/pgwal/wal_names.h"
 #include "common/wire/crc32c.h"
+#include "integration/bench/bench_util.h"
+#include "integration/bench/raw_relay.h"
 #include "replica/state_store.h"
 
 namespace walship::bench {
@@ -91,58 +97,10 @@ void CatchStopSignals() {
   sigaction(SIGINT, &sa, nullptr);
 }
 
-int64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
 void SleepUntilNs(int64_t t) {
   timespec ts{static_cast<time_t>(t / 1000000000), static_cast<long>(t % 1000000000)};  // NOLINT
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR && !g_stop) {
   }
-}
-
-// Percentile of a sorted vector, nearest rank.
-int64_t Pct(const std::vector<int64_t>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  size_t i = static_cast<size_t>(p / 100.0 * static_cast<double>(sorted.size()));
-  return sorted[std::min(i, sorted.size() - 1)];
-}
-
-// "vmhwm_kb" (peak RSS, from /proc/self/status) and "read_bytes" (bytes this
-// process made the kernel read from storage, /proc/self/io) as JSON fields.
-// Not rusage: a child's ru_maxrss includes its parent's RSS before exec.
-std::string SelfStatsJson() {
-  long long hwm = -1, read_bytes = -1;  // NOLINT
-  char line[256];
-  if (FILE* f = fopen("/proc/self/status", "r")) {
-    while (fgets(line, sizeof(line), f)) sscanf(line, "VmHWM: %lld", &hwm);
-    fclose(f);
-  }
-  if (FILE* f = fopen("/proc/self/io", "r")) {
-    while (fgets(line, sizeof(line), f)) sscanf(line, "read_bytes: %lld", &read_bytes);
-    fclose(f);
-  }
-  return absl::StrCat("\"vmhwm_kb\":", hwm, ",\"read_bytes\":", read_bytes);
-}
-
-std::string LatencyJson(std::vector<int64_t> ns) {
-  std::sort(ns.begin(), ns.end());
-  return absl::StrCat("{\"count\":", ns.size(), ",\"p50_us\":", Pct(ns, 50) / 1000.0,
-                      ",\"p90_us\":", Pct(ns, 90) / 1000.0, ",\"p99_us\":", Pct(ns, 99) / 1000.0,
-                      ",\"max_us\":", ns.empty() ? 0 : ns.back() / 1000.0, "}");
-}
-
-absl::Status WriteText(const std::string& path, const std::string& text) {
-  if (path.empty()) return absl::OkStatus();
-  FILE* f = fopen(path.c_str(), "w");
-  if (f == nullptr) return sys::ErrnoToStatus(errno, absl::StrCat("open ", path));
-  size_t n = fwrite(text.data(), 1, text.size(), f);
-  if (fclose(f) != 0 || n != text.size()) {
-    return sys::ErrnoToStatus(errno, absl::StrCat("write ", path));
-  }
-  return absl::OkStatus();
 }
 
 // Regular files of `dir` not starting with '.', sorted by name.
@@ -945,8 +903,8 @@ absl::Status RunCrc(sys::SysCalls& sys, const std::string& path, uint64_t frame)
 constexpr char kUsage[] =
     "benchtool COMMAND [flags]: helpers of the walship benchmark "
     "(integration/bench/README.md).\n"
-    "Commands: raw-recv, raw-send, write, watch-state, fsync-probe, evict, crc,\n"
-    "warm-memory.\n"
+    "Commands: raw-recv, raw-send, relay-send, relay-recv, write, watch-state,\n"
+    "fsync-probe, evict, crc, warm-memory.\n"
     "benchtool COMMAND --help lists the command's flags.";
 
 int Main(int argc, char** argv) {
@@ -964,6 +922,10 @@ int Main(int argc, char** argv) {
   WriteOptions wo;
   WatchOptions wa;
   ProbeOptions po;
+  RelaySendOptions rso;
+  RelayRecvOptions rro;
+  uint64_t timeline = 1, segment_bytes = 16 << 20;
+  std::string prealloc = "none";
   std::string evict_dir;
   uint64_t warm_mib = 0;
   int64_t flush_us = ro.flush_interval_us;
@@ -988,6 +950,23 @@ int Main(int argc, char** argv) {
     flags.String("transport", &so.transport, "zerocopy (sendfile) or copy (pread/send)");
     flags.Uint("chunk-bytes", &so.chunk_bytes, "largest DATA frame");
     flags.Bool("follow", &so.follow, "tail the directory until SIGTERM");
+  } else if (cmd == "relay-send") {
+    flags.String("conninfo", &rso.conninfo, "libpq conninfo of the primary");
+    flags.String("application-name", &rso.application_name, "name in pg_stat_replication");
+    flags.String("wal-dir", &rso.wal_dir, "the primary's pg_wal");
+    flags.String("connect", &rso.connect, "HOST:PORT of relay-recv");
+    flags.Uint("system-id", &rso.system_id, "the cluster's system identifier");
+    flags.Uint("timeline", &timeline, "the primary's timeline");
+    flags.Uint("segment-bytes", &segment_bytes, "WAL segment size");
+  } else if (cmd == "relay-recv") {
+    flags.String("listen", &rro.listen, "HOST:PORT to listen on (port 0: any)");
+    flags.String("port-file", &rro.port_file, "write data=HOST:PORT here once listening");
+    flags.String("dest", &rro.dest, "destination directory (must exist)");
+    flags.Uint("timeline", &timeline, "the primary's timeline");
+    flags.Uint("segment-bytes", &segment_bytes, "WAL segment size");
+    flags.Uint("pipe-bytes", &rro.pipe_bytes, "pipe capacity");
+    flags.String("prealloc", &prealloc,
+                 "new segment files: none (grow), keep-size, fallocate or zero (pg_receivewal)");
   } else if (cmd == "write") {
     flags.String("dir", &wo.dir, "WAL directory (must exist)");
     flags.String("rate", &rate, "bytes per second (0: unthrottled)");
@@ -1044,6 +1023,21 @@ int Main(int argc, char** argv) {
     s = RawReceiver(sys, ro).Run();
   } else if (cmd == "raw-send") {
     s = RawSender(sys, so).Run();
+  } else if (cmd == "relay-send" || cmd == "relay-recv") {
+    if (timeline == 0 || timeline > UINT32_MAX || !pg::IsValidSegmentSize(segment_bytes)) {
+      s = absl::InvalidArgumentError("bad --timeline or --segment-bytes");
+    } else if (cmd == "relay-send") {
+      rso.timeline = static_cast<uint32_t>(timeline);
+      rso.segment_bytes = segment_bytes;
+      s = RunRelaySend(sys, rso, &g_stop);
+    } else if (absl::StatusOr<RelayRecvOptions::Prealloc> p = ParsePrealloc(prealloc); !p.ok()) {
+      s = p.status();
+    } else {
+      rro.timeline = static_cast<uint32_t>(timeline);
+      rro.segment_bytes = segment_bytes;
+      rro.prealloc = *p;
+      s = RunRelayRecv(sys, rro, &g_stop);
+    }
   } else if (cmd == "write") {
     wo.rate = r;
     wo.seconds = secs;

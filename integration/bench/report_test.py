@@ -68,7 +68,11 @@ def fake(**over):
                                          "receiver_us_per_cycle": s(350.0)},
                              "pg_receivewal": {"tps": s(950.0), "lag_p50_ms": s(2.0),
                                                "lag_p99_ms": s(5.0), "byte_lag_p50": s(2000.0),
-                                               "byte_lag_p99": s(8000.0)}},
+                                               "byte_lag_p99": s(8000.0)},
+                             "raw-relay": {"tps": s(920.0), "lag_p50_ms": s(2.5),
+                                           "lag_p99_ms": s(4.5), "cpu_us_per_txn": s(150.0)},
+                             "raw-relay-zero": {"tps": s(960.0), "lag_p50_ms": s(1.5),
+                                                "lag_p99_ms": s(4.0)}},
                          "threads": {"walship": {
                              "replica/ws-flush": {"cores": s(0.12), "us_per_cycle": s(150.0),
                                                   "switches_per_cycle": s(3.0)},
@@ -162,6 +166,12 @@ class ReportTest(unittest.TestCase):
         self.assertNotIn("ws-idle", md)
         # The live target quotes the raw pipeline against the same bound.
         self.assertIn("lag p99 4.00 ms, over its own fdatasync p99 2.50 ms + 1", md)
+        # The pgbench targets quote the raw relay against the same bounds.
+        self.assertIn("the raw relay: p50 2.50, p99 4.50 ms (not both below); the raw relay "
+                      "with zero-filled segments: p50 1.50, p99 4.00 ms (both below)", md)
+        self.assertIn("the raw relay: 920 TPS (lower); the raw relay with zero-filled "
+                      "segments: 960 TPS (not lower)", md)
+        self.assertIn("| raw relay (reference) | 920 | 2.50 | 4.50 |", md)
         root = ET.fromstring(report.svg(r))
         self.assertTrue(root.tag.endswith("svg"))
 

@@ -1,0 +1,267 @@
+#include "integration/bench/raw_relay.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "agent/pg_flush_feed.h"
+#include "common/net.h"
+#include "common/pgwal/wal_names.h"
+#include "common/status_macros.h"
+#include "common/sys/errors.h"
+#include "common/sys/file_util.h"
+#include "common/sys/pipe.h"
+#include "common/sys/transfer.h"
+#include "common/sys/unique_fd.h"
+#include "integration/bench/bench_util.h"
+
+namespace walship::bench {
+namespace {
+
+constexpr uint32_t kRelayMagic = 0x4c525357;  // "WSRL" little-endian
+struct RelayHeader {
+  uint32_t magic;
+  uint32_t zero0;
+  uint64_t lsn;
+  uint32_t length;
+  uint32_t zero1;
+};
+static_assert(sizeof(RelayHeader) == 24, "relay header is 24 bytes");
+
+// Waits up to 100 ms for `fd` to become readable; false on timeout.
+bool WaitReadable(sys::SysCalls& sys, int fd) {
+  pollfd p{fd, POLLIN, 0};
+  sys::SysResult r = sys.Poll(&p, 1, 100);
+  return r.ok() && r.rc > 0;
+}
+
+// RelayRecvOptions::Prealloc, for a segment file just opened (a reopened one
+// that is already full size is left alone).
+absl::Status Prepare(sys::SysCalls& sys, int fd, RelayRecvOptions::Prealloc how,
+                     uint64_t size) {
+  using P = RelayRecvOptions::Prealloc;
+  struct stat st;
+  sys::SysResult r = sys.Fstat(fd, &st);
+  if (!r.ok()) return sys::ErrnoToStatus(r.err, "fstat");
+  if (how == P::kNone || static_cast<uint64_t>(st.st_size) >= size) return absl::OkStatus();
+  if (how != P::kZero) {
+    r = sys.Fallocate(fd, how == P::kKeepSize ? FALLOC_FL_KEEP_SIZE : 0, 0,
+                      static_cast<off_t>(size));
+    if (!r.ok()) return sys::ErrnoToStatus(r.err, "fallocate");
+    r = sys.Fsync(fd);
+    return r.ok() ? absl::OkStatus() : sys::ErrnoToStatus(r.err, "fsync");
+  }
+  const std::vector<char> zeros(1 << 20, 0);
+  for (uint64_t off = 0; off < size;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(zeros.size(), size - off));
+    r = sys.Pwrite(fd, zeros.data(), n, static_cast<off_t>(off));
+    if (!r.ok()) return sys::ErrnoToStatus(r.err, "zero-filling a segment");
+    off += static_cast<uint64_t>(r.rc);
+  }
+  r = sys.Fdatasync(fd);
+  return r.ok() ? absl::OkStatus() : sys::ErrnoToStatus(r.err, "fdatasync");
+}
+
+}  // namespace
+
+absl::StatusOr<RelayRecvOptions::Prealloc> ParsePrealloc(absl::string_view name) {
+  using P = RelayRecvOptions::Prealloc;
+  if (name == "none") return P::kNone;
+  if (name == "keep-size") return P::kKeepSize;
+  if (name == "fallocate") return P::kFallocate;
+  if (name == "zero") return P::kZero;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--prealloc: \"", name, "\" is none, keep-size, fallocate or zero"));
+}
+
+namespace {
+
+}  // namespace
+
+absl::Status RunRelaySend(sys::SysCalls& sys, const RelaySendOptions& o,
+                          const volatile int* stop) {
+  agent::PgFlushFeedOptions fo;
+  fo.conninfo = o.conninfo;
+  fo.application_name = o.application_name;
+  agent::PgFlushFeed feed(fo);
+  WALSHIP_RETURN_IF_ERROR(feed.Start(o.system_id, o.timeline));
+  WALSHIP_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(o.connect));
+  WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd sock,
+                           ConnectTcp(sys, hp, absl::Seconds(10), /*nonblocking=*/true));
+  WALSHIP_RETURN_IF_ERROR(SetNoDelay(sys, sock.get()));
+  const sys::TransferOptions io;
+
+  // Like pg_receivewal, report the start as written and flushed at once:
+  // the primary lists the relay from its first status update on.
+  pg::Lsn sent = feed.start_lsn();
+  pg::Lsn acked = sent;
+  uint64_t open_segno = ~uint64_t{0};
+  sys::UniqueFd file;
+  std::vector<char> acks(4096);
+  size_t ack_bytes = 0;
+  uint64_t frames = 0, bytes = 0, ack_count = 0;
+  // The relay's own lag: from learning of a flush position to the
+  // receiver's acknowledgement covering it (PostgreSQL's flush_lag adds the
+  // walsender's side).
+  std::vector<std::pair<pg::Lsn, int64_t>> learned;  // (flush position, time)
+  size_t learned_acked = 0;
+  std::vector<int64_t> relay_lag_ns;
+  absl::Status status;
+  while (!*stop && status.ok()) {
+    pollfd p[2] = {{feed.socket(), POLLIN, 0}, {sock.get(), POLLIN, 0}};
+    sys.Poll(p, 2, 100);
+    absl::StatusOr<pg::Lsn> flush = feed.Drain();
+    if (!flush.ok()) {
+      status = flush.status();
+      break;
+    }
+    if (*flush > sent) learned.emplace_back(*flush, NowNs());
+    while (sent < *flush) {
+      const uint64_t segno = pg::SegmentOfLsn(sent, o.segment_bytes);
+      const uint64_t off = sent - pg::SegmentStartLsn(segno, o.segment_bytes);
+      const uint64_t n = std::min(*flush - sent, o.segment_bytes - off);
+      if (segno != open_segno) {
+        const std::string path =
+            absl::StrCat(o.wal_dir, "/", pg::SegmentName(o.timeline, segno, o.segment_bytes));
+        WALSHIP_ASSIGN_OR_RETURN(file, sys::OpenFile(sys, path, O_RDONLY));
+        open_segno = segno;
+      }
+      RelayHeader h{kRelayMagic, 0, sent, static_cast<uint32_t>(n), 0};
+      WALSHIP_RETURN_IF_ERROR(sys::SendFully(sys, sock.get(), &h, sizeof(h), MSG_MORE, io));
+      WALSHIP_RETURN_IF_ERROR(
+          sys::SendFileFully(sys, sock.get(), file.get(), static_cast<off_t>(off), n, io));
+      sent += n;
+      bytes += n;
+      ++frames;
+    }
+    // Acknowledgements: whatever arrived, without blocking.
+    for (;;) {
+      sys::SysResult r = sys.Read(sock.get(), acks.data() + ack_bytes, acks.size() - ack_bytes);
+      if (r.ok() && r.rc == 0) {
+        status = absl::UnavailableError("relay-recv closed the connection");
+        break;
+      }
+      if (!r.ok()) {
+        if (r.err != EAGAIN && r.err != EINTR) status = sys::ErrnoToStatus(r.err, "relay acks");
+        break;
+      }
+      ack_bytes += static_cast<size_t>(r.rc);
+      size_t used = 0;
+      for (; ack_bytes - used >= sizeof(uint64_t); used += sizeof(uint64_t)) {
+        uint64_t lsn;
+        memcpy(&lsn, acks.data() + used, sizeof(lsn));
+        acked = std::max(acked, lsn);
+        ++ack_count;
+      }
+      memmove(acks.data(), acks.data() + used, ack_bytes - used);
+      ack_bytes -= used;
+    }
+    for (; learned_acked < learned.size() && learned[learned_acked].first <= acked;
+         ++learned_acked) {
+      relay_lag_ns.push_back(NowNs() - learned[learned_acked].second);
+    }
+    absl::Status s = feed.Report(acked, acked, absl::Now());
+    if (!s.ok() && status.ok()) status = s;
+  }
+  printf("{\"cmd\":\"relay-send\",\"ok\":%s,\"bytes\":%llu,\"frames\":%llu,\"acks\":%llu,"
+         "\"acked_lsn\":%llu,\"relay_lag\":%s,%s}\n",
+         status.ok() ? "true" : "false", static_cast<unsigned long long>(bytes),
+         static_cast<unsigned long long>(frames), static_cast<unsigned long long>(ack_count),
+         static_cast<unsigned long long>(acked), LatencyJson(std::move(relay_lag_ns)).c_str(),
+         SelfStatsJson().c_str());
+  return status;
+}
+
+absl::Status RunRelayRecv(sys::SysCalls& sys, const RelayRecvOptions& o,
+                          const volatile int* stop) {
+  WALSHIP_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(o.listen));
+  uint16_t port = 0;
+  WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd lfd, ListenTcp(sys, hp, 1, &port));
+  WALSHIP_RETURN_IF_ERROR(WriteText(o.port_file, absl::StrCat("data=", hp.host, ":", port, "\n")));
+  while (!*stop && !WaitReadable(sys, lfd.get())) {
+  }
+  if (*stop) return absl::OkStatus();
+  sys::SysResult a = sys.Accept4(lfd.get(), nullptr, nullptr, SOCK_CLOEXEC);
+  if (!a.ok()) return sys::ErrnoToStatus(a.err, "accept4");
+  sys::UniqueFd sock(static_cast<int>(a.rc));
+  WALSHIP_RETURN_IF_ERROR(SetNoDelay(sys, sock.get()));
+  WALSHIP_ASSIGN_OR_RETURN(sys::Pipe pipe, sys::Pipe::Create(sys, o.pipe_bytes));
+  sys::TransferOptions idle;
+  idle.io_timeout = absl::InfiniteDuration();
+  const sys::TransferOptions io;
+
+  uint64_t open_segno = ~uint64_t{0};
+  sys::UniqueFd file;
+  std::vector<int64_t> sync_ns;
+  uint64_t bytes = 0, frames = 0;
+  absl::Status status;
+  while (!*stop && status.ok()) {
+    if (!WaitReadable(sys, sock.get())) continue;
+    // pg_receivewal's loop: take everything that has arrived, then one
+    // fdatasync and one acknowledgement for all of it.
+    pg::Lsn end = 0;
+    bool closed = false;
+    do {
+      RelayHeader h;
+      absl::Status s = sys::ReadFully(sys, sock.get(), &h, sizeof(h), idle);
+      if (absl::IsOutOfRange(s)) {
+        closed = true;
+        break;
+      }
+      WALSHIP_RETURN_IF_ERROR(s);
+      if (h.magic != kRelayMagic) return absl::DataLossError("bad relay frame magic");
+      const uint64_t segno = pg::SegmentOfLsn(h.lsn, o.segment_bytes);
+      const uint64_t off = h.lsn - pg::SegmentStartLsn(segno, o.segment_bytes);
+      if (h.length == 0 || off + h.length > o.segment_bytes) {
+        return absl::DataLossError("relay frame crosses a segment boundary");
+      }
+      if (segno != open_segno) {
+        if (file.valid()) {  // the old segment's tail first
+          sys::SysResult r = sys.Fdatasync(file.get());
+          if (!r.ok()) return sys::ErrnoToStatus(r.err, "fdatasync");
+        }
+        const std::string path =
+            absl::StrCat(o.dest, "/", pg::SegmentName(o.timeline, segno, o.segment_bytes));
+        WALSHIP_ASSIGN_OR_RETURN(file, sys::OpenFile(sys, path, O_RDWR | O_CREAT));
+        WALSHIP_RETURN_IF_ERROR(Prepare(sys, file.get(), o.prealloc, o.segment_bytes));
+        WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys, o.dest));
+        open_segno = segno;
+      }
+      WALSHIP_RETURN_IF_ERROR(sys::SpliceFully(sys, sock.get(), pipe, file.get(),
+                                               static_cast<off_t>(off), h.length, io));
+      end = h.lsn + h.length;
+      bytes += h.length;
+      ++frames;
+      pollfd p{sock.get(), POLLIN, 0};
+      sys::SysResult r = sys.Poll(&p, 1, 0);
+      if (!r.ok() || r.rc == 0) break;
+    } while (true);
+    if (end != 0) {
+      const int64_t t0 = NowNs();
+      sys::SysResult r = sys.Fdatasync(file.get());
+      if (!r.ok()) return sys::ErrnoToStatus(r.err, "fdatasync");
+      sync_ns.push_back(NowNs() - t0);
+      WALSHIP_RETURN_IF_ERROR(sys::SendFully(sys, sock.get(), &end, sizeof(end), 0, io));
+    }
+    if (closed) break;
+  }
+  printf("{\"cmd\":\"relay-recv\",\"ok\":%s,\"bytes\":%llu,\"frames\":%llu,"
+         "\"fdatasync\":%s,%s}\n",
+         status.ok() ? "true" : "false", static_cast<unsigned long long>(bytes),
+         static_cast<unsigned long long>(frames), LatencyJson(std::move(sync_ns)).c_str(),
+         SelfStatsJson().c_str());
+  return status;
+}
+
+}  // namespace walship::bench
