@@ -11,7 +11,9 @@
 //   4. runs three threads: the receiver (frames -> SegmentWriter), the
 //      flusher (fdatasync, finalize, persist state, then Ack: only durable
 //      positions are ever acknowledged as flushed) and the control reader
-//      (checkpoints, heartbeats, errors).
+//      (checkpoints, heartbeats, errors). When a frame leaves the data
+//      socket empty and no flush cycle is running, the receiver runs the
+//      cycle itself instead of waking the flusher; cycles never overlap.
 // Transient failures (network, agent restart, a corrupt frame) end the
 // session; the next one starts after a backoff from the durable position.
 // Failures an operator must resolve (another stream, divergent history, a gap

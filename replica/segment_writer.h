@@ -31,8 +31,9 @@
 // already lie in it. Only the position Flush() returns is durable; the
 // caller persists it (StateStore) before acknowledging it.
 //
-// Threading: one receiver thread (BeginSegment, WriteData), one flusher
-// (Flush), one control thread (AddCheckpoint), one thread dropping pages
+// Threading: one receiver thread (BeginSegment, WriteData), one flusher at a
+// time (Flush: callers on different threads serialize their calls, e.g. with
+// a mutex), one control thread (AddCheckpoint), one thread dropping pages
 // (DropPublishedPages); accessors from any thread.
 // The object is per session: after any error, discard it and Recover() a new
 // one, which truncates anything past the durable position.
@@ -212,7 +213,7 @@ class SegmentWriter {
   absl::Status RunAtOnce(std::vector<std::function<absl::Status()>> jobs);
 
   class Helper;
-  // Flusher thread only; started on first use.
+  // Flush() only (one caller at a time); started on first use.
   std::vector<std::unique_ptr<Helper>> helpers_;
 
   sys::SysCalls& sys_;
@@ -220,7 +221,7 @@ class SegmentWriter {
   const WriterOptions options_;
   std::optional<sys::Pipe> pipe_;  // receiver thread only
   std::vector<char> buffer_;       // receiver thread only
-  sys::UniqueFd sums_;             // flusher thread (or one job it runs) only
+  sys::UniqueFd sums_;             // Flush() (or one job it runs) only
   bool drop_warned_ = false;
   mutable absl::Mutex drop_mu_;
   std::vector<Published> to_drop_ ABSL_GUARDED_BY(drop_mu_);  // published, not yet dropped
