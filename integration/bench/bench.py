@@ -496,7 +496,8 @@ def run_raw_catchup(ctx, src, transport, verify=False):
     addr = read_text(port_file).strip().split("=", 1)[1]
     t0 = time.monotonic()
     send = ctx.procs.spawn("raw-send", [ctx.tool, "raw-send", "--connect=" + addr,
-                                        "--src=" + src, "--transport=" + transport])
+                                        "--src=" + src, "--transport=" + transport]
+                           + (["--verify"] if verify else []))
     rc_s, ru_s = ctx.procs.wait_rusage(send, 900)
     rc_r, ru_r = ctx.procs.wait_rusage(recv, 60)
     if rc_s != 0 or rc_r != 0:
@@ -596,8 +597,9 @@ def section_catchup(ctx, big, small):
     cfg = ctx.cfg
     big_bytes, small_bytes = kit.total_size(big), kit.total_size(small)
     big_end, small_end = end_of(big), end_of(small)
-    # raw-*-verify: the raw pipeline plus walship's checksum pass over every
-    # received byte, the least a verifying receiver does.
+    # raw-*-verify: the raw pipeline plus walship's checksum passes: the
+    # sender's over every frame before sending it, the receiver's over every
+    # byte it received; the least a verifying pipeline does.
     variants = ["raw-zerocopy", "walship-zerocopy", "walship-copy", "raw-copy",
                 "walship-zerocopy-small", "walship-copy-small", "raw-zerocopy-verify",
                 "raw-copy-verify"]

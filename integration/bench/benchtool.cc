@@ -35,7 +35,7 @@
 // the same syscalls, none of walship's protocol, checksums or state file.
 // Its wire format, host byte order (one machine):
 //   header (24 bytes): u32 magic 'WSBR', u32 kind, u64 offset, u32 length,
-//   u32 zero; kind 1 BEGIN (payload: segment name; offset: start offset),
+//   u32 the payload's CRC32C with --verify (else zero; never checked); kind 1 BEGIN (payload: segment name; offset: start offset),
 //   2 DATA (payload: `length` bytes of the current segment at `offset`),
 //   3 END (no payload: the sender is done).
 #include <dirent.h>
@@ -151,11 +151,15 @@ struct SendOptions {
   std::string transport = "zerocopy";
   uint64_t chunk_bytes = 1 << 20;
   bool follow = false;
+  // Checksum every frame before sending it, as walship-agent does (one
+  // FileCrcReader pass per frame, which also extends the segment's running
+  // CRC): the sending side's share of verification.
+  bool verify = false;
 };
 
 class RawSender {
  public:
-  RawSender(sys::SysCalls& sys, const SendOptions& o) : sys_(sys), o_(o) {
+  RawSender(sys::SysCalls& sys, const SendOptions& o) : sys_(sys), o_(o), crc_reader_(sys) {
     buffer_.resize(256 << 10);
   }
 
@@ -168,8 +172,9 @@ class RawSender {
     return absl::OkStatus();
   }
 
-  absl::Status Header(Kind kind, uint64_t offset, uint32_t length, int flags) {
-    RawHeader h{kMagic, kind, offset, length, 0};
+  absl::Status Header(Kind kind, uint64_t offset, uint32_t length, int flags,
+                      uint32_t crc = 0) {
+    RawHeader h{kMagic, kind, offset, length, crc};
     return sys::SendFully(sys_, sock_.get(), &h, sizeof(h), flags, io_);
   }
 
@@ -178,6 +183,7 @@ class RawSender {
                                                   O_RDONLY));
     name_ = name;
     sent_ = offset;
+    segment_crc_ = 0;
     WALSHIP_RETURN_IF_ERROR(Header(kBegin, offset, name.size(), MSG_MORE));
     return sys::SendFully(sys_, sock_.get(), name.data(), name.size(), 0, io_);
   }
@@ -186,7 +192,14 @@ class RawSender {
   absl::Status SendTo(uint64_t end) {
     while (sent_ < end) {
       const uint64_t n = std::min(end - sent_, o_.chunk_bytes);
-      WALSHIP_RETURN_IF_ERROR(Header(kData, sent_, static_cast<uint32_t>(n), MSG_MORE));
+      uint32_t crc = 0;
+      if (o_.verify) {
+        WALSHIP_ASSIGN_OR_RETURN(auto crcs, crc_reader_.Twice(file_.get(), sent_, n, name_, 0,
+                                                              segment_crc_));
+        crc = crcs.first;
+        segment_crc_ = crcs.second;
+      }
+      WALSHIP_RETURN_IF_ERROR(Header(kData, sent_, static_cast<uint32_t>(n), MSG_MORE, crc));
       if (ZeroCopy(o_.transport)) {
         WALSHIP_RETURN_IF_ERROR(
             sys::SendFileFully(sys_, sock_.get(), file_.get(), sent_, n, io_));
@@ -280,6 +293,8 @@ class RawSender {
  private:
   sys::SysCalls& sys_;
   const SendOptions& o_;
+  FileCrcReader crc_reader_;
+  uint32_t segment_crc_ = 0;
   sys::TransferOptions io_;
   sys::UniqueFd sock_, file_;
   std::string name_;
@@ -950,6 +965,7 @@ int Main(int argc, char** argv) {
     flags.String("transport", &so.transport, "zerocopy (sendfile) or copy (pread/send)");
     flags.Uint("chunk-bytes", &so.chunk_bytes, "largest DATA frame");
     flags.Bool("follow", &so.follow, "tail the directory until SIGTERM");
+    flags.Bool("verify", &so.verify, "CRC32C every frame before sending it, as walship-agent");
   } else if (cmd == "relay-send") {
     flags.String("conninfo", &rso.conninfo, "libpq conninfo of the primary");
     flags.String("application-name", &rso.application_name, "name in pg_stat_replication");

@@ -79,10 +79,16 @@ def evaluate(results):
     az = med(results, "catchup", "walship-zerocopy", "agent_cpu_s_per_gib")
     ac = med(results, "catchup", "walship-copy", "agent_cpu_s_per_gib")
     r = _ratio(az, ac)
+    vz = med(results, "catchup", "raw-zerocopy-verify", "agent_cpu_s_per_gib")
+    vc = med(results, "catchup", "raw-copy-verify", "agent_cpu_s_per_gib")
+    vr = _ratio(vz, vc)
     t.append(_target("agent-cpu", "agent CPU per GiB with zerocopy no worse than copy",
                      None if r is None else r <= 1.0,
                      "%s vs %s s/GiB = %s%%" % (_fmt(az, "%.2f"), _fmt(ac, "%.2f"),
-                                                _fmt(r and r * 100, "%.0f"))))
+                                                _fmt(r and r * 100, "%.0f")),
+                     "" if vr is None else
+                     "the raw pipeline with the same checksum pass: %s vs %s s/GiB = %s%%" % (
+                         _fmt(vz, "%.2f"), _fmt(vc, "%.2f"), _fmt(vr * 100, "%.0f"))))
     lag = live_med(results, "100", "walship-zerocopy", "lag_p99_ms")
     own = live_med(results, "100", "walship-zerocopy", "own_fdatasync_p99_ms")
     fs = live_med(results, "100", "probe", "fdatasync_p99_ms")

@@ -27,6 +27,10 @@ def fake(**over):
         "walship-copy": {"mb_s": s(400.0), "agent_cpu_s_per_gib": s(0.6),
                          "replica_cpu_s_per_gib": s(1.0), "agent_hwm": s(30 * MIB),
                          "replica_hwm": s(20 * MIB)},
+        "raw-zerocopy-verify": {"mb_s": s(480.0), "agent_cpu_s_per_gib": s(0.35),
+                                "replica_cpu_s_per_gib": s(0.7)},
+        "raw-copy-verify": {"mb_s": s(450.0), "agent_cpu_s_per_gib": s(0.5),
+                            "replica_cpu_s_per_gib": s(0.7)},
         "walship-zerocopy-small": {"mb_s": s(300.0), "agent_hwm": s(29 * MIB),
                                    "replica_hwm": s(20 * MIB)},
         "walship-copy-small": {"mb_s": s(300.0), "agent_hwm": s(29 * MIB),
@@ -166,6 +170,11 @@ class ReportTest(unittest.TestCase):
         self.assertNotIn("ws-idle", md)
         # The live target quotes the raw pipeline against the same bound.
         self.assertIn("lag p99 4.00 ms, over its own fdatasync p99 2.50 ms + 1", md)
+        # The CPU targets quote the raw pipeline with the same checksum passes.
+        self.assertIn("the raw pipeline with the same checksum pass: 0.35 vs 0.50 s/GiB = 70%",
+                      md)
+        self.assertIn("the raw pipeline with the same checksum pass: 0.70 vs 0.70 s/GiB = 100%",
+                      md)
         # The pgbench targets quote the raw relay against the same bounds.
         self.assertIn("the raw relay: p50 2.50, p99 4.50 ms (not both below); the raw relay "
                       "with zero-filled segments: p50 1.50, p99 4.00 ms (both below)", md)
