@@ -100,7 +100,7 @@ class Config(object):
             # walship-query: the flush feed off, the flush position found by
             # query (what walship did before the feed): the lag/CPU trade.
             self.pgbench_variants = ["none", "walship", "walship-query", "pg_receivewal",
-                                     "raw-relay", "raw-relay-zero"]
+                                     "raw-relay", "raw-relay-fallocate"]
 
     def to_json(self):
         return dict(self.__dict__)

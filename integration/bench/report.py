@@ -34,10 +34,14 @@ def _fmt(v, spec="%.1f"):
 
 
 # The pgbench section's physical references (integration/bench/raw_relay.h):
-# segment files growing with every write, as walship-replica's, and
-# zero-filled first, as pg_receivewal's.
-RELAYS = [("raw-relay", "the raw relay"),
-          ("raw-relay-zero", "the raw relay with zero-filled segments")]
+# segment files growing with every write, as walship-replica's; reserved at
+# full size first (fallocate); zero-filled first, as pg_receivewal's (by
+# hand: --pgbench-variants).
+# (variant, name in the targets, name on the chart)
+RELAYS = [("raw-relay", "the raw relay", "raw relay"),
+          ("raw-relay-fallocate", "the raw relay with fallocated segments",
+           "raw relay, fallocated"),
+          ("raw-relay-zero", "the raw relay with zero-filled segments", "raw relay, zero-filled")]
 
 
 def _target(tid, text, passed, measured, note=""):
@@ -74,7 +78,7 @@ def evaluate(results):
                      "%s vs %s s/GiB = %s%%" % (_fmt(rz, "%.2f"), _fmt(rc, "%.2f"),
                                                 _fmt(r and r * 100, "%.0f")),
                      "" if vr is None else
-                     "the raw pipeline with the same checksum pass: %s vs %s s/GiB = %s%%" % (
+                     "the raw pipeline with the same checksum passes: %s vs %s s/GiB = %s%%" % (
                          _fmt(vz, "%.2f"), _fmt(vc, "%.2f"), _fmt(vr * 100, "%.0f"))))
     az = med(results, "catchup", "walship-zerocopy", "agent_cpu_s_per_gib")
     ac = med(results, "catchup", "walship-copy", "agent_cpu_s_per_gib")
@@ -87,7 +91,7 @@ def evaluate(results):
                      "%s vs %s s/GiB = %s%%" % (_fmt(az, "%.2f"), _fmt(ac, "%.2f"),
                                                 _fmt(r and r * 100, "%.0f")),
                      "" if vr is None else
-                     "the raw pipeline with the same checksum pass: %s vs %s s/GiB = %s%%" % (
+                     "the raw pipeline with the same checksum passes: %s vs %s s/GiB = %s%%" % (
                          _fmt(vz, "%.2f"), _fmt(vc, "%.2f"), _fmt(vr * 100, "%.0f"))))
     lag = live_med(results, "100", "walship-zerocopy", "lag_p99_ms")
     own = live_med(results, "100", "walship-zerocopy", "own_fdatasync_p99_ms")
@@ -117,7 +121,7 @@ def evaluate(results):
     # The physical references against the same bound: whether any agent
     # beside the primary plus a receiver could meet it on this machine.
     notes = []
-    for v, label in RELAYS:
+    for v, label, _ in RELAYS:
         xl50 = med(results, "pgbench", v, "lag_p50_ms")
         xl99 = med(results, "pgbench", v, "lag_p99_ms")
         if None not in (xl50, xl99, rl50, rl99):
@@ -142,7 +146,7 @@ def evaluate(results):
     wt = med(results, "pgbench", "walship", "tps")
     rt = med(results, "pgbench", "pg_receivewal", "tps")
     notes = []
-    for v, label in RELAYS:
+    for v, label, _ in RELAYS:
         xt = med(results, "pgbench", v, "tps")
         if xt is not None and rt is not None:
             notes.append("%s: %s TPS (%s)" % (label, _fmt(xt, "%.0f"),
@@ -250,8 +254,8 @@ def markdown(results):
         L.append("|---|---:|---:|---:|---:|---:|")
         labels = [("raw-zerocopy", "raw sendfile → splice (reference)"),
                   ("raw-copy", "raw pread/send → read/pwrite"),
-                  ("raw-zerocopy-verify", "raw sendfile → splice + checksum pass"),
-                  ("raw-copy-verify", "raw pread/send → read/pwrite + checksum pass"),
+                  ("raw-zerocopy-verify", "raw sendfile → splice + checksum passes"),
+                  ("raw-copy-verify", "raw pread/send → read/pwrite + checksum passes"),
                   ("walship-zerocopy", "walship `--transport=zerocopy`"),
                   ("walship-copy", "walship `--transport=copy`"),
                   ("walship-zerocopy-small", "walship zerocopy, %d MiB backlog" % (
@@ -274,8 +278,9 @@ def markdown(results):
         L.append("Raw rows: the sending side's CPU is under \"agent\", the receiving side's "
                  "under \"replica\"; both raw ends fdatasync like walship-replica (a flusher "
                  "syncs whatever arrived, at least every 2 ms) and create/rename segment "
-                 "files, but write no state file; only the \"+ checksum pass\" rows "
-                 "checksum what they receive (as walship-replica verifies it).")
+                 "files, but write no state file; only the \"+ checksum passes\" rows "
+                 "checksum what they send (each frame, as walship-agent does) and what they "
+                 "receive (as walship-replica verifies it).")
         L.append("")
     p = _get(results, "sections", "pg")
     if p:
@@ -347,6 +352,7 @@ def markdown(results):
                          ("walship-query", "walship, `--pg-feed=false`"),
                          ("pg_receivewal", "pg_receivewal --synchronous"),
                          ("raw-relay", "raw relay (reference)"),
+                         ("raw-relay-fallocate", "raw relay, segments fallocated first"),
                          ("raw-relay-zero", "raw relay, segments zero-filled first")]:
             if v not in pb["summary"]:
                 continue
@@ -372,11 +378,13 @@ def markdown(results):
                  "sendfile and reports acknowledgements back; one receiving thread splices, "
                  "fdatasyncs and acknowledges, as pg_receivewal does; no checksums, state "
                  "file, resume or control channel. Its segment files grow with every write, "
-                 "as walship-replica's; the zero-filled variant prepares each new segment as "
-                 "pg_receivewal does (every byte written as zero, then fdatasync), so that "
-                 "later fdatasyncs change no metadata: the difference between the two rows is "
-                 "what the file policy costs, the rest of the gap to pg_receivewal is the "
-                 "second process.")
+                 "as walship-replica's. The fallocated variant reserves each new segment at "
+                 "full size first (fallocate(2): no size change per write, unwritten extents "
+                 "converted as they are written); the zero-filled one prepares it as "
+                 "pg_receivewal does (every byte written as zero, then fdatasync), so later "
+                 "fdatasyncs change no metadata. The differences between those rows are what "
+                 "the file policy costs; the rest of the gap to pg_receivewal is the second "
+                 "process.")
         L.append("")
         th = _get(pb, "threads", "walship")
         if th:
@@ -559,22 +567,17 @@ def svg(results):
             _row(results, "pgbench", "walship-query", "tps", "walship, feed off",
                  COLORS["copy"]),
             _row(results, "pgbench", "pg_receivewal", "tps", "pg_receivewal --sync",
-                 COLORS["pg"]),
-            _row(results, "pgbench", "raw-relay", "tps", "raw relay (reference)",
-                 COLORS["raw"]),
-            _row(results, "pgbench", "raw-relay-zero", "tps", "raw relay, zero-filled",
-                 COLORS["raw"])]))
+                 COLORS["pg"])] + [
+            _row(results, "pgbench", v, "tps", short, COLORS["raw"]) for v, _, short in RELAYS]))
         panels.append(("pgbench: flush lag (lower is better)", "ms", [
             _row(results, "pgbench", "walship", "lag_p50_ms", "walship p50", COLORS["walship"]),
             _row(results, "pgbench", "pg_receivewal", "lag_p50_ms", "pg_receivewal p50",
                  COLORS["pg"]),
             _row(results, "pgbench", "walship", "lag_p99_ms", "walship p99", COLORS["walship"]),
             _row(results, "pgbench", "pg_receivewal", "lag_p99_ms", "pg_receivewal p99",
-                 COLORS["pg"]),
-            _row(results, "pgbench", "raw-relay", "lag_p50_ms", "raw relay p50",
-                 COLORS["raw"]),
-            _row(results, "pgbench", "raw-relay", "lag_p99_ms", "raw relay p99",
-                 COLORS["raw"])]))
+                 COLORS["pg"])] + [
+            _row(results, "pgbench", v, "lag_p%d_ms" % q, "%s p%d" % (short, q), COLORS["raw"])
+            for q in (50, 99) for v, _, short in RELAYS]))
     f = _get(results, "sections", "fanout", "summary")
     if f:
         panels.append(("Fan-out: aggregate durable throughput (higher is better)", "MB/s", [

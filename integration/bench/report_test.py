@@ -171,9 +171,9 @@ class ReportTest(unittest.TestCase):
         # The live target quotes the raw pipeline against the same bound.
         self.assertIn("lag p99 4.00 ms, over its own fdatasync p99 2.50 ms + 1", md)
         # The CPU targets quote the raw pipeline with the same checksum passes.
-        self.assertIn("the raw pipeline with the same checksum pass: 0.35 vs 0.50 s/GiB = 70%",
+        self.assertIn("the raw pipeline with the same checksum passes: 0.35 vs 0.50 s/GiB = 70%",
                       md)
-        self.assertIn("the raw pipeline with the same checksum pass: 0.70 vs 0.70 s/GiB = 100%",
+        self.assertIn("the raw pipeline with the same checksum passes: 0.70 vs 0.70 s/GiB = 100%",
                       md)
         # The pgbench targets quote the raw relay against the same bounds.
         self.assertIn("the raw relay: p50 2.50, p99 4.50 ms (not both below); the raw relay "
