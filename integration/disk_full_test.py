@@ -7,6 +7,7 @@ hold (checked repeatedly while the disk is full), and must resume by itself
 once the filler is removed, ending byte-identical.
 """
 
+import errno
 import os
 import re
 import subprocess
@@ -40,15 +41,23 @@ def scrape(replica):
 
 
 def fill(path, chunk=1 << 16):
-    """Writes zeros into `path` until the filesystem is full."""
-    with open(path, "wb") as f:
+    """Writes zeros into `path` until the filesystem is full.
+
+    Unbuffered: a buffered file that hits ENOSPC keeps the unwritten tail
+    and raises again when closed, whenever the last write came up short.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
         block = b"\0" * chunk
-        try:
-            while True:
-                f.write(block)
-                f.flush()
-        except OSError:
-            pass
+        while True:
+            try:
+                os.write(fd, block)  # a short write is fine: the next one fails
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+                return
+    finally:
+        os.close(fd)
 
 
 class DiskFullTest(h.ClusterTestCase):
