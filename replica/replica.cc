@@ -441,7 +441,7 @@ absl::Status Replica::RunOnce() {
       // Every frame and checkpoint kicks the flusher at once; the timeout only
       // paces idle checks (agent silence, keepalive acks).
       if (!writer.HasUnflushedWork()) run.WaitKick(options_.flush_interval);
-      if (run.failed() || !flush_cycle()) break;
+      if (!flush_cycle()) break;
       if (absl::Now() - run.last_heard() > options_.agent_silence_timeout) {
         return run.Fail(absl::UnavailableError(absl::StrCat(
             "agent silent for ", absl::FormatDuration(options_.agent_silence_timeout))));

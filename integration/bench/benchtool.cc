@@ -35,9 +35,10 @@
 // the same syscalls, none of walship's protocol, checksums or state file.
 // Its wire format, host byte order (one machine):
 //   header (24 bytes): u32 magic 'WSBR', u32 kind, u64 offset, u32 length,
-//   u32 the payload's CRC32C with --verify (else zero; never checked); kind 1 BEGIN (payload: segment name; offset: start offset),
-//   2 DATA (payload: `length` bytes of the current segment at `offset`),
-//   3 END (no payload: the sender is done).
+//   u32 the payload's CRC32C with --verify (else zero; never checked);
+//   kind 1 BEGIN (payload: segment name; offset: start offset), 2 DATA
+//   (payload: `length` bytes of the current segment at `offset`), 3 END (no
+//   payload: the sender is done).
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -71,6 +72,7 @@
 #include "common/file_crc.h"
 #include "common/flags.h"
 #include "common/net.h"
+#include "common/pgwal/wal_names.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
 #include "common/sys/file_util.h"
@@ -78,7 +80,6 @@
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
 #include "common/sys/unique_fd.h"
-#include "common/pgwal/wal_names.h"
 #include "common/wire/crc32c.h"
 #include "integration/bench/bench_util.h"
 #include "integration/bench/raw_relay.h"
