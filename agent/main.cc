@@ -110,6 +110,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  walship::PrepareDaemonRuntime();
   const sigset_t signals = walship::PrepareDaemonSignals();
 
   walship::agent::Agent agent(walship::sys::DefaultSysCalls(), o);

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include "absl/synchronization/mutex.h"
 #include "common/sys/transfer.h"
 
 namespace walship {
@@ -14,6 +15,10 @@ sigset_t PrepareDaemonSignals() {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   sys::IgnoreSigpipe();
   return signals;
+}
+
+void PrepareDaemonRuntime() {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 }
 
 }  // namespace walship

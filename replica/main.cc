@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  walship::PrepareDaemonRuntime();
   const sigset_t signals = walship::PrepareDaemonSignals();
 
   walship::MetricsRegistry metrics;
