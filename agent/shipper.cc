@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_crc.h"
 #include "common/status_macros.h"
+#include "common/sys/errors.h"
 #include "common/sys/file_util.h"
 #include "common/wire/frame.h"
 
@@ -32,6 +33,12 @@ Shipper::Shipper(sys::SysCalls& sys, const SegmentCatalog& catalog,
 absl::Status Shipper::EnterSegment(const std::string& name) {
   std::string path = absl::StrCat(wal_dir_, "/", name);
   WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd file, sys::OpenFile(sys_, path, O_RDONLY));
+  struct stat st;
+  if (sys::SysResult r = sys_.Fstat(file.get(), &st); !r.ok()) {
+    return sys::ErrnoToStatus(r.err, absl::StrCat("fstat ", path));
+  }
+  segment_dev_ = st.st_dev;
+  segment_ino_ = st.st_ino;
   segment_file_ = std::move(file);
   segment_crc_ = 0;
   segment_crc_valid_ = pos_.offset == 0;
@@ -55,11 +62,9 @@ absl::Status Shipper::SendData(uint64_t length) {
   // before overwriting it, so an unchanged name means unrecycled content.
   // (A change after this point makes the payload disagree with its CRC, and
   // the replica rejects it.)
-  struct stat by_fd, by_name;
-  sys::SysResult r1 = sys_.Fstat(segment_file_.get(), &by_fd);
-  sys::SysResult r2 = sys_.Stat(context.c_str(), &by_name);
-  if (!r1.ok() || !r2.ok() || by_fd.st_ino != by_name.st_ino ||
-      by_fd.st_dev != by_name.st_dev) {
+  struct stat by_name;
+  sys::SysResult r = sys_.Stat(context.c_str(), &by_name);
+  if (!r.ok() || by_name.st_ino != segment_ino_ || by_name.st_dev != segment_dev_) {
     return absl::AbortedError(absl::StrCat(
         "segment ", pos_.segment, " was recycled or replaced while being shipped (at offset ",
         pos_.offset, "); restarting the session"));

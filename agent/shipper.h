@@ -81,8 +81,10 @@ class Shipper {
   // when shipping started at offset 0; the checkpoint then costs no re-read.
   uint32_t segment_crc_ = 0;
   bool segment_crc_valid_ = false;
-  int segment_fd_ = -1;
   sys::UniqueFd segment_file_;
+  // The open file's identity, to compare with what its name points at.
+  uint64_t segment_dev_ = 0;
+  uint64_t segment_ino_ = 0;
   std::vector<char> copy_buffer_;
   FileCrcReader crc_reader_;
 };

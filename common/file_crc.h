@@ -13,8 +13,8 @@
 //
 // Thread-safety: stateless; safe from any thread. The file may grow while it
 // is read, but the range [offset, offset + length) must exist: a range past
-// the end of the file returns kOutOfRange (the size is checked with fstat
-// first, and a file that shrinks meanwhile is reported the same way).
+// the end of the file returns kOutOfRange once the read reaches the end (a
+// file that shrinks meanwhile is reported the same way).
 #ifndef WALSHIP_COMMON_FILE_CRC_H_
 #define WALSHIP_COMMON_FILE_CRC_H_
 
