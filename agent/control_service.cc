@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "common/tls.h"
 #include "common/wire/segment_name.h"
 #include "spdlog/spdlog.h"
@@ -59,7 +60,7 @@ ControlServiceImpl::ControlServiceImpl(const AgentOptions& options,
   }
 }
 
-grpc::Status ControlServiceImpl::CheckIdentity(const grpc::ServerContext& ctx,
+grpc::Status ControlServiceImpl::CheckIdentity(const grpc::ServerContextBase& ctx,
                                               const std::string& replica_name) const {
   if (options_.tls.insecure) return grpc::Status::OK;
   std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
@@ -211,71 +212,164 @@ grpc::Status ControlServiceImpl::Handshake(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status ControlServiceImpl::Session(
-    grpc::ServerContext* ctx,
-    grpc::ServerReaderWriter<walship::v1::SessionEvent, walship::v1::SessionRequest>*
-        stream) {
-  walship::v1::SessionRequest first;
-  if (!stream->Read(&first) || !first.has_open()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "the first Session message must be SessionOpen");
+// One Session stream. Reads run as reactions on gRPC's threads: the first
+// message binds the stream to its ReplicaSession, every later one is an
+// acknowledgement, handled (and passed on to the primary) right there.
+// Events go out from a thread of our own, which waits for the next event or
+// the heartbeat interval and for each write to complete; it finishes the
+// call, and OnDone, the last reaction, joins it and frees the reactor.
+class SessionReactor final
+    : public grpc::ServerBidiReactor<walship::v1::SessionRequest, walship::v1::SessionEvent> {
+ public:
+  SessionReactor(ControlServiceImpl& service, grpc::CallbackServerContext* ctx)
+      : service_(service), ctx_(ctx) {
+    StartRead(&request_);
   }
-  std::shared_ptr<ReplicaSession> session = registry_.Find(first.open().session_id());
-  if (!session || session->finished()) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        absl::StrCat("no live session ", first.open().session_id(),
-                                     "; handshake again"));
-  }
-  if (grpc::Status id = CheckIdentity(*ctx, session->name()); !id.ok()) {
-    spdlog::error("session {} from {}: refused: {}", session->id(), ctx->peer(),
-                  id.error_message());
-    return id;
-  }
-  std::thread reader([&] {
-    NameThisThread(absl::StrCat("ws-acks-", session->name()));
-    walship::v1::SessionRequest req;
-    while (stream->Read(&req)) {
-      if (req.has_ack()) {
-        session->OnAck(req.ack());
-        registry_.NotifyAck();
-      }
+
+  void OnReadDone(bool ok) override {
+    std::shared_ptr<ReplicaSession> session;
+    {
+      absl::MutexLock lock(&mu_);
+      session = session_;
     }
-    session->Fail(absl::UnavailableError("replica closed the control stream"));
-  });
-  absl::Status end;
-  for (;;) {
-    walship::v1::SessionEvent ev;
-    if (!session->NextEvent(&ev, options_.heartbeat)) {
-      if (ctx->IsCancelled()) {
-        session->Fail(absl::CancelledError("control stream cancelled"));
+    if (session == nullptr) {
+      Open(ok);
+      return;
+    }
+    if (!ok) {
+      session->Fail(absl::UnavailableError("replica closed the control stream"));
+      return;
+    }
+    if (request_.has_ack()) {
+      session->OnAck(request_.ack());
+      service_.registry_.NotifyAck();
+    }
+    absl::MutexLock lock(&mu_);
+    // No read may start once Finish() is under way.
+    if (!finishing_) StartRead(&request_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    write_done_ = true;
+    write_ok_ = ok;
+  }
+
+  // The pending read also ends (not ok), which fails the session; the flag
+  // only covers a cancellation that comes before the first message.
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+  }
+
+  void OnDone() override {
+    if (writer_.joinable()) writer_.join();
+    delete this;
+  }
+
+ private:
+  // The first message: SessionOpen for a live session this peer may own.
+  void Open(bool ok) {
+    if (!ok || !request_.has_open()) {
+      return FinishNow(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                    "the first Session message must be SessionOpen"));
+    }
+    std::shared_ptr<ReplicaSession> session =
+        service_.registry_.Find(request_.open().session_id());
+    if (!session || session->finished()) {
+      return FinishNow(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                    absl::StrCat("no live session ", request_.open().session_id(),
+                                                 "; handshake again")));
+    }
+    if (grpc::Status id = service_.CheckIdentity(*ctx_, session->name()); !id.ok()) {
+      spdlog::error("session {} from {}: refused: {}", session->id(), ctx_->peer(),
+                    id.error_message());
+      return FinishNow(id);
+    }
+    absl::MutexLock lock(&mu_);
+    session_ = session;
+    if (cancelled_) session->Fail(absl::CancelledError("control stream cancelled"));
+    writer_ = std::thread([this, session] { WriteEvents(*session); });
+    StartRead(&request_);
+  }
+
+  bool cancelled() {
+    absl::MutexLock lock(&mu_);
+    return cancelled_;
+  }
+
+  void FinishNow(const grpc::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      finishing_ = true;
+    }
+    Finish(status);
+  }
+
+  // Writes `ev` and waits for the write to complete.
+  bool Write(const walship::v1::SessionEvent& ev) {
+    {
+      absl::MutexLock lock(&mu_);
+      write_done_ = false;
+    }
+    StartWrite(&ev);
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&write_done_));
+    return write_ok_;
+  }
+
+  void WriteEvents(ReplicaSession& session) {
+    NameThisThread(absl::StrCat("ws-events-", session.name()));
+    absl::Status end;
+    for (;;) {
+      walship::v1::SessionEvent ev;
+      if (!session.NextEvent(&ev, service_.options_.heartbeat)) {
+        if (cancelled()) {
+          session.Fail(absl::CancelledError("control stream cancelled"));
+          continue;
+        }
+        if (!session.has_data_socket() && absl::Now() > session.token_deadline()) {
+          session.Fail(absl::DeadlineExceededError(
+              "the replica never connected its data socket"));
+          continue;
+        }
+        CatalogSnapshot snap = service_.catalog_.Get();
+        Position endpos = snap.End();
+        ev.mutable_heartbeat()->set_agent_unix_nanos(absl::ToUnixNanos(absl::Now()));
+        SetPos(endpos, ev.mutable_heartbeat()->mutable_source_end());
+      }
+      const bool is_error = ev.has_error();
+      if (!Write(ev)) {
+        session.Fail(absl::UnavailableError("control stream write failed"));
+        if (is_error) break;
         continue;
       }
-      if (!session->has_data_socket() && absl::Now() > session->token_deadline()) {
-        session->Fail(absl::DeadlineExceededError(
-            "the replica never connected its data socket"));
-        continue;
+      if (is_error) {
+        end = absl::Status(static_cast<absl::StatusCode>(ev.error().code()),
+                           ev.error().message());
+        break;
       }
-      CatalogSnapshot snap = catalog_.Get();
-      Position endpos = snap.End();
-      ev.mutable_heartbeat()->set_agent_unix_nanos(absl::ToUnixNanos(absl::Now()));
-      SetPos(endpos, ev.mutable_heartbeat()->mutable_source_end());
     }
-    const bool is_error = ev.has_error();
-    if (!stream->Write(ev)) {
-      session->Fail(absl::UnavailableError("control stream write failed"));
-      if (is_error) break;
-      continue;
-    }
-    if (is_error) {
-      end = absl::Status(static_cast<absl::StatusCode>(ev.error().code()),
-                         ev.error().message());
-      break;
-    }
+    session.Close();
+    // A read still pending completes (not ok) once the call is finished.
+    FinishNow(ToGrpc(end));
   }
-  session->Close();
-  ctx->TryCancel();
-  reader.join();
-  return ToGrpc(end);
+
+  ControlServiceImpl& service_;
+  grpc::CallbackServerContext* const ctx_;
+  walship::v1::SessionRequest request_;  // one read at a time
+  std::thread writer_;
+  absl::Mutex mu_;
+  std::shared_ptr<ReplicaSession> session_ ABSL_GUARDED_BY(mu_);
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_ok_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+grpc::ServerBidiReactor<walship::v1::SessionRequest, walship::v1::SessionEvent>*
+ControlServiceImpl::Session(grpc::CallbackServerContext* ctx) {
+  return new SessionReactor(*this, ctx);
 }
 
 grpc::Status ControlServiceImpl::Status(grpc::ServerContext*,

@@ -28,7 +28,11 @@
 
 namespace walship::agent {
 
-class ControlServiceImpl final : public walship::v1::Control::Service {
+// Session runs on gRPC's callback API (see SessionReactor in the .cc): the
+// thread that reads an acknowledgement off the connection also handles it,
+// instead of handing it to a reader thread blocked in a synchronous Read.
+class ControlServiceImpl final
+    : public walship::v1::Control::WithCallbackMethod_Session<walship::v1::Control::Service> {
  public:
   ControlServiceImpl(const AgentOptions& options, const WalSource& source,
                      const SegmentCatalog& catalog, SegmentChecksums& checksums,
@@ -38,20 +42,20 @@ class ControlServiceImpl final : public walship::v1::Control::Service {
   grpc::Status Handshake(grpc::ServerContext* ctx,
                          const walship::v1::HandshakeRequest* req,
                          walship::v1::HandshakeResponse* resp) override;
-  grpc::Status Session(
-      grpc::ServerContext* ctx,
-      grpc::ServerReaderWriter<walship::v1::SessionEvent, walship::v1::SessionRequest>*
-          stream) override;
+  grpc::ServerBidiReactor<walship::v1::SessionRequest, walship::v1::SessionEvent>* Session(
+      grpc::CallbackServerContext* ctx) override;
   grpc::Status Status(grpc::ServerContext* ctx, const walship::v1::StatusRequest* req,
                       walship::v1::StatusResponse* resp) override;
 
  private:
+  friend class SessionReactor;
+
   // Where shipping starts for a replica durable at `durable`, or why not.
   absl::StatusOr<Position> StartPosition(const walship::v1::HandshakeRequest& req);
   // With mutual TLS: OK when `replica_name` is a name the caller's
   // (verified) client certificate carries, else PERMISSION_DENIED saying so.
   // Plaintext: always OK.
-  grpc::Status CheckIdentity(const grpc::ServerContext& ctx,
+  grpc::Status CheckIdentity(const grpc::ServerContextBase& ctx,
                              const std::string& replica_name) const;
   // Counts a refused handshake by reason (when metrics are on).
   void CountRefusal(const std::string& reason);
