@@ -235,6 +235,56 @@ TEST_F(AgentTest, ShipsFramesAfterAValidTokenAndRejectsReplays) {
   sctx.TryCancel();
 }
 
+TEST_F(AgentTest, SessionStreamMustOpenALiveSessionAndEndsItWhenClosed) {
+  // Finishes a stream whose only message is `first` (none when empty).
+  auto only = [&](const walship::v1::SessionRequest* first) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    auto stream = stub_->Session(&ctx);
+    if (first != nullptr) EXPECT_TRUE(stream->Write(*first));
+    stream->WritesDone();
+    walship::v1::SessionEvent ev;
+    while (stream->Read(&ev)) {
+    }
+    return stream->Finish();
+  };
+  walship::v1::SessionRequest ack;
+  ack.mutable_ack()->mutable_flushed()->set_segment("seg-001");
+  grpc::Status s = only(&ack);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("must be SessionOpen"), std::string::npos);
+  s = only(nullptr);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  walship::v1::SessionRequest open;
+  open.mutable_open()->set_session_id(987654321);
+  s = only(&open);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  EXPECT_NE(s.error_message().find("handshake again"), std::string::npos);
+
+  // A live session: heartbeats arrive; the replica closing its side ends the
+  // session on the agent, which finishes the stream and shows it gone.
+  HandshakeResponse resp;
+  ASSERT_TRUE(Handshake(Request(), &resp).ok());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto stream = stub_->Session(&ctx);
+  open.mutable_open()->set_session_id(resp.session_id());
+  ASSERT_TRUE(stream->Write(open));
+  walship::v1::SessionEvent ev;
+  ASSERT_TRUE(stream->Read(&ev));
+  EXPECT_TRUE(ev.has_heartbeat());
+  stream->WritesDone();
+  while (stream->Read(&ev)) {
+  }
+  s = stream->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_NE(s.error_message().find("replica closed the control stream"), std::string::npos)
+      << s.error_message();
+  // The session is over: its id cannot be opened again.
+  s = only(&open);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+}
+
 TEST_F(AgentTest, GarbageAndWrongTokensAreClosed) {
   HandshakeResponse resp;
   ASSERT_TRUE(Handshake(Request(), &resp).ok());
