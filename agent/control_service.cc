@@ -263,7 +263,15 @@ class SessionReactor final
   }
 
   void OnDone() override {
-    if (writer_.joinable()) writer_.join();
+    // gRPC runs OnDone on its own threads, never inside Finish(); were that
+    // to change, the writer would be finishing its last lines here.
+    if (writer_.joinable()) {
+      if (writer_.get_id() == std::this_thread::get_id()) {
+        writer_.detach();
+      } else {
+        writer_.join();
+      }
+    }
     delete this;
   }
 
