@@ -241,7 +241,9 @@ TEST_F(AgentTest, SessionStreamMustOpenALiveSessionAndEndsItWhenClosed) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     auto stream = stub_->Session(&ctx);
-    if (first != nullptr) EXPECT_TRUE(stream->Write(*first));
+    if (first != nullptr) {
+      EXPECT_TRUE(stream->Write(*first));
+    }
     stream->WritesDone();
     walship::v1::SessionEvent ev;
     while (stream->Read(&ev)) {
