@@ -14,52 +14,42 @@
 namespace walship {
 namespace sys {
 
-void ScriptedSysCalls::ScriptSendFile(std::vector<SysResult> results) {
+void ScriptedSysCalls::Append(Op op, std::vector<SysResult> results) {
   absl::MutexLock lock(&mu_);
-  auto& fifo = scripts_[Op::kSendFile];
+  auto& fifo = scripts_[op];
   fifo.insert(fifo.end(), results.begin(), results.end());
+}
+
+void ScriptedSysCalls::ScriptSendFile(std::vector<SysResult> results) {
+  Append(Op::kSendFile, std::move(results));
 }
 
 void ScriptedSysCalls::ScriptSplice(std::vector<SysResult> results) {
-  absl::MutexLock lock(&mu_);
-  auto& fifo = scripts_[Op::kSplice];
-  fifo.insert(fifo.end(), results.begin(), results.end());
+  Append(Op::kSplice, std::move(results));
 }
 
 void ScriptedSysCalls::ScriptRead(std::vector<SysResult> results) {
-  absl::MutexLock lock(&mu_);
-  auto& fifo = scripts_[Op::kRead];
-  fifo.insert(fifo.end(), results.begin(), results.end());
+  Append(Op::kRead, std::move(results));
 }
 
 void ScriptedSysCalls::ScriptWrite(std::vector<SysResult> results) {
-  absl::MutexLock lock(&mu_);
-  auto& fifo = scripts_[Op::kWrite];
-  fifo.insert(fifo.end(), results.begin(), results.end());
+  Append(Op::kWrite, std::move(results));
 }
 
 void ScriptedSysCalls::ScriptSend(std::vector<SysResult> results) {
-  absl::MutexLock lock(&mu_);
-  auto& fifo = scripts_[Op::kSend];
-  fifo.insert(fifo.end(), results.begin(), results.end());
+  Append(Op::kSend, std::move(results));
 }
 
 void ScriptedSysCalls::ScriptPread(std::vector<SysResult> results) {
-  absl::MutexLock lock(&mu_);
-  auto& fifo = scripts_[Op::kPread];
-  fifo.insert(fifo.end(), results.begin(), results.end());
+  Append(Op::kPread, std::move(results));
 }
 
 void ScriptedSysCalls::ScriptPwrite(std::vector<SysResult> results) {
-  absl::MutexLock lock(&mu_);
-  auto& fifo = scripts_[Op::kPwrite];
-  fifo.insert(fifo.end(), results.begin(), results.end());
+  Append(Op::kPwrite, std::move(results));
 }
 
 void ScriptedSysCalls::ScriptPoll(std::vector<SysResult> results) {
-  absl::MutexLock lock(&mu_);
-  auto& fifo = scripts_[Op::kPoll];
-  fifo.insert(fifo.end(), results.begin(), results.end());
+  Append(Op::kPoll, std::move(results));
 }
 
 size_t ScriptedSysCalls::remaining(Op op) const {

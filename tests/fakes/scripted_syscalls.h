@@ -155,6 +155,7 @@ class ScriptedSysCalls : public RealSysCalls {
   SysResult Pipe2(int fds[2], int flags) override;
 
  private:
+  void Append(Op op, std::vector<SysResult> results) ABSL_LOCKS_EXCLUDED(mu_);
   std::optional<SysResult> Next(Op op) ABSL_LOCKS_EXCLUDED(mu_);
   void Record(Call call) ABSL_LOCKS_EXCLUDED(mu_);
   // Clamps a scripted rc to the requested length, noting a violation.
