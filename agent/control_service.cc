@@ -55,7 +55,7 @@ ControlServiceImpl::ControlServiceImpl(const AgentOptions& options,
   if (metrics_ != nullptr) {
     metrics_->Counter("walship_agent_handshakes_refused_total",
                       "Handshakes refused, by reason (not_allowed, wrong_stream, divergent, "
-                      "gap, invalid, other).");
+                      "unconfirmed_tail, gap, invalid, other).");
     metrics_->Counter("walship_agent_handshakes_total", "Handshakes accepted, by replica.");
   }
 }
@@ -181,9 +181,17 @@ grpc::Status ControlServiceImpl::Handshake(grpc::ServerContext* ctx,
   }
   absl::StatusOr<Position> start = StartPosition(*req);
   if (!start.ok()) {
+    absl::string_view m = start.status().message();
+    if (req->durable_unrecorded() && absl::IsFailedPrecondition(start.status())) {
+      // Bytes the replica never recorded: it cuts them off and asks again.
+      spdlog::info("handshake from replica {} ({}): not confirming the bytes it received "
+                   "before its last stop and never recorded: {}",
+                   req->replica_name(), ctx->peer(), std::string(m));
+      CountRefusal("unconfirmed_tail");
+      return ToGrpc(start.status());
+    }
     spdlog::error("handshake from replica {} ({}): {}", req->replica_name(), ctx->peer(),
                   start.status().ToString());
-    absl::string_view m = start.status().message();
     CountRefusal(absl::StartsWith(m, "divergent") ? "divergent"
                  : absl::StartsWith(m, "gap")     ? "gap"
                                                   : "other");

@@ -15,6 +15,7 @@ The schedule and the pauses come from one seed, printed at the start;
 replay a run with WALSHIP_CRASH_SEED=<seed>.
 """
 
+import os
 import random
 import time
 import unittest
@@ -105,6 +106,58 @@ class CrashTest(h.ClusterTestCase):
         self.assertGreaterEqual(kills["replica"] + kills["agent"], 20)
         gen.stop()
         self.wait_caught_up(agent, wal, [NAME], timeout=60)
+        h.compare_dirs(wal, replica.dest)
+        self.assertEqual(h.dest_consistency(wal, replica.dest), [])
+        self.stop_all()
+
+    def test_bytes_past_the_record_count_only_once_the_agent_confirms_them(self):
+        """After a kill -9 the replica's NAME.partial may hold bytes past
+        walship.state: received, never recorded. The next session presents
+        them to the agent; they are kept when the agent's prefix checksum
+        confirms them, and cut off (then fetched again) when it does not."""
+        c = self.cluster
+        wal = c.dir("wal")
+        gen = c.generator(wal, seed=11, segment_size=SEGMENT)
+        for _ in range(40):
+            gen.write(2000)
+        agent = c.agent(wal).start()
+        replica = c.replica(agent, "tail").start()
+        self.wait_caught_up(agent, wal, ["tail"], timeout=30)
+        replica.kill()
+        st = h.read_state(replica.dest)
+        part = os.path.join(replica.dest, st["segment"] + ".partial")
+        self.assertEqual(os.path.getsize(part), st["offset"])
+
+        # The source grows; the replica "had received" 3000 of the new bytes.
+        for _ in range(5):
+            gen.write(2000)
+        src = os.path.join(wal, st["segment"])
+        with open(part, "ab") as f:
+            f.write(h.read_bytes(src, st["offset"], 3000))
+        since = replica.log_size()
+        replica.start()
+        replica.wait_log(r"kept 3000 bytes of %s received before the last stop"
+                         % st["segment"], 20, since)
+        self.wait_caught_up(agent, wal, ["tail"], timeout=30)
+        h.compare_dirs(wal, replica.dest)
+
+        # Bytes the source never had (a torn write): discarded, then the
+        # right ones fetched.
+        replica.kill()
+        st = h.read_state(replica.dest)
+        part = os.path.join(replica.dest, st["segment"] + ".partial")
+        with open(part, "ab") as f:
+            f.write(b"x" * 2000)
+        for _ in range(5):
+            gen.write(2000)
+        since = replica.log_size()
+        replica.start()
+        replica.wait_log(r"discarding the 2000 bytes of %s past the recorded position"
+                         % st["segment"], 20, since)
+        # Expected, so the agent says it without an error line.
+        agent.wait_log(r"not confirming the bytes it received before its last stop", 10)
+        self.assertEqual(agent.grep(r" (error|critical) .*divergent"), [])
+        self.wait_caught_up(agent, wal, ["tail"], timeout=30)
         h.compare_dirs(wal, replica.dest)
         self.assertEqual(h.dest_consistency(wal, replica.dest), [])
         self.stop_all()

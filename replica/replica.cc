@@ -225,7 +225,8 @@ absl::Status Replica::RunOnce() {
     sync_seconds.Observe({}, absl::ToDoubleSeconds(d));
   };
   SegmentWriter writer(sys_, options_.dest, wo);
-  absl::StatusOr<DurablePoint> recovered = RecoverFromStore(store, writer, &state);
+  absl::StatusOr<DurablePoint> recovered =
+      RecoverFromStore(store, writer, &state, /*keep_tail=*/true);
   if (!recovered.ok()) return recovered.status();
   DurablePoint durable = *recovered;
   std::string stream_id = state.has_value() ? state->stream_id : std::string();
@@ -241,31 +242,56 @@ absl::Status Replica::RunOnce() {
         absl::StrCat("TLS files: ", channel.status().message()));
   }
   auto stub = walship::v1::Control::NewStub(*channel);
-  walship::v1::HandshakeRequest req;
-  req.set_protocol_version(walship::v1::PROTOCOL_VERSION_1);
-  req.set_replica_name(options_.name);
-  req.set_stream_id(stream_id);
-  SetPos(durable.position, req.mutable_durable());
-  req.set_durable_prefix_crc32c(durable.prefix_crc32c);
-  req.set_durable_segment_complete(durable.complete);
-  req.set_transport(TransportName(options_.transport));
-  walship::v1::HandshakeResponse resp;
-  {
+  auto handshake = [&](const DurablePoint& at, bool unrecorded,
+                       walship::v1::HandshakeResponse* out) {
+    walship::v1::HandshakeRequest req;
+    req.set_protocol_version(walship::v1::PROTOCOL_VERSION_1);
+    req.set_replica_name(options_.name);
+    req.set_stream_id(stream_id);
+    SetPos(at.position, req.mutable_durable());
+    req.set_durable_prefix_crc32c(at.prefix_crc32c);
+    req.set_durable_segment_complete(at.complete);
+    req.set_durable_unrecorded(unrecorded);
+    req.set_transport(TransportName(options_.transport));
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
-    grpc::Status gs = stub->Handshake(&ctx, req, &resp);
-    if (!gs.ok()) {
-      absl::Status s = FromGrpc(gs, absl::StrCat("handshake with ", options_.agent));
-      // The server could not be reached or is shutting down: retry.
-      if (gs.error_code() == grpc::StatusCode::UNAVAILABLE ||
-          gs.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-        return absl::UnavailableError(s.message());
-      }
-      // UNAUTHENTICATED (the agent refused our certificate) is retried too,
-      // not fatal: an operator fixes it, or a CA rotation completes, without
-      // restarting us.
-      return s;
+    return stub->Handshake(&ctx, req, out);
+  };
+  // Bytes received before the last stop but never recorded are presented
+  // first: the agent's prefix check confirms them byte for byte (CRC32C),
+  // and only then do they count. If it refuses them (FAILED_PRECONDITION),
+  // they are cut off and the recorded position is presented instead.
+  const std::optional<DurablePoint> tail = writer.tail();
+  walship::v1::HandshakeResponse resp;
+  grpc::Status gs = handshake(tail.value_or(durable), tail.has_value(), &resp);
+  if (tail.has_value()) {
+    if (gs.ok()) {
+      WALSHIP_RETURN_IF_ERROR(writer.ResolveTail(true));
+      spdlog::info("kept {} bytes of {} received before the last stop: the agent confirmed "
+                   "them", tail->position.offset - durable.position.offset,
+                   tail->position.segment);
+      durable = *tail;
+    } else if (gs.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+      spdlog::warn("discarding the {} bytes of {} past the recorded position {}: the agent "
+                   "did not confirm them ({})",
+                   tail->position.offset - durable.position.offset, tail->position.segment,
+                   durable.position.ToString(), gs.error_message());
+      WALSHIP_RETURN_IF_ERROR(writer.ResolveTail(false));
+      resp.Clear();
+      gs = handshake(durable, false, &resp);
     }
+  }
+  if (!gs.ok()) {
+    absl::Status s = FromGrpc(gs, absl::StrCat("handshake with ", options_.agent));
+    // The server could not be reached or is shutting down: retry.
+    if (gs.error_code() == grpc::StatusCode::UNAVAILABLE ||
+        gs.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return absl::UnavailableError(s.message());
+    }
+    // UNAUTHENTICATED (the agent refused our certificate) is retried too,
+    // not fatal: an operator fixes it, or a CA rotation completes, without
+    // restarting us.
+    return s;
   }
   if (resp.protocol_version() != walship::v1::PROTOCOL_VERSION_1) {
     return absl::FailedPreconditionError(
@@ -275,6 +301,11 @@ absl::Status Replica::RunOnce() {
     return absl::FailedPreconditionError(absl::StrCat(
         "destination ", options_.dest, " holds stream ", stream_id,
         " but the agent serves ", resp.stream_id()));
+  }
+  if (tail.has_value() && durable.position == tail->position) {
+    // The confirmed tail is recorded before anything is acknowledged.
+    WALSHIP_RETURN_IF_ERROR(store.Save(
+        ReplicaState{stream_id, durable.position, false, durable.prefix_crc32c}));
   }
   if (stream_id.empty()) {
     // Bind the directory to the stream before any byte of it lands.

@@ -6,7 +6,10 @@
 //   1. recovers the durable position from the directory (state_store.h,
 //      segment_writer.h);
 //   2. handshakes over gRPC, presenting the stream identity, the durable
-//      position and the CRC of the durable prefix;
+//      position and the CRC of the durable prefix; bytes of NAME.partial past
+//      the recorded position (received before a stop, never recorded) are
+//      presented first and kept only if the agent's prefix check accepts
+//      them, else cut off (SegmentWriter::RecoverKeepingTail);
 //   3. connects the data socket and presents the one-time token;
 //   4. runs three threads: the receiver (frames -> SegmentWriter), the
 //      flusher (fdatasync, finalize, persist state, then Ack: only durable

@@ -151,6 +151,44 @@ std::string SegmentWriter::PathOf(const std::string& name, bool partial) const {
 
 absl::StatusOr<DurablePoint> SegmentWriter::Recover(
     const std::optional<ReplicaState>& state) {
+  return RecoverImpl(state, /*keep_tail=*/false);
+}
+
+absl::StatusOr<DurablePoint> SegmentWriter::RecoverKeepingTail(
+    const std::optional<ReplicaState>& state) {
+  return RecoverImpl(state, /*keep_tail=*/true);
+}
+
+std::optional<DurablePoint> SegmentWriter::tail() const {
+  absl::MutexLock lock(&mu_);
+  return tail_;
+}
+
+absl::Status SegmentWriter::ResolveTail(bool keep) {
+  std::optional<DurablePoint> tail;
+  DurablePoint durable;
+  {
+    absl::MutexLock lock(&mu_);
+    tail = tail_;
+    durable = durable_;
+  }
+  if (!tail.has_value()) return absl::OkStatus();
+  if (!keep) {
+    // Cutting back need not be durable: a crash that undoes it leaves the
+    // same unconfirmed tail for the next recovery.
+    const std::string path = PathOf(durable.position.segment, true);
+    WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd fd, sys::OpenFile(sys_, path, O_RDWR));
+    sys::SysResult r = sys_.Ftruncate(fd.get(), durable.position.offset);
+    if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("truncate ", path));
+  }
+  absl::MutexLock lock(&mu_);
+  if (keep) durable_ = *tail;
+  tail_.reset();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DurablePoint> SegmentWriter::RecoverImpl(
+    const std::optional<ReplicaState>& state, bool keep_tail) {
   // What is on disk: complete segments and partials.
   std::vector<std::string> complete, partial;
   DIR* d = opendir(dir_.c_str());
@@ -215,6 +253,7 @@ absl::StatusOr<DurablePoint> SegmentWriter::Recover(
   std::sort(complete.begin(), complete.end());
 
   DurablePoint dp;
+  uint64_t tail_size = 0;  // the partial's size when it keeps a tail
   if (state.has_value() && !state->durable.segment.empty()) {
     const std::string& s = state->durable.segment;
     bool is_complete = std::binary_search(complete.begin(), complete.end(), s);
@@ -244,9 +283,15 @@ absl::StatusOr<DurablePoint> SegmentWriter::Recover(
               " holds only ", size, " bytes"));
         }
         if (size > state->durable.offset) {
-          // Written after the last flush, never acknowledged: discard.
-          sys::SysResult r = sys_.Ftruncate(fd->get(), state->durable.offset);
-          if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("truncate ", path));
+          if (keep_tail) {
+            // Written after the last recorded flush: kept only if the agent
+            // confirms it (ResolveTail).
+            tail_size = size;
+          } else {
+            // Written after the last flush, never acknowledged: discard.
+            sys::SysResult r = sys_.Ftruncate(fd->get(), state->durable.offset);
+            if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("truncate ", path));
+          }
         }
         // The record may have been saved alongside this fdatasync when the
         // process died (Flush's overlapped cycle): the bytes are in the page
@@ -289,8 +334,18 @@ absl::StatusOr<DurablePoint> SegmentWriter::Recover(
           state->prefix_crc32c));
     }
   }
+  std::optional<DurablePoint> tail;
+  if (tail_size > 0) {
+    const std::string path = PathOf(dp.position.segment, true);
+    auto fd = sys::OpenFile(sys_, path, O_RDONLY);
+    if (!fd.ok()) return fd.status();
+    tail = DurablePoint{Position{dp.position.segment, tail_size}, false, 0};
+    WALSHIP_ASSIGN_OR_RETURN(tail->prefix_crc32c,
+                             Crc32cOfFileRange(sys_, fd->get(), 0, tail_size, path));
+  }
   absl::MutexLock lock(&mu_);
   durable_ = dp;
+  tail_ = tail;
   last_begun_ = dp.position.segment;
   return dp;
 }
@@ -300,6 +355,10 @@ absl::Status SegmentWriter::BeginSegment(const std::string& name, uint64_t handl
   WALSHIP_RETURN_IF_ERROR(wire::ValidateSegmentName(name));
   {
     absl::MutexLock lock(&mu_);
+    if (tail_.has_value()) {
+      return absl::FailedPreconditionError(
+          "internal: the recovered tail was neither confirmed nor discarded");
+    }
     if (handle <= handle_) {
       return absl::DataLossError(absl::StrCat("SEGMENT handle ", handle,
                                               " does not increase (last ", handle_, ")"));
@@ -805,8 +864,12 @@ WriterCounters SegmentWriter::counters() const {
 }
 
 absl::StatusOr<DurablePoint> RecoverFromStore(StateStore& store, SegmentWriter& writer,
-                                              std::optional<ReplicaState>* state) {
-  absl::StatusOr<DurablePoint> recovered = writer.Recover(*state);
+                                              std::optional<ReplicaState>* state,
+                                              bool keep_tail) {
+  auto recover = [&] {
+    return keep_tail ? writer.RecoverKeepingTail(*state) : writer.Recover(*state);
+  };
+  absl::StatusOr<DurablePoint> recovered = recover();
   if (!absl::IsDataLoss(recovered.status()) || !store.previous().has_value() ||
       !state->has_value() || store.previous()->stream_id != (*state)->stream_id) {
     return recovered;
@@ -818,7 +881,7 @@ absl::StatusOr<DurablePoint> RecoverFromStore(StateStore& store, SegmentWriter& 
                (*state)->durable.ToString(), std::string(recovered.status().message()),
                store.previous()->durable.ToString());
   *state = store.previous();
-  recovered = writer.Recover(*state);
+  recovered = recover();
   if (recovered.ok()) WALSHIP_RETURN_IF_ERROR(store.Save(**state));
   return recovered;
 }

@@ -543,6 +543,54 @@ TEST_P(SegmentWriterTest, RecoverTruncatesUnacknowledgedAndDetectsLoss) {
   EXPECT_TRUE(dp->complete);
 }
 
+TEST_P(SegmentWriterTest, RecoveredTailCountsOnlyOnceConfirmed) {
+  std::string dir = testing::FreshTempDir("recover-tail");
+  const std::string bytes = std::string(200, 'b') + std::string(100, 't');
+  std::ofstream(dir + "/seg-2.partial", std::ios::binary) << bytes;
+  ReplicaState st{"stream", Position{"seg-2", 200}, false, wire::Crc32c(bytes.data(), 200)};
+  {
+    // Kept and confirmed: the durable point moves to the end of the file,
+    // and the next frames continue from there.
+    SegmentWriter w(sys_, dir, Options());
+    auto dp = w.RecoverKeepingTail(st);
+    ASSERT_TRUE(dp.ok()) << dp.status();
+    EXPECT_EQ(dp->position, (Position{"seg-2", 200}));
+    ASSERT_TRUE(w.tail().has_value());
+    EXPECT_EQ(w.tail()->position, (Position{"seg-2", 300}));
+    EXPECT_EQ(w.tail()->prefix_crc32c, wire::Crc32c(bytes.data(), bytes.size()));
+    EXPECT_EQ(ReadFile(dir + "/seg-2.partial"), bytes);
+    // Nothing may be received on top of an unresolved tail.
+    EXPECT_EQ(w.BeginSegment("seg-2", 1, 300).code(), absl::StatusCode::kFailedPrecondition);
+    ASSERT_TRUE(w.ResolveTail(true).ok());
+    EXPECT_FALSE(w.tail().has_value());
+    Channel ch;
+    ASSERT_TRUE(w.BeginSegment("seg-2", 2, 300).ok());
+    const std::string more(50, 'm');
+    ch.Put(more);
+    ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(2, 300, more)).ok());
+    auto flushed = w.Flush();
+    ASSERT_TRUE(flushed.ok()) << flushed.status();
+    EXPECT_EQ(flushed->position, (Position{"seg-2", 350}));
+    EXPECT_EQ(flushed->prefix_crc32c, wire::Crc32c((bytes + more).data(), 350));
+  }
+  {
+    // Refused: cut back to the recorded point, and frames resume there.
+    std::ofstream(dir + "/seg-2.partial", std::ios::binary) << bytes;
+    SegmentWriter w(sys_, dir, Options());
+    ASSERT_TRUE(w.RecoverKeepingTail(st).ok());
+    ASSERT_TRUE(w.ResolveTail(false).ok());
+    EXPECT_EQ(ReadFile(dir + "/seg-2.partial"), bytes.substr(0, 200));
+    ASSERT_TRUE(w.BeginSegment("seg-2", 1, 200).ok());
+  }
+  {
+    // No bytes past the record: no tail.
+    SegmentWriter w(sys_, dir, Options());
+    ASSERT_TRUE(w.RecoverKeepingTail(st).ok());
+    EXPECT_FALSE(w.tail().has_value());
+    ASSERT_TRUE(w.BeginSegment("seg-2", 1, 200).ok());
+  }
+}
+
 // The boundary cycle saves the record beside the directory fsync that
 // publishes a segment: a crash can leave the record past the segment while
 // its rename never reached the disk. Its bytes and checksum line did, so
