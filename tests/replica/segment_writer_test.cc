@@ -393,7 +393,9 @@ TEST_P(SegmentWriterTest, PublishedSegmentsLeaveThePageCache) {
     struct statfs fs;
     ASSERT_EQ(statfs(dir.c_str(), &fs), 0);
     const bool tmpfs = fs.f_type == TMPFS_MAGIC;  // tmpfs pages are the file: never dropped
-    if (drop && !tmpfs) EXPECT_EQ(ResidentPages(dir + "/seg-1"), 0u);
+    if (drop && !tmpfs) {
+      EXPECT_EQ(ResidentPages(dir + "/seg-1"), 0u);
+    }
     EXPECT_EQ(ReadFile(dir + "/seg-1"), a);  // dropping loses nothing
     if (!drop) {
       EXPECT_TRUE(sys.calls.empty());
