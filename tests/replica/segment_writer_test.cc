@@ -567,6 +567,10 @@ TEST_P(SegmentWriterTest, RecoveredTailCountsOnlyOnceConfirmed) {
     EXPECT_EQ(w.BeginSegment("seg-2", 1, 300).code(), absl::StatusCode::kFailedPrecondition);
     ASSERT_TRUE(w.ResolveTail(true).ok());
     EXPECT_FALSE(w.tail().has_value());
+    auto idle = w.Flush();  // nothing new: the confirmed tail is the durable point
+    ASSERT_TRUE(idle.ok()) << idle.status();
+    EXPECT_EQ(idle->position, (Position{"seg-2", 300}));
+    EXPECT_EQ(idle->prefix_crc32c, wire::Crc32c(bytes.data(), bytes.size()));
     Channel ch;
     ASSERT_TRUE(w.BeginSegment("seg-2", 2, 300).ok());
     const std::string more(50, 'm');
@@ -774,16 +778,32 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
   Position acked;
   int crashes = 0;
   bool done = false;
-  int died_in_sync = 0, fell_back = 0;
+  int died_in_sync = 0, fell_back = 0, kept_tails = 0;
   while (!done) {
     StateStore store(sim, dir);
     auto loaded = store.Load();
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     std::optional<ReplicaState> state = *loaded;
     auto w = std::make_unique<SegmentWriter>(sim, dir, Options());
-    auto dp = RecoverFromStore(store, *w, &state);
+    auto dp = RecoverFromStore(store, *w, &state, /*keep_tail=*/true);
     ASSERT_TRUE(dp.ok()) << dp.status();
     if (loaded->has_value() && (*loaded)->durable != state->durable) ++fell_back;
+    if (std::optional<DurablePoint> tail = w->tail()) {
+      // Like the replica: bytes past the record count once the agent's
+      // prefix check (here: the source's CRC32C) confirms them, and are
+      // recorded before anything else happens.
+      const std::string& bytes = source[index_of(tail->position.segment)].second;
+      const bool confirmed = tail->position.offset <= bytes.size() &&
+                             wire::Crc32c(bytes.data(), tail->position.offset) ==
+                                 tail->prefix_crc32c;
+      ASSERT_TRUE(w->ResolveTail(confirmed).ok());
+      if (confirmed) {
+        ++kept_tails;
+        *dp = *tail;
+        state = ReplicaState{"stream", tail->position, false, tail->prefix_crc32c};
+        ASSERT_TRUE(store.Save(*state).ok());
+      }
+    }
     // Nothing acknowledged is missing.
     ASSERT_TRUE(acked <= dp->position)
         << "acked " << acked.ToString() << " recovered " << dp->position.ToString();
@@ -844,24 +864,28 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
         if (rng() % 3 == 0) {
           // Like the replica's flusher: the record may be saved during the
           // data's fdatasync (overlapped cycle), else after Flush returns.
-          const uint64_t how = rng() % 8;
-          const bool die = how < 4;
           // Most deaths come after the record reached the disk: inside a
           // data fdatasync, or inside the directory fsync that publishes a
           // segment (the record is saved beside both).
+          // Some die inside the record's own fdatasync once the data's
+          // completed: the data then reaches past the durable record.
+          const uint64_t how = rng() % 10;
+          const bool die = how < 5;
           const std::string after = rng() % 4 ? "/walship.state" : "";
           if (how < 3) sim.DieAtNextFdatasyncOf(".partial", after);
           if (how == 3) sim.DieAtNextDirFsync(after);
+          if (how == 4) sim.DieAtNextFdatasyncOf("/walship.state", ".partial");
           auto f = w->Flush(save);
-          if (die && !f.ok()) {
-            // The machine went down inside the data's fdatasync.
+          const absl::Status saved_ok = f.ok() ? save(*f) : f.status();
+          if (die && !saved_ok.ok()) {
+            // The machine went down inside one of the cycle's syncs.
             ++died_in_sync;
             crashed = true;
             break;
           }
           if (die) sim.DieAtNextFdatasyncOf("");
           ASSERT_TRUE(f.ok()) << f.status();
-          ASSERT_TRUE(save(*f).ok());
+          ASSERT_TRUE(saved_ok.ok()) << saved_ok;
           acked = f->position;  // acknowledged only after the save
         }
         if (rng() % 5 == 0) {
@@ -884,9 +908,10 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
   EXPECT_GE(died_in_sync, 1) << "no crash inside an overlapped fdatasync";
   EXPECT_GE(sim.dir_fsync_deaths(), 1) << "no crash inside a publishing directory fsync";
   EXPECT_GE(fell_back, 1) << "no record was ever ahead of its bytes";
+  EXPECT_GE(kept_tails, 1) << "no crash ever left confirmed bytes past the record";
   std::printf("%d crashes, %d inside a sync (%d of them a directory fsync), %d fell back to "
-              "the previous record\n",
-              crashes, died_in_sync, sim.dir_fsync_deaths(), fell_back);
+              "the previous record, %d kept confirmed bytes past it\n",
+              crashes, died_in_sync, sim.dir_fsync_deaths(), fell_back, kept_tails);
   for (const auto& [name, bytes] : source) {
     EXPECT_TRUE(ReadFile(dir + "/" + name) == bytes) << name;
   }
