@@ -226,7 +226,7 @@ absl::Status Replica::RunOnce() {
   };
   SegmentWriter writer(sys_, options_.dest, wo);
   absl::StatusOr<DurablePoint> recovered =
-      RecoverFromStore(store, writer, &state, /*keep_tail=*/true);
+      RecoverFromStore(store, writer, &state, SegmentWriter::Tail::kKeep);
   if (!recovered.ok()) return recovered.status();
   DurablePoint durable = *recovered;
   std::string stream_id = state.has_value() ? state->stream_id : std::string();

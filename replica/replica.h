@@ -9,7 +9,7 @@
 //      position and the CRC of the durable prefix; bytes of NAME.partial past
 //      the recorded position (received before a stop, never recorded) are
 //      presented first and kept only if the agent's prefix check accepts
-//      them, else cut off (SegmentWriter::RecoverKeepingTail);
+//      them, else cut off (SegmentWriter::Recover with Tail::kKeep);
 //   3. connects the data socket and presents the one-time token;
 //   4. runs three threads: the receiver (frames -> SegmentWriter), the
 //      flusher (fdatasync, finalize, persist state, then Ack: only durable

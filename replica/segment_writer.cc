@@ -149,16 +149,6 @@ std::string SegmentWriter::PathOf(const std::string& name, bool partial) const {
   return absl::StrCat(dir_, "/", name, partial ? kPartial : "");
 }
 
-absl::StatusOr<DurablePoint> SegmentWriter::Recover(
-    const std::optional<ReplicaState>& state) {
-  return RecoverImpl(state, /*keep_tail=*/false);
-}
-
-absl::StatusOr<DurablePoint> SegmentWriter::RecoverKeepingTail(
-    const std::optional<ReplicaState>& state) {
-  return RecoverImpl(state, /*keep_tail=*/true);
-}
-
 std::optional<DurablePoint> SegmentWriter::tail() const {
   absl::MutexLock lock(&mu_);
   return tail_;
@@ -187,8 +177,8 @@ absl::Status SegmentWriter::ResolveTail(bool keep) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<DurablePoint> SegmentWriter::RecoverImpl(
-    const std::optional<ReplicaState>& state, bool keep_tail) {
+absl::StatusOr<DurablePoint> SegmentWriter::Recover(const std::optional<ReplicaState>& state,
+                                                    Tail keep) {
   // What is on disk: complete segments and partials.
   std::vector<std::string> complete, partial;
   DIR* d = opendir(dir_.c_str());
@@ -283,7 +273,7 @@ absl::StatusOr<DurablePoint> SegmentWriter::RecoverImpl(
               " holds only ", size, " bytes"));
         }
         if (size > state->durable.offset) {
-          if (keep_tail) {
+          if (keep == Tail::kKeep) {
             // Written after the last recorded flush: kept only if the agent
             // confirms it (ResolveTail).
             tail_size = size;
@@ -340,8 +330,11 @@ absl::StatusOr<DurablePoint> SegmentWriter::RecoverImpl(
     auto fd = sys::OpenFile(sys_, path, O_RDONLY);
     if (!fd.ok()) return fd.status();
     tail = DurablePoint{Position{dp.position.segment, tail_size}, false, 0};
-    WALSHIP_ASSIGN_OR_RETURN(tail->prefix_crc32c,
-                             Crc32cOfFileRange(sys_, fd->get(), 0, tail_size, path));
+    // The prefix's CRC is known: extend it over the tail only.
+    WALSHIP_ASSIGN_OR_RETURN(
+        tail->prefix_crc32c,
+        Crc32cOfFileRange(sys_, fd->get(), dp.position.offset, tail_size - dp.position.offset,
+                          path, dp.prefix_crc32c));
   }
   absl::MutexLock lock(&mu_);
   durable_ = dp;
@@ -865,11 +858,8 @@ WriterCounters SegmentWriter::counters() const {
 
 absl::StatusOr<DurablePoint> RecoverFromStore(StateStore& store, SegmentWriter& writer,
                                               std::optional<ReplicaState>* state,
-                                              bool keep_tail) {
-  auto recover = [&] {
-    return keep_tail ? writer.RecoverKeepingTail(*state) : writer.Recover(*state);
-  };
-  absl::StatusOr<DurablePoint> recovered = recover();
+                                              SegmentWriter::Tail tail) {
+  absl::StatusOr<DurablePoint> recovered = writer.Recover(*state, tail);
   if (!absl::IsDataLoss(recovered.status()) || !store.previous().has_value() ||
       !state->has_value() || store.previous()->stream_id != (*state)->stream_id) {
     return recovered;
@@ -881,7 +871,7 @@ absl::StatusOr<DurablePoint> RecoverFromStore(StateStore& store, SegmentWriter& 
                (*state)->durable.ToString(), std::string(recovered.status().message()),
                store.previous()->durable.ToString());
   *state = store.previous();
-  recovered = recover();
+  recovered = writer.Recover(*state, tail);
   if (recovered.ok()) WALSHIP_RETURN_IF_ERROR(store.Save(**state));
   return recovered;
 }

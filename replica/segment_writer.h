@@ -107,17 +107,18 @@ class SegmentWriter {
   // truncates the state's NAME.partial to the durable offset and removes
   // other .partial files (never acknowledged). kDataLoss when bytes the
   // state calls durable are missing or no longer match its CRC.
-  absl::StatusOr<DurablePoint> Recover(const std::optional<ReplicaState>& state);
-
-  // Recover() that keeps, instead of truncating, the bytes of the state's
-  // NAME.partial past its durable offset: bytes received before a stop and
+  //
+  // With Tail::kKeep, the bytes of the state's NAME.partial past its durable
+  // offset are kept instead of truncated: bytes received before a stop and
   // never recorded (fdatasync'ed here, so they survive a later crash, but
   // not yet trusted). tail() then names the point they reach, with the
   // CRC32C of the whole prefix, for the caller to present to the agent.
   // They count only after ResolveTail(true), once the agent confirmed that
   // prefix; ResolveTail(false) truncates them. BeginSegment refuses until
   // one of the two was called.
-  absl::StatusOr<DurablePoint> RecoverKeepingTail(const std::optional<ReplicaState>& state);
+  enum class Tail { kTruncate, kKeep };
+  absl::StatusOr<DurablePoint> Recover(const std::optional<ReplicaState>& state,
+                                       Tail keep = Tail::kTruncate);
   std::optional<DurablePoint> tail() const;
   // keep: the tail becomes the durable point (the caller records it before
   // acknowledging anything). !keep: the file is cut back to the durable
@@ -181,8 +182,6 @@ class SegmentWriter {
   WriterCounters counters() const;
 
  private:
-  absl::StatusOr<DurablePoint> RecoverImpl(const std::optional<ReplicaState>& state,
-                                           bool keep_tail);
   struct Segment {
     std::string name;
     std::shared_ptr<sys::UniqueFd> fd;
@@ -248,7 +247,7 @@ class SegmentWriter {
   std::deque<Segment> open_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Checkpoint> checkpoints_ ABSL_GUARDED_BY(mu_);
   DurablePoint durable_ ABSL_GUARDED_BY(mu_);
-  // Bytes past durable_ kept by RecoverKeepingTail, not yet resolved.
+  // Bytes past durable_ kept by Recover(kKeep), not yet resolved.
   std::optional<DurablePoint> tail_ ABSL_GUARDED_BY(mu_);
   uint64_t handle_ ABSL_GUARDED_BY(mu_) = 0;
   // The current handle refers to a segment already complete on disk.
@@ -266,7 +265,8 @@ class SegmentWriter {
 // again as the newest, and updates *state.
 absl::StatusOr<DurablePoint> RecoverFromStore(StateStore& store, SegmentWriter& writer,
                                               std::optional<ReplicaState>* state,
-                                              bool keep_tail = false);
+                                              SegmentWriter::Tail tail =
+                                                  SegmentWriter::Tail::kTruncate);
 
 }  // namespace walship::replica
 

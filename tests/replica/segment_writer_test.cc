@@ -556,7 +556,7 @@ TEST_P(SegmentWriterTest, RecoveredTailCountsOnlyOnceConfirmed) {
     // Kept and confirmed: the durable point moves to the end of the file,
     // and the next frames continue from there.
     SegmentWriter w(sys_, dir, Options());
-    auto dp = w.RecoverKeepingTail(st);
+    auto dp = w.Recover(st, SegmentWriter::Tail::kKeep);
     ASSERT_TRUE(dp.ok()) << dp.status();
     EXPECT_EQ(dp->position, (Position{"seg-2", 200}));
     ASSERT_TRUE(w.tail().has_value());
@@ -585,7 +585,7 @@ TEST_P(SegmentWriterTest, RecoveredTailCountsOnlyOnceConfirmed) {
     // Refused: cut back to the recorded point, and frames resume there.
     std::ofstream(dir + "/seg-2.partial", std::ios::binary) << bytes;
     SegmentWriter w(sys_, dir, Options());
-    ASSERT_TRUE(w.RecoverKeepingTail(st).ok());
+    ASSERT_TRUE(w.Recover(st, SegmentWriter::Tail::kKeep).ok());
     ASSERT_TRUE(w.ResolveTail(false).ok());
     EXPECT_EQ(ReadFile(dir + "/seg-2.partial"), bytes.substr(0, 200));
     ASSERT_TRUE(w.BeginSegment("seg-2", 1, 200).ok());
@@ -593,7 +593,7 @@ TEST_P(SegmentWriterTest, RecoveredTailCountsOnlyOnceConfirmed) {
   {
     // No bytes past the record: no tail.
     SegmentWriter w(sys_, dir, Options());
-    ASSERT_TRUE(w.RecoverKeepingTail(st).ok());
+    ASSERT_TRUE(w.Recover(st, SegmentWriter::Tail::kKeep).ok());
     EXPECT_FALSE(w.tail().has_value());
     ASSERT_TRUE(w.BeginSegment("seg-2", 1, 200).ok());
   }
@@ -785,7 +785,7 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     std::optional<ReplicaState> state = *loaded;
     auto w = std::make_unique<SegmentWriter>(sim, dir, Options());
-    auto dp = RecoverFromStore(store, *w, &state, /*keep_tail=*/true);
+    auto dp = RecoverFromStore(store, *w, &state, SegmentWriter::Tail::kKeep);
     ASSERT_TRUE(dp.ok()) << dp.status();
     if (loaded->has_value() && (*loaded)->durable != state->durable) ++fell_back;
     if (std::optional<DurablePoint> tail = w->tail()) {
