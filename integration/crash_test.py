@@ -8,7 +8,9 @@ kill the test records the replica's acknowledged flushed position from
 walship-status (the running maximum over every answer: an acknowledgement
 never expires). Right after each kill -9 of the replica, before it
 restarts, its directory must hold every acknowledged byte, equal to the
-source, with walship.state at or after that position, and no byte that
+source, with the durable position at or after that position (walship.state,
+or walship.progress past it: the state is saved lazily inside a segment),
+and no byte that
 differs from the source. At the end the replica equals the source.
 
 The schedule and the pauses come from one seed, printed at the start;

@@ -402,17 +402,16 @@ def dest_consistency(src, dest):
 
 
 def read_state(dest):
-    """The replica's walship.state as a dict (statefile.parse(), plus pos, a
-    Pos), or None if absent. Raises AssertionError if it is damaged."""
+    """The replica's durable position as a dict (statefile.read_durable():
+    walship.state, or walship.progress past it; plus pos, a Pos), or None if
+    there is no walship.state. Raises AssertionError if it is damaged."""
     path = os.path.join(dest, STATE_FILE)
     try:
-        data = read_bytes(path)
-    except FileNotFoundError:
-        return None
-    try:
-        st = statefile.parse(data)
+        st = statefile.read_durable(dest)
     except ValueError as e:
         raise AssertionError("%s: %s" % (path, e))
+    if st is None:
+        return None
     st["pos"] = Pos(st["segment"], st["offset"])
     return st
 
@@ -422,8 +421,8 @@ def acked_bytes_problems(src, dest, acked):
 
     Segments before acked.segment must be complete files equal to the
     source; acked.segment must exist (complete or .partial) with at least
-    acked.offset bytes equal to the source's; walship.state must be at or
-    after `acked`.
+    acked.offset bytes equal to the source's; the durable position
+    (walship.state, or walship.progress past it) must be at or after `acked`.
     """
     problems = []
     if not acked.segment:
@@ -455,7 +454,7 @@ def acked_bytes_problems(src, dest, acked):
     if st is None:
         problems.append("%s missing although %s was acknowledged" % (STATE_FILE, acked))
     elif st["pos"] < acked:
-        problems.append("%s says %s, before the acknowledged %s" % (STATE_FILE, st["pos"], acked))
+        problems.append("%s says %s, before the acknowledged %s" % (st["file"], st["pos"], acked))
     return problems
 
 

@@ -1,10 +1,20 @@
-"""Reads walship-replica's walship.state (format: replica/state_store.h).
+"""Reads walship-replica's walship.state and walship.progress (format:
+replica/state_store.h).
 
 parse(data) -> dict with stream, segment, offset (int), complete (bool) and
 seq (int; 0 for a version 2 file). Of a version 3 file's two slots the valid
 record with the higher seq counts: a slot torn by a save in progress fails
 its CRC32C and is skipped. Raises ValueError if no record is valid.
+
+read_durable(dest) -> the replica's durable position: walship.state, or
+walship.progress where it names acknowledged bytes of the same segment past
+the state (the state is saved lazily inside a segment). The progress claim
+is taken as written, without checking the segment file's bytes as the
+replica's own recovery does: for a running or killed replica whose machine
+kept its page cache. None when there is no state file.
 """
+
+import os
 
 try:
     from integration import wirelib
@@ -49,3 +59,39 @@ def parse(data):
     if best is None:
         raise ValueError("no valid slot: %s" % ("; ".join(errors) or "both empty"))
     return best
+
+
+STATE = "walship.state"
+PROGRESS = "walship.progress"
+
+
+def parse_progress(data):
+    """The single record of walship.progress (NUL-padded)."""
+    text = data.decode("ascii", "replace") if isinstance(data, bytes) else data
+    return _record(text.split("\0", 1)[0])
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def read_durable(dest):
+    data = _read(os.path.join(dest, STATE))
+    if data is None:
+        return None
+    st = parse(data)
+    st["file"] = STATE
+    pdata = _read(os.path.join(dest, PROGRESS))
+    try:
+        p = parse_progress(pdata) if pdata else None
+    except ValueError:
+        p = None  # torn by a write in progress: the state still holds
+    if (p and p["stream"] == st["stream"] and not st["complete"] and not p["complete"]
+            and p["segment"] == st["segment"] and p["offset"] > st["offset"]):
+        p["file"] = PROGRESS
+        return p
+    return st

@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   uint64_t pipe_bytes = o.pipe_bytes;
   int64_t flush_interval_us = absl::ToInt64Microseconds(o.flush_interval);
   int64_t io_timeout_ms = absl::ToInt64Milliseconds(o.io_timeout);
+  int64_t record_interval_ms = absl::ToInt64Milliseconds(o.record_interval);
 
   walship::FlagSet flags(
       "walship-replica: subscribes to a walship-agent and keeps a durable, byte-exact\n"
@@ -86,6 +87,10 @@ int main(int argc, char** argv) {
              "at once.");
   flags.Int("flush-interval-us", &flush_interval_us,
             "How often the idle flusher wakes; received bytes wake it at once.");
+  flags.Int("record-interval-ms", &record_interval_ms,
+            "Longest time walship.state trails the acknowledged position inside a "
+            "segment; saved off the acknowledgement path (walship.progress names the "
+            "bytes past it).");
   flags.Int("io-timeout-ms", &io_timeout_ms,
             "Longest wait inside a frame for the agent's bytes before reconnecting.");
   flags.String("metrics-listen", &o.metrics_listen,
@@ -111,6 +116,7 @@ int main(int argc, char** argv) {
   o.pipe_bytes = pipe_bytes;
   o.flush_interval = absl::Microseconds(flush_interval_us);
   o.io_timeout = absl::Milliseconds(io_timeout_ms);
+  o.record_interval = absl::Milliseconds(record_interval_ms);
   if (absl::Status s = o.Validate(); !s.ok()) {
     spdlog::error("{}", std::string(s.message()));
     return 1;

@@ -375,19 +375,81 @@ absl::Status Replica::RunOnce() {
     return stream->Write(msg);
   };
 
-  // Persists `dp` if it moved; returns false on error (recorded in run).
-  ReplicaState saved;
-  saved.stream_id = stream_id;
-  saved.durable = durable.position;
-  saved.segment_complete = durable.complete;
-  saved.prefix_crc32c = durable.prefix_crc32c;
-  auto persist = [&](const DurablePoint& dp) -> absl::Status {
+  // The position record (state_store.h) is off the acknowledgement path.
+  // Flush() saves it where recovery needs it (the first bytes of a segment,
+  // a publication), the recorder thread saves the newest durable point at
+  // most every record_interval, and the end of the session saves the last.
+  // Each cycle has a generation; a save never replaces a newer cycle's
+  // record (the recorder may hold an older point than the one a cycle just
+  // saved alongside its sync).
+  absl::Mutex save_mu;  // one saver at a time; held across the fdatasync
+  ReplicaState saved{stream_id, durable.position, durable.complete, durable.prefix_crc32c};
+  uint64_t saved_gen = 0;
+  auto record = [&](const DurablePoint& dp, uint64_t gen) -> absl::Status {
+    absl::MutexLock lock(&save_mu);
+    if (gen < saved_gen) return absl::OkStatus();
     ReplicaState next{stream_id, dp.position, dp.complete, dp.prefix_crc32c};
-    if (next == saved) return absl::OkStatus();
-    WALSHIP_RETURN_IF_ERROR(store.Save(next));
-    saved = next;
+    if (!(next == saved)) {
+      WALSHIP_RETURN_IF_ERROR(store.Save(next));
+      saved = next;
+    }
+    saved_gen = gen;
     return absl::OkStatus();
   };
+  // What the recorder saves: the newest point a cycle returned.
+  absl::Mutex latest_mu;  // never held across I/O: the flusher takes it
+  DurablePoint latest = durable;
+  uint64_t latest_gen = 0;
+  bool record_stop = false;
+  std::thread recorder([&] {
+    NameThisThread("ws-record");
+    uint64_t taken = 0;
+    absl::Time last_save = absl::InfinitePast();
+    for (;;) {
+      DurablePoint at;
+      {
+        absl::MutexLock lock(&latest_mu);
+        auto due = [&] { return record_stop || latest_gen > taken; };
+        latest_mu.Await(absl::Condition(&due));
+        if (record_stop) return;
+        // At most one save per interval; the point taken is the newest then.
+        auto stop = [&] { return record_stop; };
+        if (latest_mu.AwaitWithDeadline(absl::Condition(&stop),
+                                        last_save + options_.record_interval)) {
+          return;
+        }
+        at = latest;
+        taken = latest_gen;
+      }
+      last_save = absl::Now();
+      if (absl::Status s = record(at, taken); !s.ok()) {
+        spdlog::error("saving the durable position: {}", s.ToString());
+        return run.Fail(s);
+      }
+    }
+  });
+  auto stop_recorder = [&] {
+    {
+      absl::MutexLock lock(&latest_mu);
+      record_stop = true;
+    }
+    if (recorder.joinable()) recorder.join();
+  };
+  // Before every acknowledgement: how far the acknowledged bytes reach,
+  // for a restart after a crash of this process (the record may trail).
+  ProgressFile progress(sys_, options_.dest);
+  bool progress_warned = false;
+  auto write_progress = [&](const DurablePoint& dp) {
+    absl::Status s =
+        progress.Write(ReplicaState{stream_id, dp.position, dp.complete, dp.prefix_crc32c});
+    if (!s.ok() && !progress_warned) {
+      progress_warned = true;  // once per session: the record still bounds what is lost
+      spdlog::warn("writing {}: {}; a restart after a crash re-fetches acknowledged bytes "
+                   "past walship.state instead of keeping them",
+                   kProgressFileName, s.ToString());
+    }
+  };
+  write_progress(durable);  // never a claim left from an earlier session
 
   auto flush_seconds = metrics_.Histogram("walship_replica_flush_seconds", "", {});
   auto received = metrics_.Counter("walship_replica_bytes_received_total", "");
@@ -415,6 +477,7 @@ absl::Status Replica::RunOnce() {
   // receiver, when a frame leaves the socket empty and no cycle is running
   // (see the receiver). flush_mu serializes them.
   absl::Mutex flush_mu;
+  uint64_t cycle_gen = 0;
   absl::Time last_ack = absl::InfinitePast();
   Position last_acked_flush = durable.position;
   WriterCounters counted;
@@ -423,16 +486,20 @@ absl::Status Replica::RunOnce() {
   auto flush_cycle_locked = [&]() -> bool {
     if (run.failed()) return false;
     const absl::Time flush_start = absl::Now();
-    absl::StatusOr<DurablePoint> dp = writer.Flush(persist);
+    const uint64_t gen = ++cycle_gen;
+    absl::StatusOr<DurablePoint> dp =
+        writer.Flush([&record, gen](const DurablePoint& p) { return record(p, gen); });
     if (!dp.ok()) {
       spdlog::error("flush: {}", dp.status().ToString());
       run.Fail(dp.status());
       return false;
     }
-    if (absl::Status s = persist(*dp); !s.ok()) {
-      spdlog::error("persisting the durable position: {}", s.ToString());
-      run.Fail(s);
-      return false;
+    const bool moved = dp->position != last_acked_flush;
+    if (moved) {
+      write_progress(*dp);
+      absl::MutexLock lock(&latest_mu);
+      latest = *dp;
+      latest_gen = gen;
     }
     WriterCounters c = writer.counters();
     if (c.bytes_zerocopy > counted.bytes_zerocopy || c.bytes_copy > counted.bytes_copy) {
@@ -447,8 +514,8 @@ absl::Status Replica::RunOnce() {
       last_complete = dp->position.segment;
     }
     durable_offset.Set({}, static_cast<double>(dp->position.offset));
-    // Only now, with the bytes and the position durable, acknowledge.
-    if (dp->position != last_acked_flush || absl::Now() - last_ack > absl::Seconds(1)) {
+    // Only now, with the bytes durable, acknowledge.
+    if (moved || absl::Now() - last_ack > absl::Seconds(1)) {
       if (!send_ack(*dp)) {
         run.Fail(absl::UnavailableError("control stream closed"));
         return false;
@@ -556,6 +623,7 @@ absl::Status Replica::RunOnce() {
   run.Fail(absl::UnavailableError("control stream closed"));
   receiver.join();
   flusher.join();
+  stop_recorder();
   {
     absl::MutexLock lock(&drop_mu);
     drop_stop = true;
@@ -573,8 +641,9 @@ absl::Status Replica::RunOnce() {
   // partial frame.
   absl::StatusOr<DurablePoint> last = writer.Flush();
   if (last.ok()) {
-    absl::Status s = persist(*last);
-    if (!s.ok()) spdlog::warn("persisting the durable position: {}", s.ToString());
+    write_progress(*last);
+    absl::Status s = record(*last, ++cycle_gen);
+    if (!s.ok()) spdlog::warn("saving the durable position: {}", s.ToString());
     writer.DropPublishedPages();
   }
   absl::Status result = run.status();

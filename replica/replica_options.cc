@@ -32,6 +32,9 @@ absl::Status ReplicaOptions::Validate() const {
       return absl::InvalidArgumentError("--name may use only [A-Za-z0-9._-]");
     }
   }
+  if (record_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--record-interval-ms must be > 0");
+  }
   if (pipe_bytes < 4096) return absl::InvalidArgumentError("--pipe-bytes must be >= 4096");
   return absl::OkStatus();
 }

@@ -28,6 +28,12 @@ struct ReplicaOptions {
   // Arriving bytes wake it at once, so this adds no latency; a flush starts
   // as soon as the previous one ends when data keeps arriving.
   absl::Duration flush_interval = absl::Milliseconds(100);
+  // Longest time walship.state trails the acknowledged position within a
+  // segment (state_store.h); bytes past it are named by walship.progress.
+  // Saving it costs a second device flush, kept off the acknowledgement
+  // path: a background thread saves the newest durable point at most this
+  // often (and the flusher at every segment boundary).
+  absl::Duration record_interval = absl::Milliseconds(100);
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration io_timeout = absl::Seconds(30);
   // Retry backoff after a transient failure (doubles up to the maximum).

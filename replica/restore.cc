@@ -117,9 +117,12 @@ int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name
     *why = absl::StrCat(partial, ": ", fd.status().message());
     return kRestoreNotFound;
   }
-  const uint64_t durable = (*state)->durable.offset;
+  // Acknowledged bytes past the lazily saved record, still intact.
+  const ReplicaState served =
+      VerifiedProgress(sys, dest, **state).value_or(**state);
+  const uint64_t durable = served.durable.offset;
   auto crc = Crc32cOfFileRange(sys, fd->get(), 0, durable, partial);
-  if (!crc.ok() || *crc != (*state)->prefix_crc32c) {
+  if (!crc.ok() || *crc != served.prefix_crc32c) {
     *why = crc.ok() ? absl::StrFormat("refusing %s: CRC32C of its %d durable bytes is %08x, "
                                       "%08x recorded",
                                       partial, durable, *crc, (*state)->prefix_crc32c)

@@ -9,7 +9,8 @@
 //     equal the line recorded for it in walship.sums;
 //   * the segment being received (NAME.partial, the segment named in
 //     walship.state): its durable bytes, checked against the state's prefix
-//     CRC32C, zero-padded to the segment size taken from the segment's own
+//     CRC32C, or as far as walship.progress names acknowledged bytes past the
+//     state whose CRC32C still matches (VerifiedProgress), zero-padded to the segment size taken from the segment's own
 //     first page header, so PostgreSQL replays up to the last valid record
 //     and asks again later;
 //   * nothing else.

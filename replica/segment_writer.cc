@@ -189,8 +189,7 @@ absl::StatusOr<DurablePoint> SegmentWriter::Recover(const std::optional<ReplicaS
     std::string n = e->d_name;
     if (absl::EndsWith(n, kPartial)) {
       partial.push_back(n.substr(0, n.size() - strlen(kPartial)));
-    } else if (wire::ValidateSegmentName(n).ok() && n != kStateFileName &&
-               n != kSumsFileName) {
+    } else if (wire::ValidateSegmentName(n).ok()) {  // never the replica's walship.*
       complete.push_back(n);
     }
   }
@@ -284,7 +283,8 @@ absl::StatusOr<DurablePoint> SegmentWriter::Recover(const std::optional<ReplicaS
           }
         }
         // The record may have been saved alongside this fdatasync when the
-        // process died (Flush's overlapped cycle): the bytes are in the page
+        // process died (a cycle that records a new segment), or it comes
+        // from walship.progress (RecoverFromStore): the bytes are in the page
         // cache but maybe not on disk. Make sure before building on them.
         sys::SysResult r = sys_.Fdatasync(fd->get());
         if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", path));
@@ -569,11 +569,14 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
   std::vector<Sum> early_sums;
   bool sync_dir = false;
   // The common cycle: more bytes of the oldest open segment, whose entry is
-  // durable and which has nothing to publish yet. Its target is known
-  // before the sync, so the record is saved alongside it; bytes of younger
-  // segments wait for the next cycle (a new entry costs a directory fsync,
-  // which need not delay acknowledging the older segment's bytes).
-  std::optional<DurablePoint> overlapped;
+  // durable and which has nothing to publish yet. Just its fdatasync; bytes
+  // of younger segments wait for the next cycle (a new entry costs a
+  // directory fsync, which need not delay acknowledging the older segment's
+  // bytes). When its bytes are the first past the recorded segment, the
+  // record must name that segment before they can be acknowledged: it is
+  // saved alongside (its target is known before the sync).
+  std::optional<DurablePoint> common;
+  bool record_first = false;
   DurablePoint before;
   std::vector<std::string> snapshot;  // segments whose entries the dir fsync covers
   {
@@ -598,10 +601,11 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
           checkpoints_.find(f.name) == checkpoints_.end() &&
           (before.complete || before.position.segment == f.name)) {
         pending.push_back({f.fd, f.name, f.written, f.written_crc});
-        overlapped = DurablePoint{Position{f.name, f.written}, false, f.written_crc};
+        common = DurablePoint{Position{f.name, f.written}, false, f.written_crc};
+        record_first = before.position.segment != f.name;
       }
     }
-    if (!overlapped.has_value()) {
+    if (!common.has_value()) {
       // Bytes of segments begun later wait for the next Flush().
       for (const Segment& s : open_) {
         if (s.flushed < s.written) pending.push_back({s.fd, s.name, s.written, s.written_crc});
@@ -620,11 +624,13 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
       }
     }
   }
-  if (overlapped.has_value()) {
+  if (common.has_value() && record_first) {
     absl::Status s = SyncOverlapped(pending[0].fd->get(), PathOf(pending[0].name, true),
-                                    persist, *overlapped);
+                                    persist, *common);
     // The record may now claim bytes that are not durable.
     if (!s.ok()) return PutBackRecord(s, persist, before);
+  } else if (common.has_value()) {
+    WALSHIP_RETURN_IF_ERROR(SyncFile(pending[0].fd->get(), PathOf(pending[0].name, true)));
   } else {
     // Several files at a segment boundary (the old segment's tail, the new
     // one's head, walship.sums): their device flushes overlap (and on a
@@ -702,7 +708,7 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
   // point returned can then lie in the next segment already, instead of a
   // cycle later.
   std::vector<Pending> late;
-  if (!overlapped.has_value()) {
+  if (!common.has_value()) {
     absl::MutexLock lock(&mu_);
     for (const Segment& s : open_) snapshot.push_back(s.name);
     sync_dir = dir_sync_needed_;
@@ -859,6 +865,24 @@ WriterCounters SegmentWriter::counters() const {
 absl::StatusOr<DurablePoint> RecoverFromStore(StateStore& store, SegmentWriter& writer,
                                               std::optional<ReplicaState>* state,
                                               SegmentWriter::Tail tail) {
+  if (state->has_value()) {
+    // Acknowledged bytes past the lazily saved record: walship.progress
+    // names them, and they are trusted once they still have the CRC32C they
+    // had when received. They become the record before anything else.
+    if (std::optional<ReplicaState> p = VerifiedProgress(store.sys(), store.dir(), **state)) {
+      absl::StatusOr<DurablePoint> at = writer.Recover(p, tail);
+      if (at.ok()) {
+        spdlog::info("resuming from {} (walship.progress, verified against the file), past "
+                     "the record at {}", p->durable.ToString(), (*state)->durable.ToString());
+        WALSHIP_RETURN_IF_ERROR(store.Save(*p));
+        *state = p;
+        return at;
+      }
+      spdlog::warn("walship.progress names {} but recovering from it failed ({}); using the "
+                   "record at {}", p->durable.ToString(), at.status().ToString(),
+                   (*state)->durable.ToString());
+    }
+  }
   absl::StatusOr<DurablePoint> recovered = writer.Recover(*state, tail);
   if (!absl::IsDataLoss(recovered.status()) || !store.previous().has_value() ||
       !state->has_value() || store.previous()->stream_id != (*state)->stream_id) {

@@ -29,7 +29,8 @@
 // checksum line first; then the directory fsync together with the bytes
 // that arrived for the next segment meanwhile, so the point returned can
 // already lie in it. Only the position Flush() returns is durable; the
-// caller persists it (StateStore) before acknowledging it.
+// caller may acknowledge it once Flush() returns (see Flush() for which
+// cycles record it themselves).
 //
 // Threading: one receiver thread (BeginSegment, WriteData), one flusher at a
 // time (Flush: callers on different threads serialize their calls, e.g. with
@@ -141,17 +142,19 @@ class SegmentWriter {
   // Makes every written byte durable and finalizes completed segments.
   //
   // With `persist`, a cycle that only adds bytes to the oldest open segment
-  // (its entry durable, nothing to publish) syncs just that segment and
-  // records the point it is about to make durable WHILE the data's
-  // fdatasync runs, on a helper thread: one device flush's latency per cycle
-  // instead of two. Younger segments' bytes wait for the next cycle
-  // (HasUnflushedWork()). The
-  // record is then briefly ahead of the data; the caller acknowledges only
-  // after Flush() returns, and a crash in between leaves a record whose
-  // bytes Recover() finds missing or different, so the caller falls back to
-  // the previous record (StateStore keeps it). If the data's fdatasync
-  // fails, `persist` is called again with the previous durable point before
-  // the error is returned.
+  // (its entry durable, nothing to publish) syncs just that segment; bytes
+  // of younger segments wait for the next cycle (HasUnflushedWork()). It
+  // calls `persist` only when those bytes are the first past the recorded
+  // segment (the durable point enters it): the record must name a segment
+  // before any byte of it is acknowledged, because recovery keeps bytes
+  // past the record only within the record's segment. That record is saved
+  // on a helper thread WHILE the data's fdatasync runs, so it is briefly
+  // ahead of the data; the caller acknowledges only after Flush() returns,
+  // and a crash in between leaves a record whose bytes Recover() finds
+  // missing or different, so the caller falls back to the previous record
+  // (StateStore keeps it). If the data's fdatasync fails, `persist` is
+  // called again with the previous durable point before the error is
+  // returned.
   //
   // A cycle that ends with a directory fsync (a publication, a new entry)
   // saves its record the same way, beside that fsync, once every byte and
@@ -159,8 +162,10 @@ class SegmentWriter {
   // past a segment whose rename was lost; Recover() finishes that
   // publication (the segment matches its checksum line) and the restore
   // helper serves it meanwhile. Other cycles call nothing: the caller
-  // persists the returned point itself (saving the same point again is the
-  // caller's no-op).
+  // records the returned point when it sees fit (walship.progress at once,
+  // walship.state lazily; state_store.h). Points are only ever persisted by
+  // `persist` from this thread's cycle; the caller orders them against its
+  // own saves.
   absl::StatusOr<DurablePoint> Flush(const PersistFn& persist = nullptr);
 
   // With drop_behind, drops the cached pages of segments that Flush()

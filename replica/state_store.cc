@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/file_crc.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
 #include "common/sys/file_util.h"
@@ -197,6 +198,51 @@ std::map<std::string, SegmentSum> LoadSegmentSums(sys::SysCalls& sys, const std:
     }
   }
   return sums;
+}
+
+ProgressFile::ProgressFile(sys::SysCalls& sys, std::string dir)
+    : sys_(sys), path_(absl::StrCat(dir, "/", kProgressFileName)) {}
+
+absl::Status ProgressFile::Write(const ReplicaState& state) {
+  if (!fd_.valid()) {
+    WALSHIP_ASSIGN_OR_RETURN(fd_, sys::OpenFile(sys_, path_, O_WRONLY | O_CREAT, 0600));
+  }
+  buf_ = StateStore::Encode(state, ++seq_);
+  if (buf_.size() >= kBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("progress record of ", buf_.size(),
+                                                   " bytes does not fit ", kBytes));
+  }
+  // Fixed size: a shorter record never leaves the end of a longer one.
+  buf_.resize(kBytes, '\0');
+  absl::Status s = sys::PwriteFully(sys_, fd_.get(), buf_.data(), buf_.size(), 0);
+  if (!s.ok()) fd_ = sys::UniqueFd();
+  return s;
+}
+
+std::optional<ReplicaState> ProgressFile::Load(sys::SysCalls& sys, const std::string& dir) {
+  auto text = sys::ReadFileToString(sys, absl::StrCat(dir, "/", kProgressFileName));
+  if (!text.ok()) return std::nullopt;
+  text->resize(strnlen(text->data(), text->size()));
+  absl::StatusOr<ReplicaState> st = StateStore::Decode(*text);
+  if (!st.ok()) return std::nullopt;
+  return *st;
+}
+
+std::optional<ReplicaState> VerifiedProgress(sys::SysCalls& sys, const std::string& dir,
+                                             const ReplicaState& record) {
+  std::optional<ReplicaState> p = ProgressFile::Load(sys, dir);
+  if (!p.has_value() || p->stream_id != record.stream_id || p->segment_complete ||
+      record.segment_complete || p->durable.segment != record.durable.segment ||
+      p->durable.segment.empty() || p->durable.offset <= record.durable.offset) {
+    return std::nullopt;
+  }
+  const std::string partial = absl::StrCat(dir, "/", p->durable.segment, ".partial");
+  auto fd = sys::OpenFile(sys, partial, O_RDONLY);
+  if (!fd.ok()) return std::nullopt;
+  absl::StatusOr<uint32_t> crc =
+      Crc32cOfFileRange(sys, fd->get(), 0, p->durable.offset, partial);
+  if (!crc.ok() || *crc != p->prefix_crc32c) return std::nullopt;
+  return p;
 }
 
 }  // namespace walship::replica

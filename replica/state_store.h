@@ -5,8 +5,15 @@
 // it is fdatasync'ed in a segment file (complete segments under their own
 // names, the current one as NAME.partial).
 //
-// The position moves with every acknowledgement, so saving it must be cheap:
-// the file holds two fixed slots and each save overwrites the slot that does
+// The record is saved when the durable position enters a new segment or
+// passes a published one (beside the directory fsync that cycle makes
+// anyway), at the end of a session, and otherwise lazily, at most every
+// record interval (the replica's --record-interval), off the
+// acknowledgement path: between saves, acknowledged bytes of the current
+// segment may lie past it. They are fdatasync'ed in NAME.partial, and
+// `walship.progress` (ProgressFile, below) names how far they reach.
+//
+// Each save must still be cheap: the file holds two fixed slots and each save overwrites the slot that does
 // NOT hold the newest record, then fdatasyncs (the file's size and blocks
 // never change, so no journal commit is needed). A crash mid-save leaves
 // that slot torn, and its CRC line rejects it; the other slot still holds the
@@ -33,7 +40,8 @@
 // Each save opens the file, writes, fdatasyncs and closes it, so a watcher
 // sees IN_CLOSE_WRITE only once the record is durable.
 //
-// Thread-safety: not thread-safe; one owner (the replica's flusher). Readers
+// Thread-safety: not thread-safe; one owner at a time (the replica
+// serializes its savers with a mutex). Readers
 // in other processes (the restore helper) may read while it saves: they see
 // the torn slot as invalid and use the other.
 #ifndef WALSHIP_REPLICA_STATE_STORE_H_
@@ -46,6 +54,7 @@
 #include "absl/status/statusor.h"
 #include "common/position.h"
 #include "common/sys/syscalls.h"
+#include "common/sys/unique_fd.h"
 
 namespace walship::replica {
 
@@ -95,6 +104,9 @@ class StateStore {
   // fit a slot.
   absl::Status Save(const ReplicaState& state);
 
+  sys::SysCalls& sys() const { return sys_; }
+  const std::string& dir() const { return dir_; }
+
   static constexpr size_t kSlotBytes = 4096;
   // One record (version 3) with sequence number `seq`.
   static std::string Encode(const ReplicaState& state, uint64_t seq);
@@ -121,6 +133,54 @@ class StateStore {
   uint64_t seq_ = 0;
   std::optional<ReplicaState> previous_;
 };
+
+// walship.progress: the durable point of the replica's last flush cycle,
+// rewritten by the flusher before every acknowledgement, after the data's
+// fdatasync, WITHOUT an fdatasync of its own: one pwrite of a record in the
+// format above (seq counts writes), NUL-padded to kBytes, in place.
+//
+// It is a claim, never proof. After a crash of the process it is exact (the
+// page cache survives) and says how far the acknowledged bytes past
+// walship.state reach; after a power loss it may be old, torn or missing.
+// So a reader trusts it only through VerifiedProgress(): the segment file
+// must hold bytes [0, offset) whose CRC32C is the record's prefix_crc, the
+// CRC computed when those bytes were received and verified. The benchmark
+// times acknowledgements by its modifications (inotify IN_MODIFY).
+//
+// Thread-safety: Write() from one thread at a time; Load() from anywhere.
+inline constexpr char kProgressFileName[] = "walship.progress";
+
+class ProgressFile {
+ public:
+  ProgressFile(sys::SysCalls& sys, std::string dir);
+
+  // Opens (creating) the file on first use. An error leaves the next call
+  // to try again; the caller decides how loud to be (nothing depends on the
+  // file but how much a restart after a crash can keep without asking the
+  // agent).
+  absl::Status Write(const ReplicaState& state);
+
+  // The record in `dir`'s progress file; nullopt when absent or invalid.
+  static std::optional<ReplicaState> Load(sys::SysCalls& sys, const std::string& dir);
+
+  static constexpr size_t kBytes = 512;
+
+ private:
+  sys::SysCalls& sys_;
+  const std::string path_;
+  sys::UniqueFd fd_;
+  uint64_t seq_ = 0;
+  std::string buf_;
+};
+
+// The progress record of `dir` if it reaches past `record` (the loaded
+// walship.state) in the same segment, of the same stream, and the segment's
+// NAME.partial holds bytes [0, offset) with its prefix CRC32C: bytes received
+// after the record, verified when they arrived, and still intact. nullopt
+// otherwise (no such file, another segment, behind the record, or the bytes
+// differ: a power loss left the file older than the claim).
+std::optional<ReplicaState> VerifiedProgress(sys::SysCalls& sys, const std::string& dir,
+                                             const ReplicaState& record);
 
 }  // namespace walship::replica
 

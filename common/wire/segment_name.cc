@@ -54,6 +54,9 @@ absl::Status ValidateSegmentName(absl::string_view name) {
   if (absl::EndsWith(name, ".tmp")) {
     return Invalid(name, "ends in the reserved suffix \".tmp\"");
   }
+  if (absl::StartsWith(name, "walship.")) {
+    return Invalid(name, "starts with the reserved prefix \"walship.\"");
+  }
   return absl::OkStatus();
 }
 

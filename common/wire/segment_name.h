@@ -14,6 +14,8 @@
 //   * does not contain "..";
 //   * does not end in ".partial" or ".tmp" (suffixes reserved for files the
 //     replica writes before a segment is complete).
+//   * does not start with "walship." (the replica's own files beside the
+//     segments: walship.state, walship.progress, walship.sums).
 //
 // Thread-safety: pure function, safe to call concurrently.
 //

@@ -1311,8 +1311,8 @@ def run_pgbench(ctx, pg, variant):
                     "lag_n": td["n"]})
         if ws:
             # A second view of walship's lag, from the replica's side: a
-            # flush-position sample (timed in its backend) until walship.state
-            # covers it.
+            # flush-position sample (timed in its backend) until the replica's
+            # walship.progress, rewritten before each acknowledgement, covers it.
             ctx.procs.stop(watch)
             obs = [(pg.lsn_of(s, o), t) for s, o, _, t in read_watch_log(watch.watch_log)
                    if s != "-"]
@@ -1385,9 +1385,10 @@ def section_pgbench(ctx, pg):
                         "feed reporting what the replica acknowledged",
                 "walship_state": "state_lag_*: time from a sample of "
                                  "pg_current_wal_flush_lsn() (timed by clock_timestamp() in "
-                                 "the same backend) until walship.state (inotify) covers it",
+                                 "the same backend) until walship.progress (rewritten before each "
+                                 "acknowledgement; inotify) covers it",
                 "bytes": "pg_current_wal_flush_lsn() minus the receiver's flushed LSN "
-                         "(walship.state / pg_stat_replication.flush_lsn), sampled together"},
+                         "(walship.progress / pg_stat_replication.flush_lsn), sampled together"},
             "summary": summarize(runs, ["tps", "lag_p50_ms", "lag_p99_ms", "lag_max_ms",
                                         "state_lag_p50_ms", "state_lag_p99_ms",
                                         "byte_lag_p50", "byte_lag_p99", "sender_cores",

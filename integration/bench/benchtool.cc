@@ -17,8 +17,8 @@
 //                seg-%08d files at --rate bytes/s; logs "INDEX END_OFFSET
 //                T_NS" per record (the position after its last byte, taken
 //                after write(2) returned, or after fdatasync with --sync).
-//   watch-state  logs every change of a walship-replica's walship.state
-//                (durable position) with the time it appeared (inotify).
+//   watch-state  logs every durable position a walship-replica acknowledges
+//                (walship.progress) with the time it appeared (inotify).
 //   fsync-probe  fdatasync latency of the disk under a write rate, with the
 //                replica's group policy (sync whatever accumulated).
 //   evict        drops a directory's files from the page cache
@@ -649,12 +649,18 @@ struct WatchOptions {
 };
 
 absl::Status RunWatch(const WatchOptions& o) {
+  // The replica rewrites walship.progress before every acknowledgement
+  // (replica/state_store.h): its modifications time them. The file itself is
+  // watched, not the directory, whose segment files change with every frame.
   sys::UniqueFd ino(inotify_init1(IN_CLOEXEC));
   if (!ino.valid()) return sys::ErrnoToStatus(errno, "inotify_init1");
-  if (inotify_add_watch(ino.get(), o.dest.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE) < 0) {
-    return sys::ErrnoToStatus(errno, absl::StrCat("inotify_add_watch ", o.dest));
-  }
-  const std::string path = absl::StrCat(o.dest, "/walship.state");
+  const int wd_dir = inotify_add_watch(ino.get(), o.dest.c_str(), IN_CREATE | IN_MOVED_TO);
+  if (wd_dir < 0) return sys::ErrnoToStatus(errno, absl::StrCat("inotify_add_watch ", o.dest));
+  const std::string path = absl::StrCat(o.dest, "/", replica::kProgressFileName);
+  int wd_file = -1;
+  auto watch_file = [&] {
+    if (wd_file < 0) wd_file = inotify_add_watch(ino.get(), path.c_str(), IN_MODIFY);
+  };
   std::string last, log;
   std::string seg;
   uint64_t off = 0;
@@ -663,18 +669,18 @@ absl::Status RunWatch(const WatchOptions& o) {
   auto check = [&](int64_t t) {
     std::string text;
     if (FILE* f = fopen(path.c_str(), "r")) {
-      char b[2 * replica::StateStore::kSlotBytes];
+      char b[replica::ProgressFile::kBytes];
       size_t n = fread(b, 1, sizeof(b), f);
       fclose(f);
-      text.assign(b, n);
+      text.assign(b, strnlen(b, n));
     }
     if (text.empty() || text == last) return;
-    auto newest = replica::StateStore::DecodeFile(text);
-    if (!newest.ok()) return;  // replaced under us; the next event rereads it
+    auto st = replica::StateStore::Decode(text);
+    if (!st.ok()) return;  // read mid-write; the next event rereads it
     last = text;
-    seg = newest->state.durable.segment;
-    off = newest->state.durable.offset;
-    std::string complete = newest->state.segment_complete ? "1" : "0";
+    seg = st->durable.segment;
+    off = st->durable.offset;
+    std::string complete = st->segment_complete ? "1" : "0";
     absl::StrAppend(&log, seg.empty() ? "-" : seg, " ", off, " ", complete, " ", t, "\n");
     if (!o.until_segment.empty() && !reached &&
         (seg > o.until_segment || (seg == o.until_segment && off >= o.until_offset))) {
@@ -683,6 +689,7 @@ absl::Status RunWatch(const WatchOptions& o) {
     }
   };
   const int64_t t0 = NowNs();
+  watch_file();
   check(t0);
   char evbuf[64 << 10];
   while (!g_stop && !reached) {
@@ -694,7 +701,13 @@ absl::Status RunWatch(const WatchOptions& o) {
     bool relevant = false;
     for (ssize_t i = 0; i < n;) {
       auto* ev = reinterpret_cast<inotify_event*>(evbuf + i);
-      if (ev->len > 0 && strcmp(ev->name, "walship.state") == 0) relevant = true;
+      if (ev->wd == wd_dir && ev->len > 0 &&
+          strcmp(ev->name, replica::kProgressFileName) == 0) {
+        watch_file();
+        relevant = true;
+      } else if (ev->wd == wd_file) {
+        relevant = true;
+      }
       i += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
     }
     if (relevant) check(t);

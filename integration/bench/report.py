@@ -327,11 +327,9 @@ def markdown(results):
                 _live_range(results, rate, "probe", "fdatasync_p99_ms"),
                 _live_range(results, rate, "probe", "fdatasync_max_ms")))
         L.append("")
-        L.append("Writer: %s. walship's durable time is when walship.state was closed after "
-                 "its new record's fdatasync, seen with inotify. In the common cycle that "
-                 "fdatasync runs beside the data's, which in a traced 100 MB/s run ended a "
-                 "median 0.04 ms (p90 0.18, p99 0.37) after the record's; the acknowledgement "
-                 "follows both. So walship's rows are optimistic by about that much. The probe "
+        L.append("Writer: %s. walship's durable time is when the replica rewrote "
+                 "walship.progress, after the data's fdatasync and right before sending the "
+                 "acknowledgement, seen with inotify. The probe "
                  "row is the fdatasync latency of a lone process appending and syncing (no "
                  "network, no second file synced beside it). \"Its own fdatasync\": every "
                  "fdatasync of a segment file the receiver made during the run (walship-replica's "

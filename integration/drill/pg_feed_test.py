@@ -97,10 +97,10 @@ class PgFeedTest(unittest.TestCase):
             "--dest=%s" % self.dest, "--name=r1", "--insecure"], self.replica_log)
 
     def replica_lsn(self):
-        """The replica's durable LSN from its state file (0 before any)."""
+        """The replica's durable LSN (walship.state, or walship.progress past
+        it; 0 before any)."""
         try:
-            with open(os.path.join(self.dest, "walship.state"), "rb") as f:
-                st = statefile.parse(f.read())
+            st = statefile.read_durable(self.dest)
         except (OSError, ValueError):
             return 0
         return dk.position_lsn(st, SEG) or 0

@@ -160,15 +160,11 @@ class Replica(_Daemon):
         return self.start(self.agent_addr, self.data_addr)
 
     def state(self):
-        """walship.state as a dict (segment, offset, ...), or None."""
+        """The durable position (walship.state, or walship.progress past it)
+        as a dict (segment, offset, ...), or None."""
         try:
-            with open(os.path.join(self.dest, "walship.state"), "rb") as f:
-                data = f.read()
-        except OSError:
-            return None
-        try:
-            return statefile.parse(data)
-        except ValueError:
+            return statefile.read_durable(self.dest)
+        except (OSError, ValueError):
             return None
 
     def durable_lsn(self):
@@ -632,7 +628,8 @@ def wait_drained(ctx, setup, agent, replica):
 
 
 def wait_state_stable(ctx, replica, stable=0.5, timeout=30):
-    """The replica's durable LSN (walship.state) once unchanged for `stable` seconds."""
+    """The replica's durable LSN (walship.state, or walship.progress past it)
+    once unchanged for `stable` seconds."""
     last, since = None, time.time()
     deadline = time.time() + timeout
     while True:

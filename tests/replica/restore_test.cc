@@ -111,6 +111,37 @@ TEST_F(RestoreTest, ServesOnlyDurableBytesOfThePartialSegmentPadded) {
   EXPECT_EQ(Run(name), kRestoreRefused);
 }
 
+// Acknowledged bytes past the lazily saved record are served as far as
+// walship.progress names them and the file still backs the claim.
+TEST_F(RestoreTest, ServesAcknowledgedBytesPastTheRecordThatProgressVouchesFor) {
+  const std::string name = "000000010000000000000007";
+  std::string on_disk = FirstPage(7ull << 20) + std::string(5000, 'u');
+  testing::WriteFile(dir_ + "/" + name + ".partial", on_disk);
+  const uint64_t recorded = 8192 + 1000, acked = 8192 + 3000;
+  StateStore store(sys::DefaultSysCalls(), dir_);
+  ASSERT_TRUE(store.Save(ReplicaState{"pg-1", Position{name, recorded}, false,
+                                      wire::Crc32c(on_disk.data(), recorded)})
+                  .ok());
+  ProgressFile progress(sys::DefaultSysCalls(), dir_);
+  ASSERT_TRUE(progress.Write(ReplicaState{"pg-1", Position{name, acked}, false,
+                                          wire::Crc32c(on_disk.data(), acked)})
+                  .ok());
+  EXPECT_EQ(Run(name), kRestoreServed) << why_;
+  std::string served = ReadFile(target_);
+  ASSERT_EQ(served.size(), 1u << 20);
+  EXPECT_TRUE(served.substr(0, acked) == on_disk.substr(0, acked));
+  EXPECT_EQ(served.find_first_not_of('\0', acked), std::string::npos);
+
+  // The bytes past the record changed (the claim outlived them): only the
+  // recorded ones are served.
+  on_disk[8192 + 2000] = 'Z';
+  testing::WriteFile(dir_ + "/" + name + ".partial", on_disk);
+  EXPECT_EQ(Run(name), kRestoreServed) << why_;
+  served = ReadFile(target_);
+  EXPECT_TRUE(served.substr(0, recorded) == on_disk.substr(0, recorded));
+  EXPECT_EQ(served.find_first_not_of('\0', recorded), std::string::npos);
+}
+
 // A crash after the position record moved past a segment but before its
 // rename reached the disk leaves it as NAME.partial until the replica's
 // next start; it is served meanwhile if it matches its checksum line.

@@ -599,6 +599,94 @@ TEST_P(SegmentWriterTest, RecoveredTailCountsOnlyOnceConfirmed) {
   }
 }
 
+// walship.progress carries recovery past a trailing record only while the
+// file still holds the bytes it names (their CRC32C); a claim the file does
+// not back (a power loss kept the claim, not the bytes) is ignored, and so
+// is one about another segment or stream.
+TEST_P(SegmentWriterTest, RecoveryTrustsProgressOnlyWhereTheFileBacksIt) {
+  std::string dir = testing::FreshTempDir("recover-progress");
+  const std::string bytes = std::string(200, 'r') + std::string(100, 'p') + std::string(50, 'x');
+  auto crc = [&](size_t n) { return wire::Crc32c(bytes.data(), n); };
+  const ReplicaState record{"stream", Position{"seg-2", 200}, false, crc(200)};
+  struct Case {
+    std::string what;
+    ReplicaState progress;
+    Position want;
+  } cases[] = {
+      {"backed", {"stream", {"seg-2", 300}, false, crc(300)}, {"seg-2", 300}},
+      {"bytes differ", {"stream", {"seg-2", 300}, false, crc(300) ^ 1}, {"seg-2", 200}},
+      {"past the file", {"stream", {"seg-2", 400}, false, crc(300)}, {"seg-2", 200}},
+      {"behind the record", {"stream", {"seg-2", 100}, false, crc(100)}, {"seg-2", 200}},
+      {"another stream", {"other", {"seg-2", 300}, false, crc(300)}, {"seg-2", 200}},
+      {"another segment", {"stream", {"seg-3", 300}, false, crc(300)}, {"seg-2", 200}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::remove((dir + "/" + kStateFileName).c_str());
+    std::ofstream(dir + "/seg-2.partial", std::ios::binary) << bytes;
+    StateStore store(sys_, dir);
+    ASSERT_TRUE(store.Save(record).ok());
+    ProgressFile progress(sys_, dir);
+    ASSERT_TRUE(progress.Write(c.progress).ok());
+    auto loaded = store.Load();
+    ASSERT_TRUE(loaded.ok() && loaded->has_value());
+    std::optional<ReplicaState> state = *loaded;
+    SegmentWriter w(sys_, dir, Options());
+    auto dp = RecoverFromStore(store, w, &state, SegmentWriter::Tail::kKeep);
+    ASSERT_TRUE(dp.ok()) << dp.status();
+    EXPECT_EQ(dp->position, c.want);
+    EXPECT_EQ(dp->prefix_crc32c, crc(c.want.offset));
+    // Adopted progress is recorded at once; the rest stays a tail to confirm.
+    auto again = StateStore(sys_, dir).Load();
+    ASSERT_TRUE(again.ok() && again->has_value());
+    EXPECT_EQ((*again)->durable, c.want);
+    ASSERT_TRUE(w.tail().has_value());
+    EXPECT_EQ(w.tail()->position, (Position{"seg-2", 350}));
+  }
+}
+
+// Only cycles that recovery needs recorded save the record: the first bytes
+// of a segment, a publication. The common cycle syncs the data alone.
+TEST_P(SegmentWriterTest, CommonCyclesLeaveTheRecordToTheCaller) {
+  std::string dir = testing::FreshTempDir("record-cycles");
+  std::mt19937_64 rng(9);
+  const std::string a = RandomBytes(rng, 3000), b = RandomBytes(rng, 2000);
+  SegmentWriter w(sys_, dir, Options());
+  ASSERT_TRUE(w.Recover(std::nullopt).ok());
+  std::vector<Position> saves;
+  auto save = [&](const DurablePoint& p) {
+    saves.push_back(p.position);
+    return absl::OkStatus();
+  };
+  Channel ch;
+  auto put = [&](uint64_t handle, const std::string& bytes, size_t from, size_t to) {
+    const std::string part = bytes.substr(from, to - from);
+    ch.Put(part);
+    ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(handle, from, part)).ok());
+  };
+  ASSERT_TRUE(w.BeginSegment("seg-1", 1, 0).ok());
+  put(1, a, 0, 1000);
+  ASSERT_TRUE(w.Flush(save).ok());  // the new entry's directory fsync
+  put(1, a, 1000, 2000);
+  ASSERT_TRUE(w.Flush(save).ok());  // common
+  put(1, a, 2000, 3000);
+  auto dp = w.Flush(save);  // common
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  EXPECT_EQ(dp->position, (Position{"seg-1", 3000}));
+  EXPECT_EQ(saves, (std::vector<Position>{{"seg-1", 1000}}));
+  w.AddCheckpoint("seg-1", a.size(), wire::Crc32c(a.data(), a.size()));
+  ASSERT_TRUE(w.BeginSegment("seg-2", 2, 0).ok());
+  ASSERT_TRUE(w.Flush(save).ok());  // publication
+  EXPECT_EQ(saves.size(), 2u);
+  EXPECT_TRUE(saves.back() == (Position{"seg-1", 3000}));
+  put(2, b, 0, 1000);
+  ASSERT_TRUE(w.Flush(save).ok());  // the first bytes of seg-2
+  put(2, b, 1000, 2000);
+  ASSERT_TRUE(w.Flush(save).ok());  // common
+  ASSERT_EQ(saves.size(), 3u);
+  EXPECT_EQ(saves.back(), (Position{"seg-2", 1000}));
+}
+
 // The boundary cycle saves the record beside the directory fsync that
 // publishes a segment: a crash can leave the record past the segment while
 // its rename never reached the disk. Its bytes and checksum line did, so
@@ -750,9 +838,11 @@ TEST(StateStoreTest, CrashInsideSaveKeepsTheLastDurablePosition) {
 }
 
 // Streams random segments through a writer, flushing and persisting like the
-// replica's flusher (the record saved during the data's fdatasync when the
-// cycle allows), and crashes at random points, also inside that fdatasync
-// after the record reached the disk: after every crash the
+// replica (the record saved alongside the syncs of cycles that enter a
+// segment or publish one, and lazily otherwise; walship.progress before each
+// acknowledgement), and crashes the machine or only the process at random
+// points, also inside those syncs after the record reached the disk: after
+// every crash the
 // recovered durable position is at or after the last acknowledged one, and
 // every byte before it equals the source.
 TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
@@ -761,9 +851,9 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
   std::printf("crash simulation seed %llu\n", static_cast<unsigned long long>(seed));
   std::string dir = testing::FreshTempDir(GetParam() == Transport::kZeroCopy ? "crash-zc" : "crash-copy");
   testing::CrashSimSysCalls sim(dir);
-  // Source: 6 segments of random sizes.
+  // Source: 24 segments of random sizes.
   std::vector<std::pair<std::string, std::string>> source;
-  for (int i = 1; i <= 16; ++i) {
+  for (int i = 1; i <= 24; ++i) {
     char name[16];
     std::snprintf(name, sizeof(name), "seg-%02d", i);  // names sort in WAL order
     source.push_back({name,
@@ -778,7 +868,7 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
   Position acked;
   int crashes = 0;
   bool done = false;
-  int died_in_sync = 0, fell_back = 0, kept_tails = 0;
+  int died_in_sync = 0, fell_back = 0, kept_tails = 0, from_progress = 0, process_deaths = 0;
   while (!done) {
     StateStore store(sim, dir);
     auto loaded = store.Load();
@@ -787,7 +877,8 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
     auto w = std::make_unique<SegmentWriter>(sim, dir, Options());
     auto dp = RecoverFromStore(store, *w, &state, SegmentWriter::Tail::kKeep);
     ASSERT_TRUE(dp.ok()) << dp.status();
-    if (loaded->has_value() && (*loaded)->durable != state->durable) ++fell_back;
+    if (loaded->has_value() && state->durable < (*loaded)->durable) ++fell_back;
+    if (loaded->has_value() && (*loaded)->durable < state->durable) ++from_progress;
     if (std::optional<DurablePoint> tail = w->tail()) {
       // Like the replica: bytes past the record count once the agent's
       // prefix check (here: the source's CRC32C) confirms them, and are
@@ -836,6 +927,7 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
     // record that did not become durable when it should have is not
     // papered over by a later save.
     ReplicaState saved = state.value_or(ReplicaState{"stream", {}, false});
+    ProgressFile progress(sim, dir);
     auto save = [&](const DurablePoint& p) -> absl::Status {
       ReplicaState next{"stream", p.position, p.complete, p.prefix_crc32c};
       if (next == saved) return absl::OkStatus();
@@ -844,6 +936,7 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
       return st;
     };
     bool crashed = false;
+    const int died_in_sync_now = died_in_sync;
     for (; seg < static_cast<int>(source.size()) && !crashed; ++seg, off = 0) {
       const auto& [name, bytes] = source[seg];
       ASSERT_TRUE(w->BeginSegment(name, ++handle, off).ok());
@@ -875,8 +968,18 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
           if (how < 3) sim.DieAtNextFdatasyncOf(".partial", after);
           if (how == 3) sim.DieAtNextDirFsync(after);
           if (how == 4) sim.DieAtNextFdatasyncOf("/walship.state", ".partial");
+          // Like the replica: Flush saves the record only where recovery
+          // needs it (a new segment, a publication); the recorder saves the
+          // newest point now and then; walship.progress is written (never
+          // synced) before each acknowledgement.
           auto f = w->Flush(save);
-          const absl::Status saved_ok = f.ok() ? save(*f) : f.status();
+          absl::Status saved_ok = f.status();
+          if (f.ok() && rng() % 4 == 0) saved_ok = save(*f);
+          if (saved_ok.ok()) {
+            ASSERT_TRUE(progress.Write(ReplicaState{"stream", f->position, f->complete,
+                                                    f->prefix_crc32c})
+                            .ok());
+          }
           if (die && !saved_ok.ok()) {
             // The machine went down inside one of the cycle's syncs.
             ++died_in_sync;
@@ -901,7 +1004,13 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
       acked = f->position;
     }
     w.reset();
-    sim.Crash();
+    if (crashed && died_in_sync_now == died_in_sync && rng() % 3 == 0) {
+      // Only the process died: the page cache keeps every write, and
+      // walship.progress says how far the acknowledged bytes reach.
+      ++process_deaths;
+    } else {
+      sim.Crash();
+    }
     ++crashes;
   }
   EXPECT_GE(crashes, 5);
@@ -909,9 +1018,12 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
   EXPECT_GE(sim.dir_fsync_deaths(), 1) << "no crash inside a publishing directory fsync";
   EXPECT_GE(fell_back, 1) << "no record was ever ahead of its bytes";
   EXPECT_GE(kept_tails, 1) << "no crash ever left confirmed bytes past the record";
-  std::printf("%d crashes, %d inside a sync (%d of them a directory fsync), %d fell back to "
-              "the previous record, %d kept confirmed bytes past it\n",
-              crashes, died_in_sync, sim.dir_fsync_deaths(), fell_back, kept_tails);
+  EXPECT_GE(from_progress, 1) << "walship.progress never carried recovery past the record";
+  std::printf("%d crashes (%d of the process only), %d inside a sync (%d of them a directory "
+              "fsync), %d fell back to the previous record, %d resumed from walship.progress, "
+              "%d kept confirmed bytes past the record\n",
+              crashes, process_deaths, died_in_sync, sim.dir_fsync_deaths(), fell_back,
+              from_progress, kept_tails);
   for (const auto& [name, bytes] : source) {
     EXPECT_TRUE(ReadFile(dir + "/" + name) == bytes) << name;
   }

@@ -55,6 +55,8 @@ TEST(SegmentNameTest, RejectsReservedSuffixes) {
   ExpectRejected("000000010000000000000001.partial", ".partial");
   ExpectRejected("x.tmp", ".tmp");
   ExpectRejected("a.b.tmp", ".tmp");
+  ExpectRejected("walship.progress", "walship.");
+  ExpectRejected("walship.state", "walship.");
 }
 
 TEST(SegmentNameTest, RejectsOtherCharacters) {
