@@ -472,8 +472,8 @@ absl::Status Replica::RunOnce() {
       writer.DropPublishedPages();
     }
   });
-  // One flush cycle: make what arrived durable, persist the position, and
-  // only then acknowledge it. The flusher thread runs cycles; so does the
+  // One flush cycle: make what arrived durable, name it in walship.progress,
+  // and only then acknowledge it. The flusher thread runs cycles; so does the
   // receiver, when a frame leaves the socket empty and no cycle is running
   // (see the receiver). flush_mu serializes them.
   absl::Mutex flush_mu;
@@ -640,10 +640,13 @@ absl::Status Replica::RunOnce() {
   // less. The writer is still consistent: every error path truncated its
   // partial frame.
   absl::StatusOr<DurablePoint> last = writer.Flush();
+  {
+    // The record catches up with the last acknowledgement (or further).
+    absl::Status s = record(last.ok() ? *last : latest, ++cycle_gen);
+    if (!s.ok()) spdlog::warn("saving the durable position: {}", s.ToString());
+  }
   if (last.ok()) {
     write_progress(*last);
-    absl::Status s = record(*last, ++cycle_gen);
-    if (!s.ok()) spdlog::warn("saving the durable position: {}", s.ToString());
     writer.DropPublishedPages();
   }
   absl::Status result = run.status();
