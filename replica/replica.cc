@@ -126,7 +126,9 @@ Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* me
   metrics_.Counter("walship_replica_segments_completed_total",
                    "Segments verified, fdatasync'ed and renamed to their final name.");
   metrics_.Histogram("walship_replica_flush_seconds",
-                     "Time to make received bytes durable: fdatasync, finalize, persist state.",
+                     "Time to make received bytes durable before acknowledging them: "
+                     "fdatasync, finalize (the position record only where a cycle enters "
+                     "or publishes a segment).",
                      {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5});
   // Fine buckets: the disk's own flush latency, against which the lag of
   // acknowledgements is judged (from 50 us to 1 s, 25 % apart).
