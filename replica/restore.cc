@@ -129,6 +129,15 @@ int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name
                     : std::string(crc.status().message());
     return kRestoreRefused;
   }
+  // Past the verified bytes, the rest of NAME.partial is served too,
+  // unverified: acknowledged bytes past a record that a power loss left
+  // without a trustworthy walship.progress are among them (their fdatasync
+  // came before their acknowledgement), and so may be bytes the crash
+  // damaged. Every byte walship ships was durable on the primary, and
+  // PostgreSQL checks each record (CRC32C, page header, link to the one
+  // before) and stops at the first that fails, so serving them can only let
+  // it replay more of the primary's WAL, never something else.
+  uint64_t size = durable;
   uint64_t pad = 0;
   if (is_segment) {
     uint8_t header[pg::kLongPageHeaderSize];
@@ -140,14 +149,19 @@ int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name
       *why = absl::StrCat("refusing ", partial, ": no valid first page header to size it");
       return kRestoreRefused;
     }
-    pad = h->seg_size - durable;
+    struct stat st;
+    if (sys.Fstat(fd->get(), &st).ok() && static_cast<uint64_t>(st.st_size) > durable) {
+      size = std::min<uint64_t>(static_cast<uint64_t>(st.st_size), h->seg_size);
+    }
+    pad = h->seg_size - size;
   }
-  if (absl::Status s = CopyOut(sys, fd->get(), durable, pad, target); !s.ok()) {
+  if (absl::Status s = CopyOut(sys, fd->get(), size, pad, target); !s.ok()) {
     *why = s.ToString();
     return kRestoreRefused;
   }
-  *why = absl::StrCat("served ", name, ": ", durable, " durable bytes of the segment being "
-                      "received, zero-padded by ", pad);
+  *why = absl::StrCat("served ", name, ": ", durable, " verified bytes of the segment being "
+                      "received, ", size - durable, " more past them unverified (PostgreSQL "
+                      "checks each record), zero-padded by ", pad);
   return kRestoreServed;
 }
 

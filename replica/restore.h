@@ -3,21 +3,24 @@
 //   restore_command = 'walship-replica restore --dest=DIR %f %p'
 //
 // Serves, into %p, the file PostgreSQL asks for (%f) from a replica's
-// destination directory, and only what walship has verified and made
-// durable:
+// destination directory: what walship has verified and made durable, and
+// past it only the rest of the segment being received:
 //   * a complete segment or history file NAME: only if its length and CRC32C
 //     equal the line recorded for it in walship.sums;
 //   * the segment being received (NAME.partial, the segment named in
 //     walship.state): its durable bytes, checked against the state's prefix
-//     CRC32C, or as far as walship.progress names acknowledged bytes past the
-//     state whose CRC32C still matches (VerifiedProgress), zero-padded to the segment size taken from the segment's own
-//     first page header, so PostgreSQL replays up to the last valid record
-//     and asks again later;
+//     CRC32C, or as far as walship.progress names acknowledged bytes past
+//     the state whose CRC32C still matches (VerifiedProgress); then the rest
+//     of the file, unverified (after a power loss it holds acknowledged bytes
+//     no record vouches for, and maybe damaged ones: PostgreSQL checks every
+//     record and stops at the first bad one); zero-padded to the segment
+//     size taken from the segment's own first page header, so PostgreSQL
+//     replays up to the last valid record and asks again later;
 //   * nothing else.
 // Exit status, as restore_command expects: 0 served; 1 not available (PostgreSQL
 // tries again later or ends recovery); 2 refused because verification failed
 // (logged loudly on stderr; PostgreSQL treats it as not available, so a
-// corrupt file is never replayed). Names that are not segment or history
+// file that fails verification is never replayed). Names that are not segment or history
 // names (`../x`, absolute paths) are refused as not available.
 #ifndef WALSHIP_REPLICA_RESTORE_H_
 #define WALSHIP_REPLICA_RESTORE_H_

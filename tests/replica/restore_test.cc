@@ -89,7 +89,9 @@ TEST_F(RestoreTest, RefusesCorruptOrUnrecordedSegments) {
   EXPECT_EQ(Run("000000010000000000000005"), kRestoreRefused);
 }
 
-TEST_F(RestoreTest, ServesOnlyDurableBytesOfThePartialSegmentPadded) {
+// The segment being received: its verified bytes, then the rest of the file
+// unverified (PostgreSQL checks each record), zero-padded to the segment.
+TEST_F(RestoreTest, ServesThePartialSegmentVerifiedThenItsTailPadded) {
   const std::string name = "000000010000000000000007";
   std::string page = FirstPage(7ull << 20);
   std::string on_disk = page + std::string(5000, 'u');  // written, partly durable
@@ -100,10 +102,12 @@ TEST_F(RestoreTest, ServesOnlyDurableBytesOfThePartialSegmentPadded) {
                   wire::Crc32c(on_disk.data(), durable)};
   ASSERT_TRUE(store.Save(st).ok());
   EXPECT_EQ(Run(name), kRestoreServed) << why_;
+  EXPECT_NE(why_.find("9192 verified bytes"), std::string::npos) << why_;
+  EXPECT_NE(why_.find("4000 more past them unverified"), std::string::npos) << why_;
   std::string served = ReadFile(target_);
   ASSERT_EQ(served.size(), 1u << 20);
-  EXPECT_TRUE(served.substr(0, durable) == on_disk.substr(0, durable));
-  EXPECT_EQ(served.find_first_not_of('\0', durable), std::string::npos);
+  EXPECT_TRUE(served.substr(0, on_disk.size()) == on_disk);
+  EXPECT_EQ(served.find_first_not_of('\0', on_disk.size()), std::string::npos);
 
   // Durable bytes changed on disk: refused.
   on_disk[9000] = 'Z';
@@ -127,19 +131,20 @@ TEST_F(RestoreTest, ServesAcknowledgedBytesPastTheRecordThatProgressVouchesFor) 
                                           wire::Crc32c(on_disk.data(), acked)})
                   .ok());
   EXPECT_EQ(Run(name), kRestoreServed) << why_;
+  EXPECT_NE(why_.find("11192 verified bytes"), std::string::npos) << why_;
   std::string served = ReadFile(target_);
   ASSERT_EQ(served.size(), 1u << 20);
-  EXPECT_TRUE(served.substr(0, acked) == on_disk.substr(0, acked));
-  EXPECT_EQ(served.find_first_not_of('\0', acked), std::string::npos);
+  EXPECT_TRUE(served.substr(0, on_disk.size()) == on_disk);
+  EXPECT_EQ(served.find_first_not_of('\0', on_disk.size()), std::string::npos);
 
   // The bytes past the record changed (the claim outlived them): only the
-  // recorded ones are served.
+  // recorded ones count as verified; the rest is served as the tail.
   on_disk[8192 + 2000] = 'Z';
   testing::WriteFile(dir_ + "/" + name + ".partial", on_disk);
   EXPECT_EQ(Run(name), kRestoreServed) << why_;
+  EXPECT_NE(why_.find("9192 verified bytes"), std::string::npos) << why_;
   served = ReadFile(target_);
-  EXPECT_TRUE(served.substr(0, recorded) == on_disk.substr(0, recorded));
-  EXPECT_EQ(served.find_first_not_of('\0', recorded), std::string::npos);
+  EXPECT_TRUE(served.substr(0, on_disk.size()) == on_disk);
 }
 
 // A crash after the position record moved past a segment but before its
