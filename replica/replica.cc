@@ -30,6 +30,11 @@ absl::Status FromGrpc(const grpc::Status& s, absl::string_view what) {
                       absl::StrCat(what, ": ", s.error_message()));
 }
 
+// The record of `dp` for stream `stream`.
+ReplicaState StateOf(const std::string& stream, const DurablePoint& dp) {
+  return ReplicaState{stream, dp.position, dp.complete, dp.prefix_crc32c};
+}
+
 void SetPos(const Position& p, walship::v1::Position* out) {
   out->set_segment(p.segment);
   out->set_offset(p.offset);
@@ -306,17 +311,11 @@ absl::Status Replica::RunOnce() {
   }
   if (tail.has_value() && durable.position == tail->position) {
     // The confirmed tail is recorded before anything is acknowledged.
-    WALSHIP_RETURN_IF_ERROR(store.Save(
-        ReplicaState{stream_id, durable.position, false, durable.prefix_crc32c}));
+    WALSHIP_RETURN_IF_ERROR(store.Save(StateOf(stream_id, durable)));
   }
   if (stream_id.empty()) {
     // Bind the directory to the stream before any byte of it lands.
-    ReplicaState bound;
-    bound.stream_id = resp.stream_id();
-    bound.durable = durable.position;
-    bound.segment_complete = durable.complete;
-    bound.prefix_crc32c = durable.prefix_crc32c;
-    WALSHIP_RETURN_IF_ERROR(store.Save(bound));
+    WALSHIP_RETURN_IF_ERROR(store.Save(StateOf(resp.stream_id(), durable)));
     stream_id = resp.stream_id();
   }
   metrics_.Counter("walship_replica_sessions_total", "").Add({}, 1);
@@ -385,12 +384,12 @@ absl::Status Replica::RunOnce() {
   // record (the recorder may hold an older point than the one a cycle just
   // saved alongside its sync).
   absl::Mutex save_mu;  // one saver at a time; held across the fdatasync
-  ReplicaState saved{stream_id, durable.position, durable.complete, durable.prefix_crc32c};
+  ReplicaState saved = StateOf(stream_id, durable);
   uint64_t saved_gen = 0;
   auto record = [&](const DurablePoint& dp, uint64_t gen) -> absl::Status {
     absl::MutexLock lock(&save_mu);
     if (gen < saved_gen) return absl::OkStatus();
-    ReplicaState next{stream_id, dp.position, dp.complete, dp.prefix_crc32c};
+    const ReplicaState next = StateOf(stream_id, dp);
     if (!(next == saved)) {
       WALSHIP_RETURN_IF_ERROR(store.Save(next));
       saved = next;
@@ -442,8 +441,7 @@ absl::Status Replica::RunOnce() {
   ProgressFile progress(sys_, options_.dest);
   bool progress_warned = false;
   auto write_progress = [&](const DurablePoint& dp) {
-    absl::Status s =
-        progress.Write(ReplicaState{stream_id, dp.position, dp.complete, dp.prefix_crc32c});
+    absl::Status s = progress.Write(StateOf(stream_id, dp));
     if (!s.ok() && !progress_warned) {
       progress_warned = true;  // once per session: the record still bounds what is lost
       spdlog::warn("writing {}: {}; a restart after a crash re-fetches acknowledged bytes "

@@ -117,17 +117,22 @@ int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name
     *why = absl::StrCat(partial, ": ", fd.status().message());
     return kRestoreNotFound;
   }
-  // Acknowledged bytes past the lazily saved record, still intact.
-  const ReplicaState served =
-      VerifiedProgress(sys, dest, **state).value_or(**state);
-  const uint64_t durable = served.durable.offset;
+  uint64_t durable = (*state)->durable.offset;
   auto crc = Crc32cOfFileRange(sys, fd->get(), 0, durable, partial);
-  if (!crc.ok() || *crc != served.prefix_crc32c) {
+  if (!crc.ok() || *crc != (*state)->prefix_crc32c) {
     *why = crc.ok() ? absl::StrFormat("refusing %s: CRC32C of its %d durable bytes is %08x, "
                                       "%08x recorded",
                                       partial, durable, *crc, (*state)->prefix_crc32c)
                     : std::string(crc.status().message());
     return kRestoreRefused;
+  }
+  // Acknowledged bytes past the lazily saved record count as verified as far
+  // as walship.progress names them and they still have the CRC32C it records
+  // (the record's prefix CRC extended over them: one pass over the file).
+  if (std::optional<ReplicaState> p = ProgressPast(sys, dest, **state)) {
+    auto more = Crc32cOfFileRange(sys, fd->get(), durable, p->durable.offset - durable,
+                                  partial, *crc);
+    if (more.ok() && *more == p->prefix_crc32c) durable = p->durable.offset;
   }
   // Past the verified bytes, the rest of NAME.partial is served too,
   // unverified: acknowledged bytes past a record that a power loss left

@@ -10,7 +10,7 @@
 //   * the segment being received (NAME.partial, the segment named in
 //     walship.state): its durable bytes, checked against the state's prefix
 //     CRC32C, or as far as walship.progress names acknowledged bytes past
-//     the state whose CRC32C still matches (VerifiedProgress); then the rest
+//     the state whose CRC32C still matches; then the rest
 //     of the file, unverified (after a power loss it holds acknowledged bytes
 //     no record vouches for, and maybe damaged ones: PostgreSQL checks every
 //     record and stops at the first bad one); zero-padded to the segment

@@ -867,9 +867,10 @@ absl::StatusOr<DurablePoint> RecoverFromStore(StateStore& store, SegmentWriter& 
                                               SegmentWriter::Tail tail) {
   if (state->has_value()) {
     // Acknowledged bytes past the lazily saved record: walship.progress
-    // names them, and they are trusted once they still have the CRC32C they
-    // had when received. They become the record before anything else.
-    if (std::optional<ReplicaState> p = VerifiedProgress(store.sys(), store.dir(), **state)) {
+    // names them, and Recover() trusts them only while they still have the
+    // CRC32C they had when received (kDataLoss otherwise: a power loss kept
+    // the claim, not the bytes). They become the record before anything else.
+    if (std::optional<ReplicaState> p = ProgressPast(store.sys(), store.dir(), **state)) {
       absl::StatusOr<DurablePoint> at = writer.Recover(p, tail);
       if (at.ok()) {
         spdlog::info("resuming from {} (walship.progress, verified against the file), past "

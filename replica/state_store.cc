@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "common/file_crc.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
 #include "common/sys/file_util.h"
@@ -228,20 +227,14 @@ std::optional<ReplicaState> ProgressFile::Load(sys::SysCalls& sys, const std::st
   return *st;
 }
 
-std::optional<ReplicaState> VerifiedProgress(sys::SysCalls& sys, const std::string& dir,
-                                             const ReplicaState& record) {
+std::optional<ReplicaState> ProgressPast(sys::SysCalls& sys, const std::string& dir,
+                                         const ReplicaState& record) {
   std::optional<ReplicaState> p = ProgressFile::Load(sys, dir);
   if (!p.has_value() || p->stream_id != record.stream_id || p->segment_complete ||
       record.segment_complete || p->durable.segment != record.durable.segment ||
       p->durable.segment.empty() || p->durable.offset <= record.durable.offset) {
     return std::nullopt;
   }
-  const std::string partial = absl::StrCat(dir, "/", p->durable.segment, ".partial");
-  auto fd = sys::OpenFile(sys, partial, O_RDONLY);
-  if (!fd.ok()) return std::nullopt;
-  absl::StatusOr<uint32_t> crc =
-      Crc32cOfFileRange(sys, fd->get(), 0, p->durable.offset, partial);
-  if (!crc.ok() || *crc != p->prefix_crc32c) return std::nullopt;
   return p;
 }
 

@@ -142,9 +142,11 @@ class StateStore {
 // It is a claim, never proof. After a crash of the process it is exact (the
 // page cache survives) and says how far the acknowledged bytes past
 // walship.state reach; after a power loss it may be old, torn or missing.
-// So a reader trusts it only through VerifiedProgress(): the segment file
-// must hold bytes [0, offset) whose CRC32C is the record's prefix_crc, the
-// CRC computed when those bytes were received and verified. The benchmark
+// So a reader takes it only as a claim (ProgressPast()) and trusts it only
+// where the segment file holds bytes [0, offset) whose CRC32C is the
+// record's prefix_crc, the CRC computed when those bytes were received and
+// verified: SegmentWriter::Recover checks that for the replica, the restore
+// helper by extending the record's prefix CRC over the bytes past it. The benchmark
 // times acknowledgements by its modifications (inotify IN_MODIFY).
 //
 // Thread-safety: Write() from one thread at a time; Load() from anywhere.
@@ -173,14 +175,12 @@ class ProgressFile {
   std::string buf_;
 };
 
-// The progress record of `dir` if it reaches past `record` (the loaded
-// walship.state) in the same segment, of the same stream, and the segment's
-// NAME.partial holds bytes [0, offset) with its prefix CRC32C: bytes received
-// after the record, verified when they arrived, and still intact. nullopt
-// otherwise (no such file, another segment, behind the record, or the bytes
-// differ: a power loss left the file older than the claim).
-std::optional<ReplicaState> VerifiedProgress(sys::SysCalls& sys, const std::string& dir,
-                                             const ReplicaState& record);
+// The progress record of `dir` if it claims bytes past `record` (the loaded
+// walship.state) in the same segment (not complete) of the same stream;
+// nullopt otherwise (no valid file, another stream or segment, not past the
+// record). The claim is not checked against the segment file: see above.
+std::optional<ReplicaState> ProgressPast(sys::SysCalls& sys, const std::string& dir,
+                                         const ReplicaState& record);
 
 }  // namespace walship::replica
 
