@@ -91,9 +91,29 @@ void Agent::DeclareMetrics() {
       "walship_agent_pg_flush_feed_up",
       "postgres: 1 while the flush feed (a walsender) pushes flush positions and carries "
       "acknowledgements back; 0 while the agent follows the flush position by query.");
+  MetricsRegistry::Family feed_sync = m.Gauge(
+      "walship_agent_pg_feed_synchronous",
+      "postgres: 1 while the primary may wait for the agent (pg_stat_replication lists the "
+      "feed as a sync, quorum or potential standby, or has not said yet): every "
+      "acknowledgement is reported at once; 0 while it is async or the feed is down.");
+  MetricsRegistry::Family status_updates = m.Counter(
+      "walship_agent_pg_status_updates_total",
+      "postgres: standby status updates (replica write and flush positions) sent to the "
+      "primary through the flush feed; when=at_once (an acknowledgement, keepalive or "
+      "server request called for it) or paced (a position held back while the primary "
+      "lists the feed as async, sent when due).");
   m.AddCollector([this, lag_bytes, lag_seconds, backlog, connected, source_end, replicas,
-                  feed] {
-    if (pg_source_ != nullptr) feed.Set({}, pg_source_->feed_active() ? 1 : 0);
+                  feed, feed_sync, status_updates,
+                  counted = PostgresSource::StatusUpdates{}]() mutable {
+    if (pg_source_ != nullptr) {
+      feed.Set({}, pg_source_->feed_active() ? 1 : 0);
+      feed_sync.Set({}, pg_source_->feed_synchronous() ? 1 : 0);
+      const PostgresSource::StatusUpdates u = pg_source_->status_updates();
+      status_updates.Add({{"when", "at_once"}},
+                         static_cast<double>((u.sent - u.paced) - (counted.sent - counted.paced)));
+      status_updates.Add({{"when", "paced"}}, static_cast<double>(u.paced - counted.paced));
+      counted = u;
+    }
     if (!catalog_ || !registry_) return;
     CatalogSnapshot snap = catalog_->Get();
     lag_bytes.Clear();
@@ -140,6 +160,7 @@ absl::Status Agent::Start() {
     po.feed = options_.pg_feed;
     po.feed_name = options_.pg_feed_name;
     po.feed_query_interval = options_.pg_feed_query_interval;
+    po.feed_async_report_interval = options_.pg_feed_async_report_interval;
     auto pg = std::make_unique<PostgresSource>(sys_, po, *catalog_);
     PostgresSource* raw = pg.get();
     pg_source_ = raw;

@@ -26,11 +26,15 @@ absl::Status ConnectError(const std::string& msg) {
 
 }  // namespace
 
-PgFlushFeed::PgFlushFeed(PgFlushFeedOptions options) : options_(std::move(options)) {}
+PgFlushFeed::PgFlushFeed(PgFlushFeedOptions options)
+    : options_(std::move(options)),
+      pacer_(options_.async_report_interval, options_.status_interval) {}
 
 PgFlushFeed::~PgFlushFeed() { Close(); }
 
 int PgFlushFeed::socket() const { return conn_ != nullptr ? PQsocket(conn_) : -1; }
+
+int PgFlushFeed::backend_pid() const { return conn_ != nullptr ? PQbackendPID(conn_) : 0; }
 
 void PgFlushFeed::Close() {
   if (conn_ == nullptr) return;
@@ -48,9 +52,7 @@ absl::Status PgFlushFeed::Fail(absl::Status status) {
 absl::Status PgFlushFeed::Start(uint64_t system_id, uint32_t timeline) {
   Close();
   failure_ = absl::OkStatus();
-  reply_requested_ = false;
-  reported_ = false;
-  reported_at_ = absl::InfinitePast();
+  pacer_ = StatusPacer(options_.async_report_interval, options_.status_interval);
   // Later keywords override what the expanded conninfo says; the timeout
   // comes first so that the operator's own setting wins.
   const char* keys[] = {"connect_timeout", "dbname", "replication", "application_name",
@@ -138,17 +140,14 @@ absl::StatusOr<pg::Lsn> PgFlushFeed::Drain() {
     PQfreemem(buf);
     if (!m.ok()) return Fail(m.status());
     if (m->wal_end > flush_) flush_ = m->wal_end;
-    reply_requested_ |= m->reply_requested;
+    if (m->reply_requested) pacer_.RequestReply();
   }
   return flush_;
 }
 
 absl::Status PgFlushFeed::Report(pg::Lsn write, pg::Lsn flush, absl::Time now) {
   if (conn_ == nullptr) return absl::UnavailableError("replication connection is closed");
-  if (reported_ && write == reported_write_ && flush == reported_flush_ && !reply_requested_ &&
-      now - reported_at_ < options_.status_interval) {
-    return absl::OkStatus();
-  }
+  if (!pacer_.ShouldSend(write, flush, now)) return absl::OkStatus();
   const std::string msg = pgstream::EncodeStandbyStatus(write, flush, /*apply=*/0,
                                                         pgstream::PgTimestamp(now), false);
   if (PQputCopyData(conn_, msg.data(), static_cast<int>(msg.size())) != 1 ||
@@ -157,12 +156,10 @@ absl::Status PgFlushFeed::Report(pg::Lsn write, pg::Lsn flush, absl::Time now) {
         absl::StrCat("replication connection: sending a status update: ", ErrorText(conn_))));
   }
   // With a non-blocking connection PQflush may leave bytes queued (1); libpq
-  // sends them with the next call, which is soon: every ack reports.
-  reported_ = true;
-  reported_write_ = write;
-  reported_flush_ = flush;
-  reported_at_ = now;
-  reply_requested_ = false;
+  // sends them with the next call, which is soon: every pass of the source
+  // thread drains (and so flushes) the connection.
+  if (pacer_.Sent(write, flush, now)) ++reports_paced_;
+  ++reports_sent_;
   return absl::OkStatus();
 }
 

@@ -22,7 +22,10 @@
 // lists the agent in pg_stat_replication under the feed's application_name,
 // with PostgreSQL's own write and flush lag, and synchronous_standby_names
 // may name it: a commit then returns only once a walship replica holds it
-// durably.
+// durably. When updates go out is StatusPacer's decision (status_pacer.h):
+// at once while the primary may wait for the agent (set_synchronous(),
+// true until the caller learns otherwise), at most once an
+// async_report_interval while it does not.
 //
 // Failure: any error closes the connection (active() turns false); the
 // caller falls back to queries and may Start() again later.
@@ -37,6 +40,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "agent/status_pacer.h"
 #include "common/pgwal/wal_names.h"
 
 struct pg_conn;
@@ -52,6 +56,9 @@ struct PgFlushFeedOptions {
   // A status update at least this often even when nothing moved, well
   // inside PostgreSQL's wal_sender_timeout (60 s by default).
   absl::Duration status_interval = absl::Seconds(1);
+  // While the primary does not wait for the agent: the shortest pause
+  // between status updates that carry new positions.
+  absl::Duration async_report_interval = absl::Milliseconds(10);
 };
 
 class PgFlushFeed {
@@ -77,6 +84,8 @@ class PgFlushFeed {
   int socket() const;
   // Where streaming started (the server's flush position then).
   pg::Lsn start_lsn() const { return start_lsn_; }
+  // The walsender's process id (pg_stat_replication.pid) while active().
+  int backend_pid() const;
 
   // Reads every message that has arrived, without blocking, and returns the
   // highest flush position announced since Start() (start_lsn() before any
@@ -85,10 +94,21 @@ class PgFlushFeed {
   // closed, it returns the error that closed it.
   absl::StatusOr<pg::Lsn> Drain();
 
-  // Sends a status update when (write, flush) differ from the last one
-  // sent, when status_interval has passed since it, or when the server
-  // asked for one. kUnavailable, closing the feed, when sending fails.
+  // Sends a status update when the pacer says so (see StatusPacer: new
+  // positions, status_interval passed, or the server asked); otherwise a
+  // new position may be held back until report_due(), when the caller
+  // calls Report() again. kUnavailable, closing the feed, when sending fails.
   absl::Status Report(pg::Lsn write, pg::Lsn flush, absl::Time now);
+  // Whether the primary may wait for this feed (its sync_state is not
+  // async); true after Start() until the caller says otherwise.
+  void set_synchronous(bool synchronous) { pacer_.set_synchronous(synchronous); }
+  bool synchronous() const { return pacer_.synchronous(); }
+  // When a held-back update is due; InfiniteFuture() when none is.
+  absl::Time report_due() const { return pacer_.Due(); }
+  // Status updates sent since construction, and how many of them carried
+  // a position the pacer had held back.
+  uint64_t reports_sent() const { return reports_sent_; }
+  uint64_t reports_paced() const { return reports_paced_; }
 
  private:
   absl::Status Fail(absl::Status status);
@@ -98,11 +118,9 @@ class PgFlushFeed {
   absl::Status failure_;
   pg::Lsn start_lsn_ = 0;
   pg::Lsn flush_ = 0;
-  bool reply_requested_ = false;
-  bool reported_ = false;
-  pg::Lsn reported_write_ = 0;
-  pg::Lsn reported_flush_ = 0;
-  absl::Time reported_at_ = absl::InfinitePast();
+  StatusPacer pacer_;
+  uint64_t reports_sent_ = 0;
+  uint64_t reports_paced_ = 0;
 };
 
 }  // namespace walship::agent

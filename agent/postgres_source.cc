@@ -105,14 +105,66 @@ bool PostgresSource::feed_active() const {
   return feed_ != nullptr && feed_->active();
 }
 
+bool PostgresSource::feed_synchronous() const {
+  absl::MutexLock lock(&feed_mu_);
+  return feed_ != nullptr && feed_->active() && feed_->synchronous();
+}
+
+PostgresSource::StatusUpdates PostgresSource::status_updates() const {
+  absl::MutexLock lock(&feed_mu_);
+  StatusUpdates u = updates_of_closed_feeds_;
+  if (feed_ != nullptr) {
+    u.sent += feed_->reports_sent();
+    u.paced += feed_->reports_paced();
+  }
+  return u;
+}
+
 void PostgresSource::ReportReplicas(pg::Lsn write, pg::Lsn flush) {
   absl::MutexLock lock(&feed_mu_);
   report_write_ = std::max(report_write_, write);
   report_flush_ = std::max(report_flush_, flush);
   if (feed_ == nullptr || !feed_->active()) return;
-  if (absl::Status s = feed_->Report(report_write_, report_flush_, absl::Now()); !s.ok()) {
-    // The source thread notices the closed feed and falls back to queries.
-    if (watch_.has_value()) watch_->Wake();
+  const bool was_held = feed_->report_due() != absl::InfiniteFuture();
+  absl::Status s = feed_->Report(report_write_, report_flush_, absl::Now());
+  // A failed report: the source thread notices the closed feed and falls
+  // back to queries. A position newly held back: the source thread sends it
+  // when due, and must wake for that rather than sleep its usual second.
+  const bool newly_held = !was_held && feed_->report_due() != absl::InfiniteFuture();
+  if ((!s.ok() || newly_held) && watch_.has_value()) watch_->Wake();
+}
+
+void PostgresSource::CheckSyncState() {
+  int pid = 0;
+  {
+    absl::MutexLock lock(&feed_mu_);
+    if (feed_ == nullptr || !feed_->active()) return;
+    pid = feed_->backend_pid();
+  }
+  next_sync_check_ = absl::Now() + options_.sync_state_interval;
+  auto rows = pg_.Query(
+      absl::StrCat("SELECT sync_state FROM pg_stat_replication WHERE pid = ", pid));
+  // Until the primary says async (no answer, no row yet), the feed keeps
+  // assuming it may wait: reporting at once costs more, never commits.
+  if (!rows.ok() || rows->size() != 1 || (*rows)[0].size() != 1) return;
+  const std::string state = (*rows)[0][0];
+  const bool synchronous = state != "async";
+  {
+    absl::MutexLock lock(&feed_mu_);
+    if (feed_ == nullptr || feed_->backend_pid() != pid) return;
+    feed_->set_synchronous(synchronous);
+  }
+  if (state != sync_state_) {
+    if (synchronous) {
+      spdlog::info("the primary lists the flush feed as a {} standby: every acknowledgement "
+                   "is reported to it at once",
+                   state);
+    } else {
+      spdlog::info("the primary lists the flush feed as an async standby: replica positions "
+                   "are reported to it at most every {}",
+                   absl::FormatDuration(options_.feed_async_report_interval));
+    }
+    sync_state_ = state;
   }
 }
 
@@ -126,6 +178,7 @@ void PostgresSource::MaybeStartFeed() {
   PgFlushFeedOptions fo;
   fo.conninfo = options_.conninfo;
   fo.application_name = options_.feed_name;
+  fo.async_report_interval = options_.feed_async_report_interval;
   auto feed = std::make_unique<PgFlushFeed>(fo);
   absl::Status s = feed->Start(exp_.system_id, timeline_);
   if (!s.ok()) {
@@ -153,6 +206,7 @@ void PostgresSource::MaybeStartFeed() {
                "primary lists the agent as application_name '{}' in pg_stat_replication",
                pg::FormatLsn(feed->start_lsn()), timeline_, options_.feed_name);
   // The first FollowFeed() pass sends the replicas' positions.
+  next_sync_check_ = absl::InfinitePast();  // at the first pass
   absl::MutexLock lock(&feed_mu_);
   feed_ = std::move(feed);
 }
@@ -163,7 +217,8 @@ absl::Status PostgresSource::FollowFeed(absl::Time* last_query) {
     absl::MutexLock lock(&feed_mu_);
     announced = feed_->Drain();
     if (announced.ok()) {
-      // Periodic, or asked for by the server; acknowledgements report at once.
+      // Periodic, asked for by the server, or held back by the pacer and
+      // now due; otherwise acknowledgements report from ReportReplicas().
       absl::Status r = feed_->Report(report_write_, report_flush_, absl::Now());
       if (!r.ok()) announced = r;
     }
@@ -173,8 +228,11 @@ absl::Status PostgresSource::FollowFeed(absl::Time* last_query) {
                  std::string(announced.status().message()));
     {
       absl::MutexLock lock(&feed_mu_);
+      updates_of_closed_feeds_.sent += feed_->reports_sent();
+      updates_of_closed_feeds_.paced += feed_->reports_paced();
       feed_.reset();
     }
+    sync_state_.clear();
     next_feed_attempt_ = absl::Now() + options_.feed_retry;
     if (absl::Status m = watch_->SetMask(WatchMask(false)); !m.ok()) {
       spdlog::warn("{}", m.ToString());
@@ -184,6 +242,7 @@ absl::Status PostgresSource::FollowFeed(absl::Time* last_query) {
   }
   if (*announced > flush_ && !primary_down_) flush_ = *announced;
   if (absl::Status s = Publish(timeline_, flush_); !s.ok()) return s;
+  if (absl::Now() >= next_sync_check_) CheckSyncState();
   if (absl::Now() - *last_query >= options_.feed_query_interval) {
     *last_query = absl::Now();
     return Poll();
@@ -204,15 +263,23 @@ void PostgresSource::Loop() {
   while (!stopping_.load()) {
     int feed_fd = -1;
     bool feed_live = false;  // open, or closed by a failed report not yet handled
+    absl::Time report_due = absl::InfiniteFuture();
     {
       absl::MutexLock lock(&feed_mu_);
       feed_live = feed_ != nullptr;
-      if (feed_live) feed_fd = feed_->socket();
+      if (feed_live) {
+        feed_fd = feed_->socket();
+        report_due = feed_->report_due();
+      }
     }
     // Without the feed, any change in pg_wal (PostgreSQL writing WAL) is a
     // reason to ask for the flush position now rather than at the next poll.
+    // With it, a held-back status update (FollowFeed sends it) sets the
+    // deadline too.
     watch_->Wait(
-        feed_live ? std::min(options_.feed_query_interval, absl::Seconds(1))
+        feed_live ? std::max(absl::ZeroDuration(),
+                             std::min({options_.feed_query_interval, absl::Seconds(1),
+                                       report_due - absl::Now()}))
                   : options_.poll_interval,
         [this](const inotify_event& ev) {
           if (ev.mask & (IN_CREATE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE | IN_Q_OVERFLOW)) {

@@ -83,6 +83,13 @@ struct PostgresSourceOptions {
   std::string feed_name = "walship";
   // While the feed is live: the longest pause between safety-net queries.
   absl::Duration feed_query_interval = absl::Seconds(1);
+  // While the primary does not wait for the agent (the feed's sync_state
+  // is async): the shortest pause between status updates carrying new
+  // replica positions. A sync, quorum or potential standby reports each
+  // acknowledgement at once. See status_pacer.h.
+  absl::Duration feed_async_report_interval = absl::Milliseconds(10);
+  // How often the feed's sync_state is read from pg_stat_replication.
+  absl::Duration sync_state_interval = absl::Seconds(1);
   // Pause before opening the feed again after it failed or broke; a refusal
   // by the server (which an operator must fix) waits 12 times longer.
   absl::Duration feed_retry = absl::Seconds(5);
@@ -107,6 +114,17 @@ class PostgresSource final : public WalSource {
   void ReportReplicas(pg::Lsn write, pg::Lsn flush);
   // True while the flush feed is streaming. Any thread.
   bool feed_active() const;
+  // True while the primary may wait for the feed's reports (its sync_state
+  // is sync, quorum or potential, or not read yet); false while it is async
+  // or the feed is down. Any thread.
+  bool feed_synchronous() const;
+  // Status updates sent to the primary by every feed so far: all of them,
+  // and those that carried a position held back by the pacer. Any thread.
+  struct StatusUpdates {
+    uint64_t sent = 0;
+    uint64_t paced = 0;
+  };
+  StatusUpdates status_updates() const;
 
   uint64_t segment_size() const { return exp_.segment_size; }
   uint64_t system_id() const { return exp_.system_id; }
@@ -129,6 +147,8 @@ class PostgresSource final : public WalSource {
   absl::Status FollowFeed(absl::Time* last_query);
   // Opens the feed when it is enabled, down, and due for an attempt.
   void MaybeStartFeed();
+  // Reads the feed's sync_state and sets its pacer accordingly.
+  void CheckSyncState();
   // The inotify mask: writes to segments matter only without the feed.
   uint32_t WatchMask(bool feed_live) const;
   absl::Status Publish(uint32_t timeline, pg::Lsn flush);
@@ -169,6 +189,8 @@ class PostgresSource final : public WalSource {
   std::string crash_stop_reason_;
   bool in_recovery_ = false;
   absl::Time next_feed_attempt_ = absl::InfinitePast();
+  absl::Time next_sync_check_ = absl::InfinitePast();
+  std::string sync_state_;  // as last read and logged; empty: not yet
   std::string last_feed_error_;
   std::map<std::string, uint64_t> validated_;
   std::string last_page_error_;
@@ -197,6 +219,7 @@ class PostgresSource final : public WalSource {
   std::unique_ptr<PgFlushFeed> feed_ ABSL_GUARDED_BY(feed_mu_);
   pg::Lsn report_write_ ABSL_GUARDED_BY(feed_mu_) = 0;
   pg::Lsn report_flush_ ABSL_GUARDED_BY(feed_mu_) = 0;
+  StatusUpdates updates_of_closed_feeds_ ABSL_GUARDED_BY(feed_mu_);
 };
 
 }  // namespace walship::agent

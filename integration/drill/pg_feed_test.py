@@ -14,7 +14,11 @@ the feed, not found by a query.
    and opens the feed again.
 4. A role without REPLICATION: the agent logs why the feed is unavailable
    and ships by query; pg_stat_replication has no walship row.
-5. The postmaster is killed while a backend is busy: the feed's walsender
+5. The primary lists the feed as async: replica positions reach it paced
+   (at most one status update per --pg-feed-async-report-ms), the last one
+   without further acknowledgements. Named in synchronous_standby_names, the
+   agent sees it (pg_stat_replication.sync_state) and reports at once.
+6. The postmaster is killed while a backend is busy: the feed's walsender
    exits at once, so the agent applies the crash rule at once; the backend
    goes on to write and commit its transaction after that first scan, and
    the replica still ends with every valid record in pg_wal.
@@ -69,7 +73,7 @@ class PgFeedTest(unittest.TestCase):
         except OSError:
             return ""
 
-    def start_pair(self, conninfo=None, slot="walship_feed"):
+    def start_pair(self, conninfo=None, slot="walship_feed", extra=()):
         ports = os.path.join(self.dir, "agent.ports")
         self.agent_log = os.path.join(self.logs, "agent.log")
         self.replica_log = os.path.join(self.logs, "replica.log")
@@ -79,7 +83,7 @@ class PgFeedTest(unittest.TestCase):
             "--wal-dir=%s" % self.pg.pg_wal, "--pg-conninfo=%s" % (conninfo or self.pg.conninfo()),
             "--pg-slot=%s" % slot, "--pg-feed-query-interval-ms=600000",
             "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0", "--port-file=%s" % ports,
-            "--metrics-listen=127.0.0.1:0", "--insecure"], self.agent_log)
+            "--metrics-listen=127.0.0.1:0", "--insecure"] + list(extra), self.agent_log)
 
         def port_file():
             try:
@@ -126,13 +130,17 @@ class PgFeedTest(unittest.TestCase):
     def feed_up(self):
         return self.walship_row() is not None
 
-    def feed_metric(self):
-        """walship_agent_pg_flush_feed_up as the agent reports it."""
+    def metric(self, name, labels=""):
+        """A metric series as the agent reports it (None when absent);
+        `labels` as rendered, e.g. '{when="paced"}'."""
         with urllib.request.urlopen(self.metrics_url, timeout=5) as r:
             for line in r.read().decode().splitlines():
-                if line.startswith("walship_agent_pg_flush_feed_up "):
+                if line.startswith(name + labels + " "):
                     return float(line.split()[1])
         return None
+
+    def feed_metric(self):
+        return self.metric("walship_agent_pg_flush_feed_up")
 
     def test_feed_pushes_flushes_and_reports_what_replicas_hold(self):
         self.start_pair()
@@ -181,6 +189,51 @@ class PgFeedTest(unittest.TestCase):
         self.assertGreater(self.replica_lsn(), dk.parse_lsn(out.strip()))
         reported, _ = self.walship_row()
         self.assertLessEqual(reported, self.replica_lsn())
+
+    def test_async_standby_hears_positions_paced_and_a_sync_one_at_once(self):
+        # A long interval, so that pacing shows in counts, not in timings.
+        self.start_pair(extra=["--pg-feed-async-report-ms=400"])
+        dk.wait_until(lambda: self.metric("walship_agent_pg_feed_synchronous") == 0, 30, 0.1,
+                      "the agent to read that the primary lists the feed as async")
+        self.assertIn("as an async standby", self.log_text(self.agent_log))
+        def updates():
+            return {w: self.metric("walship_agent_pg_status_updates_total",
+                                   '{when="%s"}' % w) or 0 for w in ("at_once", "paced")}
+        before = updates()
+        start = time.monotonic()
+        commits = 30
+        for _ in range(commits):
+            end = self.commit_row()
+            # Each commit acknowledged before the next: at least one new
+            # position per commit reaches the agent.
+            dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.005,
+                          "the replica to hold the commit")
+        elapsed = time.monotonic() - start
+        after = updates()
+        sent = sum(after.values()) - sum(before.values())
+        self.assertLess(sent, commits, "every acknowledgement was reported")
+        # One per interval, plus the one that may fall due at each end.
+        self.assertLessEqual(sent, elapsed / 0.4 + 2)
+        self.assertGreater(after["paced"], before["paced"])
+        # The last position held back still reaches the primary without any
+        # further acknowledgement, and never more than the replica holds.
+        dk.wait_until(lambda: (self.walship_row() or (0, 0))[0] >= end, 15, 0.05,
+                      "pg_stat_replication to show the last position")
+        self.assertLessEqual(self.walship_row()[0], self.replica_lsn())
+        # Named in synchronous_standby_names: reports at once again, and a
+        # commit waits for the replica as before.
+        self.pg.psql("ALTER SYSTEM SET synchronous_standby_names = 'walship'")
+        self.pg.psql("SELECT pg_reload_conf()")
+        dk.wait_until(lambda: self.metric("walship_agent_pg_feed_synchronous") == 1, 30, 0.1,
+                      "the agent to read that the primary waits for it")
+        self.assertIn("as a sync standby", self.log_text(self.agent_log))
+        before = updates()
+        for _ in range(10):
+            inside = self.commit_row_before()  # returns once a report covered it
+            self.assertGreater(self.replica_lsn(), inside)
+        after = updates()
+        self.assertGreaterEqual(after["at_once"] - before["at_once"], 10)
+        self.assertEqual(after["paced"], before["paced"], "a synchronous commit waited")
 
     def test_feed_comes_back_after_its_walsender_is_terminated(self):
         self.start_pair()
