@@ -37,7 +37,7 @@ struct AgentOptions {
   // postgres: while the primary lists the feed as an async standby, the
   // shortest pause between status updates carrying new replica positions
   // (zero: every acknowledgement at once, as for a synchronous standby).
-  absl::Duration pg_feed_async_report_interval = absl::Milliseconds(10);
+  absl::Duration pg_feed_async_report_interval = absl::Milliseconds(100);
   std::string stream_id;  // empty: derived from the WAL directory
   std::string listen = "127.0.0.1:0";
   std::string data_listen = "127.0.0.1:0";

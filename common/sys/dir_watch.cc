@@ -33,7 +33,10 @@ int DirWatch::Wait(absl::Duration timeout,
                    const std::function<void(const inotify_event&)>& on_event, int also_fd) {
   pollfd pfds[3] = {{inotify_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0},
                     {also_fd, POLLIN, 0}};
-  int ms = static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout)));
+  // Rounded up: a caller waiting for a deadline must not wake just before
+  // it, find nothing due, and poll again with a timeout of zero until then.
+  int ms = static_cast<int>(std::max<int64_t>(
+      0, absl::ToInt64Milliseconds(absl::Ceil(timeout, absl::Milliseconds(1)))));
   const bool polled = sys_.Poll(pfds, also_fd >= 0 ? 3 : 2, ms).ok();
   // Read only what poll() found ready: at a wake-up per flushed commit, the
   // reads that would only say EAGAIN are a measurable share of the work.

@@ -68,6 +68,18 @@ TEST_F(DirWatchTest, WakeEndsTheWaitWithoutEvents) {
   EXPECT_EQ(w->Wait(absl::Milliseconds(10), [](const inotify_event&) {}), 0);
 }
 
+TEST_F(DirWatchTest, AWaitNeverEndsBeforeItsTimeout) {
+  // A caller sleeping until a deadline less than a millisecond away must
+  // not be woken before it (and then spin with zero timeouts until it).
+  auto w = DirWatch::Open(DefaultSysCalls(), dir_, IN_CREATE);
+  ASSERT_TRUE(w.ok()) << w.status();
+  for (absl::Duration t : {absl::Microseconds(300), absl::Microseconds(1700)}) {
+    const absl::Time start = absl::Now();
+    EXPECT_EQ(w->Wait(t, [](const inotify_event&) {}), 0);
+    EXPECT_GE(absl::Now() - start, t);
+  }
+}
+
 TEST_F(DirWatchTest, SetMaskChangesWhichEventsArrive) {
   auto w = DirWatch::Open(DefaultSysCalls(), dir_, IN_CREATE | IN_MODIFY);
   ASSERT_TRUE(w.ok()) << w.status();
