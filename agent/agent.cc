@@ -160,9 +160,15 @@ absl::Status Agent::Start() {
     po.feed = options_.pg_feed;
     po.feed_name = options_.pg_feed_name;
     po.feed_query_interval = options_.pg_feed_query_interval;
-    po.feed_async_report_interval = options_.pg_feed_async_report_interval;
+    po.feed_async_report_interval = options_.ack_interval;
     auto pg = std::make_unique<PostgresSource>(sys_, po, *catalog_);
     PostgresSource* raw = pg.get();
+    // Replicas acknowledge at once only while the primary may wait for them.
+    SessionRegistry* reg = registry_.get();
+    const absl::Duration paced = options_.ack_interval;
+    raw->SetSyncObserver([reg, paced](bool synchronous) {
+      reg->SetAckPacing(synchronous ? absl::ZeroDuration() : paced);
+    });
     pg_source_ = raw;
     source_ = std::move(pg);
     WALSHIP_RETURN_IF_ERROR(source_->Start());
@@ -198,6 +204,8 @@ absl::Status Agent::Start() {
     so.stream_id = options_.stream_id;
     source_ = std::make_unique<AppendSource>(sys_, so, *catalog_);
     WALSHIP_RETURN_IF_ERROR(source_->Start());
+    // Nothing waits for an append-format replica's acknowledgements.
+    registry_->SetAckPacing(options_.ack_interval);
   }
   checksums_ = std::make_unique<SegmentChecksums>(sys_, source_->wal_dir());
 

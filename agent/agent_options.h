@@ -34,10 +34,12 @@ struct AgentOptions {
   // postgres: while the feed is live, the longest pause between the
   // flush-position queries kept as a safety net.
   absl::Duration pg_feed_query_interval = absl::Seconds(1);
-  // postgres: while the primary lists the feed as an async standby, the
-  // shortest pause between status updates carrying new replica positions
-  // (zero: every acknowledgement at once, as for a synchronous standby).
-  absl::Duration pg_feed_async_report_interval = absl::Milliseconds(100);
+  // While nothing waits for acknowledgements (the append format, or a
+  // primary that lists the feed as an async standby): the shortest pause
+  // between a replica's acknowledgements of new positions, and between the
+  // feed's status updates to the primary (zero: each at once, as while a
+  // primary may wait).
+  absl::Duration ack_interval = absl::Milliseconds(100);
   std::string stream_id;  // empty: derived from the WAL directory
   std::string listen = "127.0.0.1:0";
   std::string data_listen = "127.0.0.1:0";

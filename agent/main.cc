@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   uint64_t max_frame = o.max_payload;
   int64_t heartbeat_ms = 1000, io_timeout_ms = 30000;
   int64_t pg_feed_query_ms = absl::ToInt64Milliseconds(o.pg_feed_query_interval);
-  int64_t pg_feed_async_report_ms = absl::ToInt64Milliseconds(o.pg_feed_async_report_interval);
+  int64_t ack_interval_ms = absl::ToInt64Milliseconds(o.ack_interval);
   std::string allow_replicas;
 
   walship::FlagSet flags(
@@ -55,11 +55,12 @@ int main(int argc, char** argv) {
   flags.Int("pg-feed-query-interval-ms", &pg_feed_query_ms,
             "postgres: while the feed is live, the longest pause between the flush-position "
             "queries kept as a safety net.");
-  flags.Int("pg-feed-async-report-ms", &pg_feed_async_report_ms,
-            "postgres: while pg_stat_replication lists the feed as an async standby, report "
-            "new replica positions to the primary at most this often (each report wakes its "
-            "walsender); 0 reports every acknowledgement at once. A sync, quorum or "
-            "potential standby always reports at once.");
+  flags.Int("ack-interval-ms", &ack_interval_ms,
+            "While nothing waits for acknowledgements (--format=append, or a primary whose "
+            "pg_stat_replication lists the feed as async), replicas acknowledge new durable "
+            "positions at most this often, and the feed reports them to the primary at most "
+            "this often (each message wakes a thread on both ends); 0: each at once. While "
+            "the primary may wait for the agent (sync, quorum, potential), always at once.");
   flags.String("stream-id", &o.stream_id,
                "Identity of the WAL stream reported to replicas. Default: derived from "
                "the host name and the WAL directory's path, device and inode.");
@@ -110,7 +111,7 @@ int main(int argc, char** argv) {
   o.max_payload = static_cast<uint32_t>(std::min<uint64_t>(max_frame, UINT32_MAX));
   o.heartbeat = absl::Milliseconds(heartbeat_ms);
   o.pg_feed_query_interval = absl::Milliseconds(pg_feed_query_ms);
-  o.pg_feed_async_report_interval = absl::Milliseconds(pg_feed_async_report_ms);
+  o.ack_interval = absl::Milliseconds(ack_interval_ms);
   o.io_timeout = absl::Milliseconds(io_timeout_ms);
   if (absl::Status s = o.Validate(); !s.ok()) {
     spdlog::error("{}", std::string(s.message()));

@@ -86,6 +86,7 @@ absl::Status PostgresSource::Start() {
   watch_.emplace(std::move(*watch));
   if (absl::Status s = Poll(); !s.ok()) return s;
   MaybeStartFeed();
+  NoteSync();
   thread_ = std::thread([this] {
     NameThisThread("ws-pg-source");
     Loop();
@@ -132,6 +133,13 @@ void PostgresSource::ReportReplicas(pg::Lsn write, pg::Lsn flush) {
   // when due, and must wake for that rather than sleep its usual second.
   const bool newly_held = !was_held && feed_->report_due() != absl::InfiniteFuture();
   if ((!s.ok() || newly_held) && watch_.has_value()) watch_->Wake();
+}
+
+void PostgresSource::NoteSync() {
+  const bool now = feed_synchronous();
+  if (sync_noted_ == now) return;
+  sync_noted_ = now;
+  if (sync_observer_) sync_observer_(now);
 }
 
 void PostgresSource::CheckSyncState() {
@@ -233,6 +241,7 @@ absl::Status PostgresSource::FollowFeed(absl::Time* last_query) {
       feed_.reset();
     }
     sync_state_.clear();
+    NoteSync();
     next_feed_attempt_ = absl::Now() + options_.feed_retry;
     if (absl::Status m = watch_->SetMask(WatchMask(false)); !m.ok()) {
       spdlog::warn("{}", m.ToString());
@@ -243,6 +252,7 @@ absl::Status PostgresSource::FollowFeed(absl::Time* last_query) {
   if (*announced > flush_ && !primary_down_) flush_ = *announced;
   if (absl::Status s = Publish(timeline_, flush_); !s.ok()) return s;
   if (absl::Now() >= next_sync_check_) CheckSyncState();
+  NoteSync();
   if (absl::Now() - *last_query >= options_.feed_query_interval) {
     *last_query = absl::Now();
     return Poll();

@@ -40,6 +40,7 @@
 #define WALSHIP_AGENT_POSTGRES_SOURCE_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -118,6 +119,12 @@ class PostgresSource final : public WalSource {
   // is sync, quorum or potential, or not read yet); false while it is async
   // or the feed is down. Any thread.
   bool feed_synchronous() const;
+  // `observer(synchronous)` runs whenever feed_synchronous() changes, and
+  // once at Start(), on the thread that changed it (the source's, or
+  // Start()'s caller). Set before Start().
+  void SetSyncObserver(std::function<void(bool)> observer) {
+    sync_observer_ = std::move(observer);
+  }
   // Status updates sent to the primary by every feed so far: all of them,
   // and those that carried a position held back by the pacer. Any thread.
   struct StatusUpdates {
@@ -149,6 +156,8 @@ class PostgresSource final : public WalSource {
   void MaybeStartFeed();
   // Reads the feed's sync_state and sets its pacer accordingly.
   void CheckSyncState();
+  // Tells the sync observer when feed_synchronous() changed.
+  void NoteSync();
   // The inotify mask: writes to segments matter only without the feed.
   uint32_t WatchMask(bool feed_live) const;
   absl::Status Publish(uint32_t timeline, pg::Lsn flush);
@@ -191,6 +200,8 @@ class PostgresSource final : public WalSource {
   absl::Time next_feed_attempt_ = absl::InfinitePast();
   absl::Time next_sync_check_ = absl::InfinitePast();
   std::string sync_state_;  // as last read and logged; empty: not yet
+  std::function<void(bool)> sync_observer_;
+  std::optional<bool> sync_noted_;
   std::string last_feed_error_;
   std::map<std::string, uint64_t> validated_;
   std::string last_page_error_;

@@ -129,6 +129,16 @@ void ReplicaSession::OnAck(const walship::v1::Ack& ack) {
   replica_counters_ = ack.counters();
 }
 
+void ReplicaSession::SetAckPacing(absl::Duration min_interval) {
+  absl::MutexLock lock(&mu_);
+  if (finished_ || min_interval == ack_pacing_) return;
+  ack_pacing_ = min_interval;
+  walship::v1::SessionEvent ev;
+  ev.mutable_ack_pacing()->set_min_interval_ms(
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(min_interval)));
+  Push(std::move(ev));
+}
+
 void ReplicaSession::Fail(absl::Status status) {
   {
     absl::MutexLock lock(&mu_);
@@ -216,6 +226,9 @@ std::shared_ptr<ReplicaSession> SessionRegistry::Create(
     auto it = by_name_.find(name);
     if (it != by_name_.end()) old = it->second;
     by_name_[name] = s;
+    // The first event of every session: an agent that never sends one
+    // leaves the replica acknowledging at once.
+    s->SetAckPacing(ack_pacing_);
   }
   if (old) {
     old->Fail(absl::AbortedError("replaced by a new session of the same replica"));
@@ -245,6 +258,17 @@ void SessionRegistry::CloseAll() {
 
 void SessionRegistry::SetAckObserver(std::function<void()> observer) {
   ack_observer_ = std::move(observer);
+}
+
+void SessionRegistry::SetAckPacing(absl::Duration min_interval) {
+  absl::MutexLock order(&pacing_mu_);
+  std::vector<std::shared_ptr<ReplicaSession>> all;
+  {
+    absl::MutexLock lock(&mu_);
+    ack_pacing_ = min_interval;
+    for (const auto& [name, s] : by_name_) all.push_back(s);
+  }
+  for (auto& s : all) s->SetAckPacing(min_interval);
 }
 
 void SessionRegistry::NotifyAck() const {

@@ -4,7 +4,8 @@
 // presents the session's one-time token on the data port, and is driven by
 // the replica's Session stream. It owns:
 //   - the data socket and the shipper thread writing it;
-//   - a bounded queue of events (checkpoints, errors) for the Session stream;
+//   - a bounded queue of events (checkpoints, ack pacing, errors) for the
+//     Session stream;
 //   - the positions the replica acknowledged, and transfer counters.
 // A session that fails (socket error, source error, stream gone) stops its
 // shipper, queues a SessionError for the stream, and stays readable for
@@ -62,6 +63,9 @@ class ReplicaSession final : public ShipperEvents {
   bool NextEvent(walship::v1::SessionEvent* event, absl::Duration timeout);
 
   void OnAck(const walship::v1::Ack& ack);
+  // Queues an AckPacing event telling the replica how soon to acknowledge
+  // (zero: at once), unless the last one queued said the same.
+  void SetAckPacing(absl::Duration min_interval);
   // Stops shipping with `status` (logged once by the caller); queues a
   // SessionError for the stream. Idempotent: the first status wins.
   void Fail(absl::Status status);
@@ -102,6 +106,7 @@ class ReplicaSession final : public ShipperEvents {
   Position flushed_ ABSL_GUARDED_BY(mu_);
   walship::v1::TransferCounters agent_counters_ ABSL_GUARDED_BY(mu_);
   walship::v1::TransferCounters replica_counters_ ABSL_GUARDED_BY(mu_);
+  absl::Duration ack_pacing_ ABSL_GUARDED_BY(mu_) = absl::InfiniteDuration();  // none sent
 
   sys::UniqueFd data_fd_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stop_{false};
@@ -129,9 +134,15 @@ class SessionRegistry {
   void SetAckObserver(std::function<void()> observer);
   void NotifyAck() const;
 
+  // How soon replicas must acknowledge new positions (zero: at once, the
+  // default): applied to every session, now and when created.
+  void SetAckPacing(absl::Duration min_interval);
+
  private:
   std::function<void()> ack_observer_;
   mutable absl::Mutex mu_;
+  absl::Mutex pacing_mu_;  // SetAckPacing calls reach sessions in order
+  absl::Duration ack_pacing_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, std::shared_ptr<ReplicaSession>> by_name_ ABSL_GUARDED_BY(mu_);
 };

@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <sys/statvfs.h>
 
+#include <atomic>
+#include <limits>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -480,6 +482,13 @@ absl::Status Replica::RunOnce() {
   uint64_t cycle_gen = 0;
   absl::Time last_ack = absl::InfinitePast();
   Position last_acked_flush = durable.position;
+  Position last_progress = durable.position;
+  // How soon a new durable position must be acknowledged, as the agent last
+  // said (AckPacing): zero, at once, until it says otherwise. A position
+  // held back is acknowledged by the first cycle after ack_due (the flusher
+  // wakes for it).
+  std::atomic<int64_t> ack_pacing_us{0};
+  std::atomic<int64_t> ack_due_us{std::numeric_limits<int64_t>::max()};
   WriterCounters counted;
   std::string last_complete = durable.complete ? durable.position.segment : "";
   // With flush_mu held; false once the session failed.
@@ -494,8 +503,8 @@ absl::Status Replica::RunOnce() {
       run.Fail(dp.status());
       return false;
     }
-    const bool moved = dp->position != last_acked_flush;
-    if (moved) {
+    if (dp->position != last_progress) {
+      last_progress = dp->position;
       write_progress(*dp);
       absl::MutexLock lock(&latest_mu);
       latest = *dp;
@@ -514,14 +523,21 @@ absl::Status Replica::RunOnce() {
       last_complete = dp->position.segment;
     }
     durable_offset.Set({}, static_cast<double>(dp->position.offset));
-    // Only now, with the bytes durable, acknowledge.
-    if (moved || absl::Now() - last_ack > absl::Seconds(1)) {
+    // Only now, with the bytes durable, acknowledge: at once, or (as the
+    // agent allows) once the pacing interval since the last one has passed.
+    const absl::Time now = absl::Now();
+    const bool moved = dp->position != last_acked_flush;
+    const absl::Duration pacing = absl::Microseconds(ack_pacing_us.load());
+    if ((moved && now - last_ack >= pacing) || now - last_ack > absl::Seconds(1)) {
       if (!send_ack(*dp)) {
         run.Fail(absl::UnavailableError("control stream closed"));
         return false;
       }
-      last_ack = absl::Now();
+      last_ack = now;
       last_acked_flush = dp->position;
+      ack_due_us.store(std::numeric_limits<int64_t>::max());
+    } else if (moved) {
+      ack_due_us.store(absl::ToUnixMicros(last_ack + pacing));
     }
     if (writer.HasPagesToDrop()) {
       absl::MutexLock lock(&drop_mu);
@@ -538,7 +554,14 @@ absl::Status Replica::RunOnce() {
     while (!run.failed()) {
       // Every frame and checkpoint kicks the flusher at once; the timeout only
       // paces idle checks (agent silence, keepalive acks).
-      if (!writer.HasUnflushedWork()) run.WaitKick(options_.flush_interval);
+      if (!writer.HasUnflushedWork()) {
+        const int64_t due = ack_due_us.load();
+        absl::Duration wait = options_.flush_interval;
+        if (due != std::numeric_limits<int64_t>::max()) {
+          wait = std::min(wait, absl::FromUnixMicros(due) - absl::Now());
+        }
+        if (wait > absl::ZeroDuration()) run.WaitKick(wait);
+      }
       if (!flush_cycle()) break;
       if (absl::Now() - run.last_heard() > options_.agent_silence_timeout) {
         return run.Fail(absl::UnavailableError(absl::StrCat(
@@ -614,6 +637,16 @@ absl::Status Replica::RunOnce() {
       writer.AddCheckpoint(ev.checkpoint().segment(), ev.checkpoint().length(),
                            ev.checkpoint().crc32c());
       run.Kick();
+    } else if (ev.has_ack_pacing()) {
+      const absl::Duration pacing = absl::Milliseconds(ev.ack_pacing().min_interval_ms());
+      if (absl::Microseconds(ack_pacing_us.exchange(absl::ToInt64Microseconds(pacing))) !=
+          pacing) {
+        spdlog::info("agent: acknowledge new durable positions {}",
+                     pacing == absl::ZeroDuration()
+                         ? std::string("at once (the primary may wait for them)")
+                         : absl::StrCat("at most every ", absl::FormatDuration(pacing)));
+      }
+      run.Kick();  // a position held back goes out now if it may
     } else if (ev.has_error()) {
       run.Fail(absl::Status(static_cast<absl::StatusCode>(ev.error().code()),
                             absl::StrCat("agent ended the session: ", ev.error().message())));

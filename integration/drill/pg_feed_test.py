@@ -192,14 +192,17 @@ class PgFeedTest(unittest.TestCase):
 
     def test_async_standby_hears_positions_paced_and_a_sync_one_at_once(self):
         # A long interval, so that pacing shows in counts, not in timings.
-        self.start_pair(extra=["--pg-feed-async-report-ms=400"])
+        self.start_pair(extra=["--ack-interval-ms=400"])
         dk.wait_until(lambda: self.metric("walship_agent_pg_feed_synchronous") == 0, 30, 0.1,
                       "the agent to read that the primary lists the feed as async")
         self.assertIn("as an async standby", self.log_text(self.agent_log))
         def updates():
             return {w: self.metric("walship_agent_pg_status_updates_total",
                                    '{when="%s"}' % w) or 0 for w in ("at_once", "paced")}
-        before = updates()
+
+        def acks():
+            return self.metric("walship_agent_acks_total", '{replica="r1"}') or 0
+        before, acks_before = updates(), acks()
         start = time.monotonic()
         commits = 30
         for _ in range(commits):
@@ -210,11 +213,15 @@ class PgFeedTest(unittest.TestCase):
                           "the replica to hold the commit")
         elapsed = time.monotonic() - start
         after = updates()
+        # The replica acknowledged paced (one per interval, plus the one
+        # that may fall due at each end, plus its 1 s keepalive), and the
+        # agent reported no more often.
+        acked = acks() - acks_before
+        self.assertLessEqual(acked, elapsed / 0.4 + 2 + elapsed)
+        self.assertLess(acked, commits, "the replica acknowledged every flush at once")
         sent = sum(after.values()) - sum(before.values())
-        self.assertLess(sent, commits, "every acknowledgement was reported")
-        # One per interval, plus the one that may fall due at each end.
         self.assertLessEqual(sent, elapsed / 0.4 + 2)
-        self.assertGreater(after["paced"], before["paced"])
+        self.assertLess(sent, commits, "every acknowledgement was reported")
         # The last position held back still reaches the primary without any
         # further acknowledgement, and never more than the replica holds.
         dk.wait_until(lambda: (self.walship_row() or (0, 0))[0] >= end, 15, 0.05,
@@ -227,11 +234,17 @@ class PgFeedTest(unittest.TestCase):
         dk.wait_until(lambda: self.metric("walship_agent_pg_feed_synchronous") == 1, 30, 0.1,
                       "the agent to read that the primary waits for it")
         self.assertIn("as a sync standby", self.log_text(self.agent_log))
-        before = updates()
+        # The replica hears it too (a commit would otherwise wait for a held
+        # acknowledgement).
+        dk.wait_until(lambda: "acknowledge new durable positions at once" in
+                      self.log_text(self.replica_log), 30, 0.1,
+                      "the replica to acknowledge at once")
+        before, acks_before = updates(), acks()
         for _ in range(10):
             inside = self.commit_row_before()  # returns once a report covered it
             self.assertGreater(self.replica_lsn(), inside)
         after = updates()
+        self.assertGreaterEqual(acks() - acks_before, 10)
         self.assertGreaterEqual(after["at_once"] - before["at_once"], 10)
         self.assertEqual(after["paced"], before["paced"], "a synchronous commit waited")
 
