@@ -39,7 +39,7 @@ struct AgentOptions {
   // between a replica's acknowledgements of new positions, and between the
   // feed's status updates to the primary (zero: each at once, as while a
   // primary may wait).
-  absl::Duration ack_interval = absl::Milliseconds(100);
+  absl::Duration ack_interval = absl::ZeroDuration();
   std::string stream_id;  // empty: derived from the WAL directory
   std::string listen = "127.0.0.1:0";
   std::string data_listen = "127.0.0.1:0";

@@ -58,7 +58,7 @@ struct PgFlushFeedOptions {
   absl::Duration status_interval = absl::Seconds(1);
   // While the primary does not wait for the agent: the shortest pause
   // between status updates that carry new positions.
-  absl::Duration async_report_interval = absl::Milliseconds(100);
+  absl::Duration async_report_interval = absl::ZeroDuration();
 };
 
 class PgFlushFeed {

@@ -88,7 +88,7 @@ struct PostgresSourceOptions {
   // is async): the shortest pause between status updates carrying new
   // replica positions. A sync, quorum or potential standby reports each
   // acknowledgement at once. See status_pacer.h.
-  absl::Duration feed_async_report_interval = absl::Milliseconds(100);
+  absl::Duration feed_async_report_interval = absl::ZeroDuration();
   // How often the feed's sync_state is read from pg_stat_replication.
   absl::Duration sync_state_interval = absl::Seconds(1);
   // Pause before opening the feed again after it failed or broke; a refusal

@@ -99,8 +99,10 @@ class Config(object):
             self.pgbench_clients = 4
             # walship-query: the flush feed off, the flush position found by
             # query (what walship did before the feed): the lag/CPU trade.
-            self.pgbench_variants = ["none", "walship", "walship-query", "pg_receivewal",
-                                     "raw-relay", "raw-relay-fallocate"]
+            # walship-paced: --ack-interval-ms=100, acknowledgements and
+            # status updates paced while the primary does not wait for them.
+            self.pgbench_variants = ["none", "walship", "walship-paced", "walship-query",
+                                     "pg_receivewal", "raw-relay", "raw-relay-fallocate"]
 
     def to_json(self):
         return dict(self.__dict__)
@@ -1133,15 +1135,17 @@ def run_pgbench(ctx, pg, variant):
     agent = replica = rw = watch = relay = recv = None
     dest = None
     try:
-        ws = variant in ("walship", "walship-query")
+        ws = variant in ("walship", "walship-paced", "walship-query")
         if ws:
             pg.drop_slot("walship")
             dest = ctx.fresh_dir("pgb-ws")
             agent = kit.Agent(os.path.join(pg.data, "pg_wal"), ctx.logdir, label="agent-pgb",
                                   extra_args=["--format=postgres", "--pg-conninfo=" + pg.conninfo,
                                               "--pg-slot=walship",
-                                              "--pg-feed=%s" % ("true" if variant == "walship"
-                                                                else "false")]).start()
+                                              "--pg-feed=%s" % ("false" if variant == "walship-query"
+                                                                else "true")] +
+                                  (["--ack-interval-ms=100"] if variant == "walship-paced"
+                                   else [])).start()
             metrics_addr = "127.0.0.1:%d" % dk.free_port()
             replica = kit.Replica(agent, dest, "pgb", ctx.logdir,
                                   extra_args=["--metrics-listen=" + metrics_addr]).start()
@@ -1187,7 +1191,7 @@ def run_pgbench(ctx, pg, variant):
         # the walsender; walship-replica / pg_receivewal.
         if ws:
             # The agent, its query backends and its flush feed's walsender.
-            if variant == "walship":
+            if variant != "walship-query":
                 kit.wait_until(lambda: pg.backend_pids("walship"), 30, "the agent's flush feed",
                                interval=0.05)
             sender_pids = ([agent.pid] + pg.backend_pids("walship-agent") +
@@ -1470,7 +1474,8 @@ def section_fanout(ctx, src):
 
 
 SECTIONS = ["catchup", "pg", "live", "pgbench", "fanout"]
-PGBENCH_VARIANTS = ["none", "walship", "walship-query", "pg_receivewal", "raw-relay",
+PGBENCH_VARIANTS = ["none", "walship", "walship-paced", "walship-query", "pg_receivewal",
+                    "raw-relay",
                     "raw-relay-zero", "raw-relay-fallocate", "raw-relay-keep-size"]
 
 

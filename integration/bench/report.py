@@ -146,7 +146,7 @@ def evaluate(results):
     wt = med(results, "pgbench", "walship", "tps")
     rt = med(results, "pgbench", "pg_receivewal", "tps")
     notes = []
-    for v, label, _ in RELAYS:
+    for v, label, _ in [("walship-paced", "walship with --ack-interval-ms=100", "")] + RELAYS:
         xt = med(results, "pgbench", v, "tps")
         if xt is not None and rt is not None:
             notes.append("%s: %s TPS (%s)" % (label, _fmt(xt, "%.0f"),
@@ -347,6 +347,7 @@ def markdown(results):
                  "receiver CPU (cores) | CPU µs per transaction |")
         L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for v, label in [("none", "none"), ("walship", "walship (flush feed)"),
+                         ("walship-paced", "walship, `--ack-interval-ms=100`"),
                          ("walship-query", "walship, `--pg-feed=false`"),
                          ("pg_receivewal", "pg_receivewal --synchronous"),
                          ("raw-relay", "raw relay (reference)"),
@@ -562,6 +563,8 @@ def svg(results):
         panels.append(("pgbench: primary TPS (higher is better)", "TPS", [
             _row(results, "pgbench", "none", "tps", "no receiver", COLORS["none"]),
             _row(results, "pgbench", "walship", "tps", "walship", COLORS["walship"]),
+            _row(results, "pgbench", "walship-paced", "tps", "walship, acks paced",
+                 COLORS["walship"]),
             _row(results, "pgbench", "walship-query", "tps", "walship, feed off",
                  COLORS["copy"]),
             _row(results, "pgbench", "pg_receivewal", "tps", "pg_receivewal --sync",

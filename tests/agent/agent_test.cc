@@ -273,11 +273,10 @@ TEST_F(AgentTest, SessionStreamMustOpenALiveSessionAndEndsItWhenClosed) {
   open.mutable_open()->set_session_id(resp.session_id());
   ASSERT_TRUE(stream->Write(open));
   walship::v1::SessionEvent ev;
-  // First how soon to acknowledge (nothing waits on an append-format
-  // agent's replicas), then heartbeats.
+  // First how soon to acknowledge (by default at once), then heartbeats.
   ASSERT_TRUE(stream->Read(&ev));
   ASSERT_TRUE(ev.has_ack_pacing());
-  EXPECT_EQ(ev.ack_pacing().min_interval_ms(), 100u);
+  EXPECT_EQ(ev.ack_pacing().min_interval_ms(), 0u);
   ASSERT_TRUE(stream->Read(&ev));
   EXPECT_TRUE(ev.has_heartbeat());
   stream->WritesDone();
