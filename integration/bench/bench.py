@@ -82,7 +82,9 @@ class Config(object):
             self.pgbench_scale = 1
             self.pgbench_seconds = 3
             self.pgbench_clients = 2
-            self.pgbench_variants = ["walship", "pg_receivewal", "raw-relay"]
+            self.pgbench_busy_cores = 0.3
+            self.pgbench_variants = ["walship", "walship-paced", "pg_receivewal",
+                                     "pg_receivewal-busy", "raw-relay"]
         else:
             self.rounds = rounds or 3
             self.segment_bytes = 16 * MIB
@@ -97,12 +99,18 @@ class Config(object):
             self.pgbench_scale = 10
             self.pgbench_seconds = 15
             self.pgbench_clients = 4
+            # pg_receivewal-busy: pg_receivewal beside a busy loop asking for
+            # this much of a core in 2 ms slices (about the CPU walship takes
+            # beyond pg_receivewal and its walsender): what that CPU alone
+            # costs the primary's TPS on this machine.
+            self.pgbench_busy_cores = 0.3
             # walship-query: the flush feed off, the flush position found by
             # query (what walship did before the feed): the lag/CPU trade.
             # walship-paced: --ack-interval-ms=100, acknowledgements and
             # status updates paced while the primary does not wait for them.
             self.pgbench_variants = ["none", "walship", "walship-paced", "walship-query",
-                                     "pg_receivewal", "raw-relay", "raw-relay-fallocate"]
+                                     "pg_receivewal", "pg_receivewal-busy", "raw-relay",
+                                     "raw-relay-fallocate"]
 
     def to_json(self):
         return dict(self.__dict__)
@@ -1129,10 +1137,23 @@ def standby_flushed(pg, application_name):
         "WHERE application_name = '%s'), '0/0')" % application_name))
 
 
+# Asks for argv[1] of a core: busy for that share of every 2 ms, asleep for
+# the rest (a load that wakes about as often as a shipper per commit).
+BUSY_LOOP = '''
+import sys, time
+share, period = float(sys.argv[1]), 0.002
+while True:
+    end = time.perf_counter() + period * share
+    while time.perf_counter() < end:
+        pass
+    time.sleep(period * (1 - share))
+'''
+
+
 def run_pgbench(ctx, pg, variant):
     cfg = ctx.cfg
     pg.psql("CHECKPOINT")
-    agent = replica = rw = watch = relay = recv = None
+    agent = replica = rw = watch = relay = recv = busy = None
     dest = None
     try:
         ws = variant in ("walship", "walship-paced", "walship-query")
@@ -1157,7 +1178,7 @@ def run_pgbench(ctx, pg, variant):
             kit.wait_until(lambda: ws_flushed() >= now, 120, "walship to catch up",
                                interval=0.05)
             watch = start_watch(ctx, dest)
-        elif variant == "pg_receivewal":
+        elif variant.startswith("pg_receivewal"):
             pg.drop_slot("bench_rw")
             pg.psql("SELECT pg_create_physical_replication_slot('bench_rw', true)")
             dest = ctx.fresh_dir("pgb-rw")
@@ -1197,7 +1218,7 @@ def run_pgbench(ctx, pg, variant):
             sender_pids = ([agent.pid] + pg.backend_pids("walship-agent") +
                            pg.backend_pids("walship"))
             receiver_pids = [replica.pid]
-        elif variant == "pg_receivewal":
+        elif variant.startswith("pg_receivewal"):
             sender_pids = pg.backend_pids("pg_receivewal")  # the walsender
             receiver_pids = [rw.pid]
         elif relay is not None:
@@ -1230,7 +1251,8 @@ def run_pgbench(ctx, pg, variant):
                  "extract(epoch from clock_timestamp())::text || ' ' || coalesce((SELECT "
                  "flush_lsn::text || ' ' || coalesce(extract(epoch from flush_lag)::text, '-') "
                  "FROM pg_stat_replication WHERE application_name = '%s'), '- -')"
-                 % ("walship" if ws else "raw-relay" if relay else variant))
+                 % ("walship" if ws else "raw-relay" if relay else
+                    "pg_receivewal" if rw else variant))
             while not stop.is_set():
                 t_sent = time.monotonic()
                 try:
@@ -1257,6 +1279,10 @@ def run_pgbench(ctx, pg, variant):
         # byte lag is 0 for everyone, and pg_stat_replication shows the
         # flush_lag of the receiver's last reply before it, however old.
         load_from = pg.flush_lsn()
+        if variant == "pg_receivewal-busy":
+            busy = ctx.procs.spawn("busy", [sys.executable, "-c", BUSY_LOOP,
+                                            str(cfg.pgbench_busy_cores)])
+            busy_cpu0 = proc_stat_cpu(busy.pid) or 0.0
         th = threading.Thread(target=sampler, daemon=True)
         th.start()
         out = subprocess.run([pg.tool("pgbench"), "-n", "-M", "prepared",
@@ -1268,6 +1294,9 @@ def run_pgbench(ctx, pg, variant):
         stop.set()
         th.join(10)
         cpu1 = {p: proc_stat_cpu(p) for p in cpu0}
+        busy_cores = None
+        if busy is not None:
+            busy_cores = ((proc_stat_cpu(busy.pid) or busy_cpu0) - busy_cpu0) / cfg.pgbench_seconds
         if ws:
             threads1 = walship_threads(pg, agent, replica)
             cycles = flush_cycles(metrics_addr) - cycles0
@@ -1283,6 +1312,8 @@ def run_pgbench(ctx, pg, variant):
                "sample_query_wait_p50_ms": qw["p50"], "sample_query_wait_p99_ms": qw["p99"],
                "transactions": int(n.group(1)),
                "sender_cores": cores(sender_pids), "receiver_cores": cores(receiver_pids)}
+        if busy_cores is not None:
+            res["busy_cores"] = busy_cores
         # Replication CPU (both sides) per transaction the primary committed.
         res["cpu_us_per_txn"] = ((res["sender_cores"] + res["receiver_cores"]) * 1e6 /
                                  res["tps"] if res["tps"] else None)
@@ -1333,7 +1364,7 @@ def run_pgbench(ctx, pg, variant):
             replica.stop()
         if agent is not None:
             agent.stop()
-        for p in (rw, relay, recv):
+        for p in (rw, relay, recv, busy):
             if p is not None:
                 ctx.procs.stop(p)
         if dest:
@@ -1396,7 +1427,7 @@ def section_pgbench(ctx, pg):
             "summary": summarize(runs, ["tps", "lag_p50_ms", "lag_p99_ms", "lag_max_ms",
                                         "state_lag_p50_ms", "state_lag_p99_ms",
                                         "byte_lag_p50", "byte_lag_p99", "sender_cores",
-                                        "receiver_cores", "cpu_us_per_txn",
+                                        "receiver_cores", "cpu_us_per_txn", "busy_cores",
                                         "flush_cycles_per_s", "sender_us_per_cycle",
                                         "receiver_us_per_cycle"]),
             "threads": {v: thread_summary(rs) for v, rs in runs.items()
@@ -1475,7 +1506,7 @@ def section_fanout(ctx, src):
 
 SECTIONS = ["catchup", "pg", "live", "pgbench", "fanout"]
 PGBENCH_VARIANTS = ["none", "walship", "walship-paced", "walship-query", "pg_receivewal",
-                    "raw-relay",
+                    "pg_receivewal-busy", "raw-relay",
                     "raw-relay-zero", "raw-relay-fallocate", "raw-relay-keep-size"]
 
 

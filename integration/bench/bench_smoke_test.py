@@ -45,9 +45,12 @@ class BenchSmokeTest(unittest.TestCase):
         if "pgbench" in sections:
             # Every receiver, the raw relay too, kept up with a real load.
             pgb = results["sections"]["pgbench"]["summary"]
-            for v in ("walship", "pg_receivewal", "raw-relay"):
+            for v in ("walship", "walship-paced", "pg_receivewal", "pg_receivewal-busy",
+                      "raw-relay"):
                 self.assertGreater(pgb[v]["tps"]["median"], 0, v)
                 self.assertIsNotNone(pgb[v]["lag_p50_ms"], v)
+            # The busy loop ran beside pg_receivewal.
+            self.assertGreater(pgb["pg_receivewal-busy"]["busy_cores"]["median"], 0)
 
         with open(os.path.join(out, "results.md")) as f:
             md = f.read()

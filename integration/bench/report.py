@@ -146,7 +146,10 @@ def evaluate(results):
     wt = med(results, "pgbench", "walship", "tps")
     rt = med(results, "pgbench", "pg_receivewal", "tps")
     notes = []
-    for v, label, _ in [("walship-paced", "walship with --ack-interval-ms=100", "")] + RELAYS:
+    for v, label, _ in [("walship-paced", "walship with --ack-interval-ms=100", ""),
+                        ("pg_receivewal-busy", "pg_receivewal beside a busy loop of %s cores" %
+                         _fmt(med(results, "pgbench", "pg_receivewal-busy", "busy_cores"),
+                              "%.2f"), "")] + RELAYS:
         xt = med(results, "pgbench", v, "tps")
         if xt is not None and rt is not None:
             notes.append("%s: %s TPS (%s)" % (label, _fmt(xt, "%.0f"),
@@ -350,6 +353,8 @@ def markdown(results):
                          ("walship-paced", "walship, `--ack-interval-ms=100`"),
                          ("walship-query", "walship, `--pg-feed=false`"),
                          ("pg_receivewal", "pg_receivewal --synchronous"),
+                         ("pg_receivewal-busy", "pg_receivewal --synchronous beside a busy "
+                          "loop (reference: CPU alone)"),
                          ("raw-relay", "raw relay (reference)"),
                          ("raw-relay-fallocate", "raw relay, segments fallocated first"),
                          ("raw-relay-zero", "raw relay, segments zero-filled first")]:
@@ -568,6 +573,8 @@ def svg(results):
             _row(results, "pgbench", "walship-query", "tps", "walship, feed off",
                  COLORS["copy"]),
             _row(results, "pgbench", "pg_receivewal", "tps", "pg_receivewal --sync",
+                 COLORS["pg"]),
+            _row(results, "pgbench", "pg_receivewal-busy", "tps", "pg_receivewal + busy loop",
                  COLORS["pg"])] + [
             _row(results, "pgbench", v, "tps", short, COLORS["raw"]) for v, _, short in RELAYS]))
         panels.append(("pgbench: flush lag (lower is better)", "ms", [
