@@ -28,11 +28,16 @@ absl::Status ConnectError(const std::string& msg) {
 
 PgFlushFeed::PgFlushFeed(PgFlushFeedOptions options)
     : options_(std::move(options)),
-      pacer_(options_.async_report_interval, options_.status_interval) {}
+      pacer_(options_.status_interval) {}
 
 PgFlushFeed::~PgFlushFeed() { Close(); }
 
 int PgFlushFeed::socket() const { return conn_ != nullptr ? PQsocket(conn_) : -1; }
+
+void PgFlushFeed::set_synchronous(bool synchronous) {
+  synchronous_ = synchronous;
+  pacer_.set_interval(synchronous ? absl::ZeroDuration() : options_.async_report_interval);
+}
 
 int PgFlushFeed::backend_pid() const { return conn_ != nullptr ? PQbackendPID(conn_) : 0; }
 
@@ -52,7 +57,8 @@ absl::Status PgFlushFeed::Fail(absl::Status status) {
 absl::Status PgFlushFeed::Start(uint64_t system_id, uint32_t timeline) {
   Close();
   failure_ = absl::OkStatus();
-  pacer_ = StatusPacer(options_.async_report_interval, options_.status_interval);
+  pacer_ = Pacer<std::pair<pg::Lsn, pg::Lsn>>(options_.status_interval);
+  synchronous_ = true;
   // Later keywords override what the expanded conninfo says; the timeout
   // comes first so that the operator's own setting wins.
   const char* keys[] = {"connect_timeout", "dbname", "replication", "application_name",
@@ -147,7 +153,7 @@ absl::StatusOr<pg::Lsn> PgFlushFeed::Drain() {
 
 absl::Status PgFlushFeed::Report(pg::Lsn write, pg::Lsn flush, absl::Time now) {
   if (conn_ == nullptr) return absl::UnavailableError("replication connection is closed");
-  if (!pacer_.ShouldSend(write, flush, now)) return absl::OkStatus();
+  if (!pacer_.ShouldSend({write, flush}, now)) return absl::OkStatus();
   const std::string msg = pgstream::EncodeStandbyStatus(write, flush, /*apply=*/0,
                                                         pgstream::PgTimestamp(now), false);
   if (PQputCopyData(conn_, msg.data(), static_cast<int>(msg.size())) != 1 ||
@@ -158,7 +164,7 @@ absl::Status PgFlushFeed::Report(pg::Lsn write, pg::Lsn flush, absl::Time now) {
   // With a non-blocking connection PQflush may leave bytes queued (1); libpq
   // sends them with the next call, which is soon: every pass of the source
   // thread drains (and so flushes) the connection.
-  if (pacer_.Sent(write, flush, now)) ++reports_paced_;
+  if (pacer_.Sent({write, flush}, now)) ++reports_paced_;
   ++reports_sent_;
   return absl::OkStatus();
 }

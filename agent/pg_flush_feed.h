@@ -22,10 +22,10 @@
 // lists the agent in pg_stat_replication under the feed's application_name,
 // with PostgreSQL's own write and flush lag, and synchronous_standby_names
 // may name it: a commit then returns only once a walship replica holds it
-// durably. When updates go out is StatusPacer's decision (status_pacer.h):
-// at once while the primary may wait for the agent (set_synchronous(),
-// true until the caller learns otherwise), at most once an
-// async_report_interval while it does not.
+// durably. When updates go out is a Pacer's decision (common/pacer.h): at
+// once while the primary may wait for the agent (set_synchronous(), true
+// until the caller learns otherwise), at most once an async_report_interval
+// while it does not.
 //
 // Failure: any error closes the connection (active() turns false); the
 // caller falls back to queries and may Start() again later.
@@ -37,10 +37,11 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "agent/status_pacer.h"
+#include "common/pacer.h"
 #include "common/pgwal/wal_names.h"
 
 struct pg_conn;
@@ -94,15 +95,15 @@ class PgFlushFeed {
   // closed, it returns the error that closed it.
   absl::StatusOr<pg::Lsn> Drain();
 
-  // Sends a status update when the pacer says so (see StatusPacer: new
-  // positions, status_interval passed, or the server asked); otherwise a
+  // Sends a status update when the pacer says so (new positions,
+  // status_interval passed, or the server asked); otherwise a
   // new position may be held back until report_due(), when the caller
   // calls Report() again. kUnavailable, closing the feed, when sending fails.
   absl::Status Report(pg::Lsn write, pg::Lsn flush, absl::Time now);
   // Whether the primary may wait for this feed (its sync_state is not
   // async); true after Start() until the caller says otherwise.
-  void set_synchronous(bool synchronous) { pacer_.set_synchronous(synchronous); }
-  bool synchronous() const { return pacer_.synchronous(); }
+  void set_synchronous(bool synchronous);
+  bool synchronous() const { return synchronous_; }
   // When a held-back update is due; InfiniteFuture() when none is.
   absl::Time report_due() const { return pacer_.Due(); }
   // Status updates sent since construction, and how many of them carried
@@ -118,7 +119,8 @@ class PgFlushFeed {
   absl::Status failure_;
   pg::Lsn start_lsn_ = 0;
   pg::Lsn flush_ = 0;
-  StatusPacer pacer_;
+  bool synchronous_ = true;
+  Pacer<std::pair<pg::Lsn, pg::Lsn>> pacer_;  // (write, flush)
   uint64_t reports_sent_ = 0;
   uint64_t reports_paced_ = 0;
 };

@@ -162,6 +162,7 @@ void PostgresSource::CheckSyncState() {
     if (feed_ == nullptr || feed_->backend_pid() != pid) return;
     feed_->set_synchronous(synchronous);
   }
+  NoteSync();
   if (state != sync_state_) {
     if (synchronous) {
       spdlog::info("the primary lists the flush feed as a {} standby: every acknowledgement "
@@ -215,8 +216,11 @@ void PostgresSource::MaybeStartFeed() {
                pg::FormatLsn(feed->start_lsn()), timeline_, options_.feed_name);
   // The first FollowFeed() pass sends the replicas' positions.
   next_sync_check_ = absl::InfinitePast();  // at the first pass
-  absl::MutexLock lock(&feed_mu_);
-  feed_ = std::move(feed);
+  {
+    absl::MutexLock lock(&feed_mu_);
+    feed_ = std::move(feed);
+  }
+  NoteSync();  // synchronous until its sync_state is read
 }
 
 absl::Status PostgresSource::FollowFeed(absl::Time* last_query) {
@@ -252,7 +256,6 @@ absl::Status PostgresSource::FollowFeed(absl::Time* last_query) {
   if (*announced > flush_ && !primary_down_) flush_ = *announced;
   if (absl::Status s = Publish(timeline_, flush_); !s.ok()) return s;
   if (absl::Now() >= next_sync_check_) CheckSyncState();
-  NoteSync();
   if (absl::Now() - *last_query >= options_.feed_query_interval) {
     *last_query = absl::Now();
     return Poll();

@@ -87,7 +87,7 @@ struct PostgresSourceOptions {
   // While the primary does not wait for the agent (the feed's sync_state
   // is async): the shortest pause between status updates carrying new
   // replica positions. A sync, quorum or potential standby reports each
-  // acknowledgement at once. See status_pacer.h.
+  // acknowledgement at once. See common/pacer.h.
   absl::Duration feed_async_report_interval = absl::ZeroDuration();
   // How often the feed's sync_state is read from pg_stat_replication.
   absl::Duration sync_state_interval = absl::Seconds(1);
@@ -156,7 +156,8 @@ class PostgresSource final : public WalSource {
   void MaybeStartFeed();
   // Reads the feed's sync_state and sets its pacer accordingly.
   void CheckSyncState();
-  // Tells the sync observer when feed_synchronous() changed.
+  // Tells the sync observer when feed_synchronous() changed; called where
+  // it can change (feed opened or lost, sync_state read), not every pass.
   void NoteSync();
   // The inotify mask: writes to segments matter only without the feed.
   uint32_t WatchMask(bool feed_live) const;

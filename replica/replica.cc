@@ -21,6 +21,7 @@
 #include "replica/segment_writer.h"
 #include "replica/state_store.h"
 #include "spdlog/spdlog.h"
+#include "common/pacer.h"
 #include "common/thread_name.h"
 
 namespace walship::replica {
@@ -480,13 +481,13 @@ absl::Status Replica::RunOnce() {
   // (see the receiver). flush_mu serializes them.
   absl::Mutex flush_mu;
   uint64_t cycle_gen = 0;
-  absl::Time last_ack = absl::InfinitePast();
-  Position last_acked_flush = durable.position;
   Position last_progress = durable.position;
-  // How soon a new durable position must be acknowledged, as the agent last
-  // said (AckPacing): zero, at once, until it says otherwise. A position
-  // held back is acknowledged by the first cycle after ack_due (the flusher
-  // wakes for it).
+  // When to acknowledge (common/pacer.h; a keepalive ack every second even
+  // when nothing moved). Its interval is what the agent last said
+  // (AckPacing): zero, at once, until it says otherwise. A position held
+  // back is acknowledged by the first cycle after ack_due (the flusher wakes
+  // for it).
+  Pacer<Position> acks(absl::Seconds(1));  // flush_mu
   std::atomic<int64_t> ack_pacing_us{0};
   std::atomic<int64_t> ack_due_us{std::numeric_limits<int64_t>::max()};
   WriterCounters counted;
@@ -526,19 +527,17 @@ absl::Status Replica::RunOnce() {
     // Only now, with the bytes durable, acknowledge: at once, or (as the
     // agent allows) once the pacing interval since the last one has passed.
     const absl::Time now = absl::Now();
-    const bool moved = dp->position != last_acked_flush;
-    const absl::Duration pacing = absl::Microseconds(ack_pacing_us.load());
-    if ((moved && now - last_ack >= pacing) || now - last_ack > absl::Seconds(1)) {
+    acks.set_interval(absl::Microseconds(ack_pacing_us.load()));
+    if (acks.ShouldSend(dp->position, now)) {
       if (!send_ack(*dp)) {
         run.Fail(absl::UnavailableError("control stream closed"));
         return false;
       }
-      last_ack = now;
-      last_acked_flush = dp->position;
-      ack_due_us.store(std::numeric_limits<int64_t>::max());
-    } else if (moved) {
-      ack_due_us.store(absl::ToUnixMicros(last_ack + pacing));
+      acks.Sent(dp->position, now);
     }
+    const absl::Time due = acks.Due();
+    ack_due_us.store(due == absl::InfiniteFuture() ? std::numeric_limits<int64_t>::max()
+                                                   : absl::ToUnixMicros(due));
     if (writer.HasPagesToDrop()) {
       absl::MutexLock lock(&drop_mu);
       drop_due = true;

@@ -1,25 +1,27 @@
-// When the flush feed reports replica positions to the primary, on a
-// simulated clock.
-#include "agent/status_pacer.h"
+// When a moving position goes out (a replica's acknowledgement, the flush
+// feed's status update to the primary), on a simulated clock.
+#include "common/pacer.h"
+
+#include <cstdint>
 
 #include "gtest/gtest.h"
 
-namespace walship::agent {
+namespace walship {
 namespace {
 
 constexpr absl::Duration kInterval = absl::Milliseconds(10);
 constexpr absl::Duration kKeepalive = absl::Seconds(1);
 
 // Sends when told to; returns how many updates went out.
-int Drive(StatusPacer& p, uint64_t flush, absl::Time now) {
-  if (!p.ShouldSend(flush, flush, now)) return 0;
-  p.Sent(flush, flush, now);
+int Drive(Pacer<uint64_t>& p, uint64_t flush, absl::Time now) {
+  if (!p.ShouldSend(flush, now)) return 0;
+  p.Sent(flush, now);
   return 1;
 }
 
-TEST(StatusPacerTest, SynchronousReportsEveryNewPositionAtOnce) {
-  StatusPacer p(kInterval, kKeepalive);
-  ASSERT_TRUE(p.synchronous());  // until told otherwise
+TEST(PacerTest, SynchronousReportsEveryNewPositionAtOnce) {
+  Pacer<uint64_t> p(kKeepalive);
+  ASSERT_EQ(p.interval(), absl::ZeroDuration());  // at once until told otherwise
   absl::Time now = absl::UnixEpoch();
   int sent = 0;
   for (uint64_t flush = 1; flush <= 100; ++flush) {
@@ -29,12 +31,12 @@ TEST(StatusPacerTest, SynchronousReportsEveryNewPositionAtOnce) {
   }
   EXPECT_EQ(sent, 100);
   // The same position again is not news.
-  EXPECT_FALSE(p.ShouldSend(100, 100, now + absl::Milliseconds(1)));
+  EXPECT_FALSE(p.ShouldSend(100, now + absl::Milliseconds(1)));
 }
 
-TEST(StatusPacerTest, AsyncHoldsNewPositionsBackToOneUpdatePerInterval) {
-  StatusPacer p(kInterval, kKeepalive);
-  p.set_synchronous(false);
+TEST(PacerTest, AsyncHoldsNewPositionsBackToOneUpdatePerInterval) {
+  Pacer<uint64_t> p(kKeepalive);
+  p.set_interval(kInterval);  // nothing waits: paced
   absl::Time now = absl::UnixEpoch();
   EXPECT_EQ(Drive(p, 1, now), 1);  // the first ever goes out
   const absl::Time first = now;
@@ -49,17 +51,17 @@ TEST(StatusPacerTest, AsyncHoldsNewPositionsBackToOneUpdatePerInterval) {
   EXPECT_EQ(p.Due(), first + kInterval);
   // When due, the newest position goes out and nothing is held any more.
   now = p.Due();
-  EXPECT_TRUE(p.ShouldSend(100, 100, now));
-  EXPECT_TRUE(p.Sent(100, 100, now));  // released what was held
+  EXPECT_TRUE(p.ShouldSend(100, now));
+  EXPECT_TRUE(p.Sent(100, now));  // released what was held
   EXPECT_EQ(p.Due(), absl::InfiniteFuture());
   // A position after a quiet interval goes out at once.
   now += kInterval;
   EXPECT_EQ(Drive(p, 101, now), 1);
 }
 
-TEST(StatusPacerTest, AsyncRateIsBoundedWhateverTheAckRate) {
-  StatusPacer p(kInterval, kKeepalive);
-  p.set_synchronous(false);
+TEST(PacerTest, AsyncRateIsBoundedWhateverTheAckRate) {
+  Pacer<uint64_t> p(kKeepalive);
+  p.set_interval(kInterval);  // nothing waits: paced
   absl::Time now = absl::UnixEpoch();
   int sent = 0;
   uint64_t flush = 0;
@@ -76,32 +78,32 @@ TEST(StatusPacerTest, AsyncRateIsBoundedWhateverTheAckRate) {
   if (p.Due() != absl::InfiniteFuture()) EXPECT_LE(p.Due() - now, kInterval);
 }
 
-TEST(StatusPacerTest, BecomingSynchronousReleasesAHeldPositionAtOnce) {
-  StatusPacer p(kInterval, kKeepalive);
-  p.set_synchronous(false);
+TEST(PacerTest, BecomingSynchronousReleasesAHeldPositionAtOnce) {
+  Pacer<uint64_t> p(kKeepalive);
+  p.set_interval(kInterval);  // nothing waits: paced
   absl::Time now = absl::UnixEpoch();
   Drive(p, 1, now);
   now += absl::Milliseconds(1);
   EXPECT_EQ(Drive(p, 2, now), 0);
-  p.set_synchronous(true);  // synchronous_standby_names now names the agent
+  p.set_interval(absl::ZeroDuration());  // synchronous_standby_names now names the agent
   now += absl::Microseconds(10);
-  ASSERT_TRUE(p.ShouldSend(3, 3, now));
-  EXPECT_FALSE(p.Sent(3, 3, now));  // sent at once, not when due
+  ASSERT_TRUE(p.ShouldSend(3, now));
+  EXPECT_FALSE(p.Sent(3, now));  // sent at once, not when due
   EXPECT_EQ(p.Due(), absl::InfiniteFuture());
 }
 
-TEST(StatusPacerTest, KeepaliveAndServerRequestsGoOutEvenWithoutNews) {
-  StatusPacer p(kInterval, kKeepalive);
-  p.set_synchronous(false);
+TEST(PacerTest, KeepaliveAndServerRequestsGoOutEvenWithoutNews) {
+  Pacer<uint64_t> p(kKeepalive);
+  p.set_interval(kInterval);  // nothing waits: paced
   absl::Time now = absl::UnixEpoch();
   Drive(p, 5, now);
-  EXPECT_FALSE(p.ShouldSend(5, 5, now + absl::Milliseconds(500)));
-  EXPECT_TRUE(p.ShouldSend(5, 5, now + kKeepalive));
+  EXPECT_FALSE(p.ShouldSend(5, now + absl::Milliseconds(500)));
+  EXPECT_TRUE(p.ShouldSend(5, now + kKeepalive));
   p.RequestReply();
-  EXPECT_TRUE(p.ShouldSend(5, 5, now + absl::Milliseconds(1)));
-  p.Sent(5, 5, now + absl::Milliseconds(1));
-  EXPECT_FALSE(p.ShouldSend(5, 5, now + absl::Milliseconds(2)));
+  EXPECT_TRUE(p.ShouldSend(5, now + absl::Milliseconds(1)));
+  p.Sent(5, now + absl::Milliseconds(1));
+  EXPECT_FALSE(p.ShouldSend(5, now + absl::Milliseconds(2)));
 }
 
 }  // namespace
-}  // namespace walship::agent
+}  // namespace walship
