@@ -1,7 +1,6 @@
 #include "replica/replica.h"
 
 #include <grpcpp/grpcpp.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/statvfs.h>
 
@@ -18,6 +17,7 @@
 #include "common/sys/transfer.h"
 #include "common/wire/frame.h"
 #include "proto/walship.grpc.pb.h"
+#include "replica/receive_policy.h"
 #include "replica/segment_writer.h"
 #include "replica/state_store.h"
 #include "spdlog/spdlog.h"
@@ -42,6 +42,10 @@ void SetPos(const Position& p, walship::v1::Position* out) {
   out->set_segment(p.segment);
   out->set_offset(p.offset);
 }
+
+// At most this many received bytes wait for a sync while the receiver reads
+// on: a catch-up frame (1 MiB by default) goes to the flusher at once.
+constexpr uint64_t kMaxDeferredBytes = 1u << 20;
 
 // A long wait is normal between frames: the primary may be idle. The agent's
 // heartbeats on the control stream detect a dead peer instead.
@@ -568,21 +572,29 @@ absl::Status Replica::RunOnce() {
       }
     }
   });
-  // The receiver hands frames to the flusher while more are waiting in the
-  // socket (catch-up: receiving goes on during the fdatasync). When a frame
-  // leaves the socket empty and no cycle is running, it runs the cycle
-  // itself, as pg_receivewal does: under a commit-by-commit load that saves
-  // waking a second thread per commit, which on saturated CPUs costs a
-  // scheduling delay (0.3-0.5 ms measured) before the fdatasync can start.
-  // Bytes arriving meanwhile wait in the socket for the next cycle, as they
-  // would wait for the flusher's.
-  auto after_data = [&]() -> bool {
-    pollfd p{sock.get(), POLLIN, 0};
-    sys::SysResult r = sys_.Poll(&p, 1, 0);
-    if (r.ok() && r.rc == 0 && flush_mu.TryLock()) {
-      const bool ok = flush_cycle_locked();
-      flush_mu.Unlock();
-      return ok;
+  // After each DATA frame the receiver decides who syncs it
+  // (receive_policy.h): it reads on while whole frames are already waiting,
+  // runs the cycle itself once the socket is empty and no cycle is running,
+  // and wakes the flusher for a backlog, so that receiving goes on during
+  // the fdatasync (catch-up). Bytes arriving during a cycle wait in the
+  // socket for the next one, as they would wait for the flusher's.
+  uint64_t deferred = 0;  // receiver thread only
+  auto after_data = [&](uint32_t length) -> bool {
+    deferred += length;
+    switch (DecideAfterFrame(sys_, sock.get(), deferred, kMaxDeferredBytes, max_payload)) {
+      case AfterFrame::kReadOn:
+        return true;
+      case AfterFrame::kSyncNow:
+        deferred = 0;
+        if (flush_mu.TryLock()) {
+          const bool ok = flush_cycle_locked();
+          flush_mu.Unlock();
+          return ok;
+        }
+        break;
+      case AfterFrame::kHandOff:
+        deferred = 0;
+        break;
     }
     run.Kick();
     return true;
@@ -615,7 +627,7 @@ absl::Status Replica::RunOnce() {
         if (s.ok()) s = writer.BeginSegment(name, h->segment_id, h->offset);
       } else if (h->type == wire::FrameType::kData) {
         s = writer.WriteData(sock.get(), *h);
-        if (s.ok() && !after_data()) return;  // the cycle recorded why
+        if (s.ok() && !after_data(h->payload_length)) return;  // the cycle recorded why
       } else {
         s = absl::DataLossError(absl::StrCat("unexpected ",
                                              wire::FrameTypeName(h->type),

@@ -14,9 +14,10 @@
 //   4. runs three threads: the receiver (frames -> SegmentWriter), the
 //      flusher (fdatasync, finalize, persist state, then Ack: only durable
 //      positions are ever acknowledged as flushed) and the control reader
-//      (checkpoints, heartbeats, errors). When a frame leaves the data
-//      socket empty and no flush cycle is running, the receiver runs the
-//      cycle itself instead of waking the flusher; cycles never overlap.
+//      (checkpoints, heartbeats, errors). The receiver reads on while the
+//      whole next frame is already waiting, and once the data socket is
+//      empty and no flush cycle is running it runs the cycle itself instead
+//      of waking the flusher (receive_policy.h); cycles never overlap.
 // Transient failures (network, agent restart, a corrupt frame) end the
 // session; the next one starts after a backoff from the durable position.
 // Failures an operator must resolve (another stream, divergent history, a gap

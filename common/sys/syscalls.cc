@@ -4,9 +4,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -135,6 +138,17 @@ SysResult RealSysCalls::Connect(int fd, const sockaddr* addr, socklen_t len) {
 
 SysResult RealSysCalls::Send(int fd, const void* buf, size_t n, int flags) {
   return Capture(::send(fd, buf, n, flags));
+}
+
+SysResult RealSysCalls::Recv(int fd, void* buf, size_t n, int flags) {
+  return Capture(::recv(fd, buf, n, flags));
+}
+
+SysResult RealSysCalls::InputQueued(int fd) {
+  int queued = 0;
+  SysResult r = Capture(::ioctl(fd, SIOCINQ, &queued));
+  if (r.ok()) r.rc = queued;
+  return r;
 }
 
 SysResult RealSysCalls::Setsockopt(int fd, int level, int name, const void* val,

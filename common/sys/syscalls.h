@@ -111,6 +111,9 @@ class SysCalls {
                             int flags) = 0;
   virtual SysResult Connect(int fd, const sockaddr* addr, socklen_t len) = 0;
   virtual SysResult Send(int fd, const void* buf, size_t n, int flags) = 0;
+  virtual SysResult Recv(int fd, void* buf, size_t n, int flags) = 0;
+  // Bytes waiting to be read in a TCP socket (ioctl SIOCINQ), in rc.
+  virtual SysResult InputQueued(int fd) = 0;
   virtual SysResult Setsockopt(int fd, int level, int name, const void* val,
                                socklen_t len) = 0;
   virtual SysResult Getsockname(int fd, sockaddr* addr, socklen_t* len) = 0;
@@ -167,6 +170,8 @@ class RealSysCalls : public SysCalls {
   SysResult Accept4(int fd, sockaddr* addr, socklen_t* len, int flags) override;
   SysResult Connect(int fd, const sockaddr* addr, socklen_t len) override;
   SysResult Send(int fd, const void* buf, size_t n, int flags) override;
+  SysResult Recv(int fd, void* buf, size_t n, int flags) override;
+  SysResult InputQueued(int fd) override;
   SysResult Setsockopt(int fd, int level, int name, const void* val,
                        socklen_t len) override;
   SysResult Getsockname(int fd, sockaddr* addr, socklen_t* len) override;
