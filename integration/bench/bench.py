@@ -83,8 +83,8 @@ class Config(object):
             self.pgbench_seconds = 3
             self.pgbench_clients = 2
             self.pgbench_busy_cores = 0.3
-            self.pgbench_variants = ["walship", "walship-paced", "pg_receivewal",
-                                     "pg_receivewal-busy", "raw-relay"]
+            self.pgbench_variants = ["walship", "walship-paced", "walship-query-paced",
+                                     "pg_receivewal", "pg_receivewal-busy", "raw-relay"]
         else:
             self.rounds = rounds or 3
             self.segment_bytes = 16 * MIB
@@ -108,9 +108,11 @@ class Config(object):
             # query (what walship did before the feed): the lag/CPU trade.
             # walship-paced: --ack-interval-ms=100, acknowledgements and
             # status updates paced while the primary does not wait for them.
+            # walship-query-paced: both (nothing on the primary can wait for
+            # walship then): the least walship asks of the primary.
             self.pgbench_variants = ["none", "walship", "walship-paced", "walship-query",
-                                     "pg_receivewal", "pg_receivewal-busy", "raw-relay",
-                                     "raw-relay-fallocate"]
+                                     "walship-query-paced", "pg_receivewal",
+                                     "pg_receivewal-busy", "raw-relay", "raw-relay-fallocate"]
 
     def to_json(self):
         return dict(self.__dict__)
@@ -1156,16 +1158,16 @@ def run_pgbench(ctx, pg, variant):
     agent = replica = rw = watch = relay = recv = busy = None
     dest = None
     try:
-        ws = variant in ("walship", "walship-paced", "walship-query")
+        ws = variant.startswith("walship")
+        feed = not variant.startswith("walship-query")
         if ws:
             pg.drop_slot("walship")
             dest = ctx.fresh_dir("pgb-ws")
             agent = kit.Agent(os.path.join(pg.data, "pg_wal"), ctx.logdir, label="agent-pgb",
                                   extra_args=["--format=postgres", "--pg-conninfo=" + pg.conninfo,
                                               "--pg-slot=walship",
-                                              "--pg-feed=%s" % ("false" if variant == "walship-query"
-                                                                else "true")] +
-                                  (["--ack-interval-ms=100"] if variant == "walship-paced"
+                                              "--pg-feed=%s" % ("true" if feed else "false")] +
+                                  (["--ack-interval-ms=100"] if variant.endswith("-paced")
                                    else [])).start()
             metrics_addr = "127.0.0.1:%d" % dk.free_port()
             replica = kit.Replica(agent, dest, "pgb", ctx.logdir,
@@ -1212,7 +1214,7 @@ def run_pgbench(ctx, pg, variant):
         # the walsender; walship-replica / pg_receivewal.
         if ws:
             # The agent, its query backends and its flush feed's walsender.
-            if variant != "walship-query":
+            if feed:
                 kit.wait_until(lambda: pg.backend_pids("walship"), 30, "the agent's flush feed",
                                interval=0.05)
             sender_pids = ([agent.pid] + pg.backend_pids("walship-agent") +
@@ -1505,7 +1507,8 @@ def section_fanout(ctx, src):
 
 
 SECTIONS = ["catchup", "pg", "live", "pgbench", "fanout"]
-PGBENCH_VARIANTS = ["none", "walship", "walship-paced", "walship-query", "pg_receivewal",
+PGBENCH_VARIANTS = ["none", "walship", "walship-paced", "walship-query", "walship-query-paced",
+                    "pg_receivewal",
                     "pg_receivewal-busy", "raw-relay",
                     "raw-relay-zero", "raw-relay-fallocate", "raw-relay-keep-size"]
 

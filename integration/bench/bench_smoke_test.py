@@ -49,6 +49,12 @@ class BenchSmokeTest(unittest.TestCase):
                       "raw-relay"):
                 self.assertGreater(pgb[v]["tps"]["median"], 0, v)
                 self.assertIsNotNone(pgb[v]["lag_p50_ms"], v)
+            # Without a feed there is no pg_stat_replication row: the
+            # replica-side lag is the measure.
+            q = pgb["walship-query-paced"]
+            self.assertGreater(q["tps"]["median"], 0)
+            self.assertIsNone(q["lag_p50_ms"])
+            self.assertIsNotNone(q["state_lag_p50_ms"])
             # The busy loop ran beside pg_receivewal.
             self.assertGreater(pgb["pg_receivewal-busy"]["busy_cores"]["median"], 0)
 

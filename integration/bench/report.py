@@ -147,6 +147,8 @@ def evaluate(results):
     rt = med(results, "pgbench", "pg_receivewal", "tps")
     notes = []
     for v, label, _ in [("walship-paced", "walship with --ack-interval-ms=100", ""),
+                        ("walship-query-paced",
+                         "walship with --pg-feed=false --ack-interval-ms=100", ""),
                         ("pg_receivewal-busy", "pg_receivewal beside a busy loop of %s cores" %
                          _fmt(med(results, "pgbench", "pg_receivewal-busy", "busy_cores"),
                               "%.2f"), "")] + RELAYS:
@@ -352,6 +354,8 @@ def markdown(results):
         for v, label in [("none", "none"), ("walship", "walship (flush feed)"),
                          ("walship-paced", "walship, `--ack-interval-ms=100`"),
                          ("walship-query", "walship, `--pg-feed=false`"),
+                         ("walship-query-paced",
+                          "walship, `--pg-feed=false --ack-interval-ms=100`"),
                          ("pg_receivewal", "pg_receivewal --synchronous"),
                          ("pg_receivewal-busy", "pg_receivewal --synchronous beside a busy "
                           "loop (reference: CPU alone)"),
@@ -571,6 +575,8 @@ def svg(results):
             _row(results, "pgbench", "walship-paced", "tps", "walship, acks paced",
                  COLORS["walship"]),
             _row(results, "pgbench", "walship-query", "tps", "walship, feed off",
+                 COLORS["copy"]),
+            _row(results, "pgbench", "walship-query-paced", "tps", "walship, feed off, paced",
                  COLORS["copy"]),
             _row(results, "pgbench", "pg_receivewal", "tps", "pg_receivewal --sync",
                  COLORS["pg"]),

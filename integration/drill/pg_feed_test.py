@@ -248,6 +248,30 @@ class PgFeedTest(unittest.TestCase):
         self.assertGreaterEqual(after["at_once"] - before["at_once"], 10)
         self.assertEqual(after["paced"], before["paced"], "a synchronous commit waited")
 
+    def test_without_a_feed_replicas_acknowledge_paced(self):
+        # With no feed nothing on the primary can wait for walship, so
+        # --ack-interval-ms applies from the start.
+        self.start_pair(extra=["--pg-feed=false", "--ack-interval-ms=400"])
+        dk.wait_until(lambda: "acknowledge new durable positions at most every 400ms" in
+                      self.log_text(self.replica_log), 30, 0.1,
+                      "the replica to hear that it may pace its acknowledgements")
+
+        def acks():
+            return self.metric("walship_agent_acks_total", '{replica="r1"}') or 0
+        acks_before = acks()
+        start = time.monotonic()
+        commits = 30
+        for _ in range(commits):
+            end = self.commit_row()
+            dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.005,
+                          "the replica to hold the commit")
+        elapsed = time.monotonic() - start
+        acked = acks() - acks_before
+        self.assertLessEqual(acked, elapsed / 0.4 + 2 + elapsed)
+        self.assertLess(acked, commits, "the replica acknowledged every flush at once")
+        self.assertIsNone(self.walship_row())
+        self.assertEqual(self.feed_metric(), 0)
+
     def test_feed_comes_back_after_its_walsender_is_terminated(self):
         self.start_pair()
         dk.wait_until(self.feed_up, 30, 0.1, "the feed's walsender")
