@@ -142,6 +142,21 @@ class PgFeedTest(unittest.TestCase):
     def feed_metric(self):
         return self.metric("walship_agent_pg_flush_feed_up")
 
+    def acks(self):
+        """Acknowledgements the agent has read from replica r1."""
+        return self.metric("walship_agent_acks_total", '{replica="r1"}') or 0
+
+    def commit_one_by_one(self, commits):
+        """Commits `commits` rows, each held by the replica before the next
+        (so at least one new position per commit reaches the agent); returns
+        the seconds it took and the last commit's end."""
+        start = time.monotonic()
+        for _ in range(commits):
+            end = self.commit_row()
+            dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.005,
+                          "the replica to hold the commit")
+        return time.monotonic() - start, end
+
     def test_feed_pushes_flushes_and_reports_what_replicas_hold(self):
         self.start_pair()
         dk.wait_until(self.feed_up, 30, 0.1, "the feed's walsender")
@@ -199,24 +214,14 @@ class PgFeedTest(unittest.TestCase):
         def updates():
             return {w: self.metric("walship_agent_pg_status_updates_total",
                                    '{when="%s"}' % w) or 0 for w in ("at_once", "paced")}
-
-        def acks():
-            return self.metric("walship_agent_acks_total", '{replica="r1"}') or 0
-        before, acks_before = updates(), acks()
-        start = time.monotonic()
+        before, acks_before = updates(), self.acks()
         commits = 30
-        for _ in range(commits):
-            end = self.commit_row()
-            # Each commit acknowledged before the next: at least one new
-            # position per commit reaches the agent.
-            dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.005,
-                          "the replica to hold the commit")
-        elapsed = time.monotonic() - start
+        elapsed, end = self.commit_one_by_one(commits)
         after = updates()
         # The replica acknowledged paced (one per interval, plus the one
         # that may fall due at each end, plus its 1 s keepalive), and the
         # agent reported no more often.
-        acked = acks() - acks_before
+        acked = self.acks() - acks_before
         self.assertLessEqual(acked, elapsed / 0.4 + 2 + elapsed)
         self.assertLess(acked, commits, "the replica acknowledged every flush at once")
         sent = sum(after.values()) - sum(before.values())
@@ -239,12 +244,12 @@ class PgFeedTest(unittest.TestCase):
         dk.wait_until(lambda: "acknowledge new durable positions at once" in
                       self.log_text(self.replica_log), 30, 0.1,
                       "the replica to acknowledge at once")
-        before, acks_before = updates(), acks()
+        before, acks_before = updates(), self.acks()
         for _ in range(10):
             inside = self.commit_row_before()  # returns once a report covered it
             self.assertGreater(self.replica_lsn(), inside)
         after = updates()
-        self.assertGreaterEqual(acks() - acks_before, 10)
+        self.assertGreaterEqual(self.acks() - acks_before, 10)
         self.assertGreaterEqual(after["at_once"] - before["at_once"], 10)
         self.assertEqual(after["paced"], before["paced"], "a synchronous commit waited")
 
@@ -255,18 +260,10 @@ class PgFeedTest(unittest.TestCase):
         dk.wait_until(lambda: "acknowledge new durable positions at most every 400ms" in
                       self.log_text(self.replica_log), 30, 0.1,
                       "the replica to hear that it may pace its acknowledgements")
-
-        def acks():
-            return self.metric("walship_agent_acks_total", '{replica="r1"}') or 0
-        acks_before = acks()
-        start = time.monotonic()
+        acks_before = self.acks()
         commits = 30
-        for _ in range(commits):
-            end = self.commit_row()
-            dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.005,
-                          "the replica to hold the commit")
-        elapsed = time.monotonic() - start
-        acked = acks() - acks_before
+        elapsed, _ = self.commit_one_by_one(commits)
+        acked = self.acks() - acks_before
         self.assertLessEqual(acked, elapsed / 0.4 + 2 + elapsed)
         self.assertLess(acked, commits, "the replica acknowledged every flush at once")
         self.assertIsNone(self.walship_row())
