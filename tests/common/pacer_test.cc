@@ -75,7 +75,9 @@ TEST(PacerTest, AsyncRateIsBoundedWhateverTheAckRate) {
   EXPECT_GE(sent, 99);
   EXPECT_LE(sent, 101);
   // Nothing newer than the last update is ever left unsent past its due time.
-  if (p.Due() != absl::InfiniteFuture()) EXPECT_LE(p.Due() - now, kInterval);
+  if (p.Due() != absl::InfiniteFuture()) {
+    EXPECT_LE(p.Due() - now, kInterval);
+  }
 }
 
 TEST(PacerTest, BecomingSynchronousReleasesAHeldPositionAtOnce) {
