@@ -57,8 +57,9 @@ ControlServiceImpl::ControlServiceImpl(const AgentOptions& options,
                       "Handshakes refused, by reason (not_allowed, wrong_stream, divergent, "
                       "unconfirmed_tail, gap, invalid, other).");
     metrics_->Counter("walship_agent_handshakes_total", "Handshakes accepted, by replica.");
-    metrics_->Counter("walship_agent_acks_total",
-                      "Acknowledgements received, by replica (paced: see --ack-interval-ms).");
+    acks_total_ = metrics_->Counter(
+        "walship_agent_acks_total",
+        "Acknowledgements received, by replica (paced: see --ack-interval-ms).");
   }
 }
 
@@ -253,10 +254,7 @@ class SessionReactor final
     if (request_.has_ack()) {
       session->OnAck(request_.ack());
       service_.registry_.NotifyAck();
-      if (service_.metrics_ != nullptr) {
-        service_.metrics_->Counter("walship_agent_acks_total", "")
-            .Add({{"replica", session->name()}}, 1);
-      }
+      if (service_.acks_total_) service_.acks_total_->Add({{"replica", session->name()}}, 1);
     }
     absl::MutexLock lock(&mu_);
     // No read may start once Finish() is under way.

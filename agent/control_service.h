@@ -16,6 +16,7 @@
 #ifndef WALSHIP_AGENT_CONTROL_SERVICE_H_
 #define WALSHIP_AGENT_CONTROL_SERVICE_H_
 
+#include <optional>
 #include <string>
 
 #include "agent/agent_options.h"
@@ -67,6 +68,9 @@ class ControlServiceImpl final
   SessionRegistry& registry_;
   const uint16_t& data_port_;
   MetricsRegistry* const metrics_;
+  // walship_agent_acks_total, declared once: it counts on every
+  // acknowledgement (when metrics are on).
+  std::optional<MetricsRegistry::Family> acks_total_;
 };
 
 // absl::Status -> grpc::Status with the same code and message.
