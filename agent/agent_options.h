@@ -34,8 +34,8 @@ struct AgentOptions {
   // postgres: while the feed is live, the longest pause between the
   // flush-position queries kept as a safety net.
   absl::Duration pg_feed_query_interval = absl::Seconds(1);
-  // While nothing waits for acknowledgements (the append format, or a
-  // primary that lists the feed as an async standby): the shortest pause
+  // While nothing waits for acknowledgements (the append format, no flush
+  // feed, or a primary that lists the feed as an async standby): the shortest pause
   // between a replica's acknowledgements of new positions, and between the
   // feed's status updates to the primary (zero: each at once, as while a
   // primary may wait).

@@ -56,8 +56,8 @@ int main(int argc, char** argv) {
             "postgres: while the feed is live, the longest pause between the flush-position "
             "queries kept as a safety net.");
   flags.Int("ack-interval-ms", &ack_interval_ms,
-            "While nothing waits for acknowledgements (--format=append, or a primary whose "
-            "pg_stat_replication lists the feed as async), replicas acknowledge new durable "
+            "While nothing waits for acknowledgements (--format=append, no flush feed, or a "
+            "primary whose pg_stat_replication lists the feed as async), replicas acknowledge new durable "
             "positions at most this often, and the feed reports them to the primary at most "
             "this often (each message wakes a thread on both ends); 0: each at once. While "
             "the primary may wait for the agent (sync, quorum, potential), always at once.");
