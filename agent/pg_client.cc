@@ -14,6 +14,7 @@ PgClient::~PgClient() { Disconnect(); }
 void PgClient::Disconnect() {
   if (conn_ != nullptr) PQfinish(conn_);
   conn_ = nullptr;
+  prepared_.clear();
 }
 
 absl::Status PgClient::Connect() {
@@ -36,7 +37,27 @@ absl::Status PgClient::Connect() {
 
 absl::StatusOr<PgClient::Rows> PgClient::Query(const std::string& sql) {
   if (absl::Status s = Connect(); !s.ok()) return s;
-  PGresult* res = PQexec(conn_, sql.c_str());
+  return Collect(PQexec(conn_, sql.c_str()), sql);
+}
+
+absl::StatusOr<PgClient::Rows> PgClient::QueryPrepared(const std::string& name,
+                                                       const std::string& sql) {
+  if (absl::Status s = Connect(); !s.ok()) return s;
+  if (prepared_.count(name) == 0) {
+    absl::StatusOr<Rows> made = Collect(PQprepare(conn_, name.c_str(), sql.c_str(), 0, nullptr),
+                                        sql);
+    if (!made.ok()) return made.status();
+    prepared_.insert(name);
+  }
+  absl::StatusOr<Rows> rows =
+      Collect(PQexecPrepared(conn_, name.c_str(), 0, nullptr, nullptr, nullptr, 0), sql);
+  // Whatever went wrong, the next call prepares it again: a server that no
+  // longer knows the statement (a pooler in between, DISCARD) recovers.
+  if (!rows.ok()) prepared_.erase(name);
+  return rows;
+}
+
+absl::StatusOr<PgClient::Rows> PgClient::Collect(PGresult* res, const std::string& what) {
   ExecStatusType st = PQresultStatus(res);
   if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
     std::string msg = PgMessageText(PQerrorMessage(conn_));
@@ -45,7 +66,7 @@ absl::StatusOr<PgClient::Rows> PgClient::Query(const std::string& sql) {
       Disconnect();
       return absl::UnavailableError(absl::StrCat("PostgreSQL connection lost: ", msg));
     }
-    return absl::FailedPreconditionError(absl::StrCat("query \"", sql, "\": ", msg));
+    return absl::FailedPreconditionError(absl::StrCat("query \"", what, "\": ", msg));
   }
   Rows rows;
   int n = PQntuples(res), m = PQnfields(res);

@@ -9,12 +9,14 @@
 #ifndef WALSHIP_AGENT_PG_CLIENT_H_
 #define WALSHIP_AGENT_PG_CLIENT_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 
 struct pg_conn;
+struct pg_result;
 
 namespace walship::agent {
 
@@ -34,10 +36,19 @@ class PgClient {
   using Rows = std::vector<std::vector<std::string>>;
   // Runs `sql` (no parameters), connecting first if needed.
   absl::StatusOr<Rows> Query(const std::string& sql);
+  // The same for a query asked again and again: the server parses and plans
+  // `sql` once per connection (a prepared statement called `name`, made on
+  // first use after each connect) instead of on every call.
+  absl::StatusOr<Rows> QueryPrepared(const std::string& name, const std::string& sql);
 
  private:
+  // Rows of `res` (which it frees), or the failure of `what`.
+  absl::StatusOr<Rows> Collect(struct pg_result* res, const std::string& what);
+
   const std::string conninfo_;
   pg_conn* conn_ = nullptr;
+  // Statements prepared on conn_.
+  std::set<std::string> prepared_;
 };
 
 // Quotes `s` as an SQL string literal.

@@ -286,9 +286,20 @@ void PostgresSource::Loop() {
       }
     }
     // Without the feed, any change in pg_wal (PostgreSQL writing WAL) is a
-    // reason to ask for the flush position now rather than at the next poll.
-    // With it, a held-back status update (FollowFeed sends it) sets the
-    // deadline too.
+    // reason to ask for the flush position now rather than at the next poll,
+    // but not sooner than min_query_interval after the last question. The
+    // pause comes before the wait: under load PostgreSQL writes again
+    // within it, so the wait returns at once instead of waking this thread
+    // for the first write only to put it to sleep again.
+    // With the feed, a held-back status update (FollowFeed sends it) sets
+    // the deadline too.
+    if (!feed_live) {
+      const absl::Duration since = absl::Now() - last_query;
+      if (since < options_.min_query_interval) {
+        absl::SleepFor(options_.min_query_interval - since);
+        if (stopping_.load()) break;
+      }
+    }
     watch_->Wait(
         feed_live ? std::max(absl::ZeroDuration(),
                              std::min({options_.feed_query_interval, absl::Seconds(1),
@@ -306,10 +317,6 @@ void PostgresSource::Loop() {
     if (feed_live) {
       s = FollowFeed(&last_query);
     } else {
-      absl::Duration since = absl::Now() - last_query;
-      if (since < options_.min_query_interval) {
-        absl::SleepFor(options_.min_query_interval - since);
-      }
       last_query = absl::Now();
       s = Poll();
     }
@@ -332,7 +339,10 @@ bool PostgresSource::PostmasterRunning() const {
 }
 
 absl::Status PostgresSource::Poll() {
-  auto rows = pg_.Query(
+  // Asked up to every min_query_interval: prepared, so the backend does not
+  // parse and plan it each time.
+  auto rows = pg_.QueryPrepared(
+      "walship_flush_position",
       "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_flush_lsn() END, "
       "CASE WHEN pg_is_in_recovery() THEN NULL "
       "ELSE pg_walfile_name(pg_current_wal_flush_lsn()) END");

@@ -22,6 +22,10 @@ the feed, not found by a query.
    exits at once, so the agent applies the crash rule at once; the backend
    goes on to write and commit its transaction after that first scan, and
    the replica still ends with every valid record in pg_wal.
+7. With the feed off, the flush position query is a prepared statement,
+   asked at most every 2 ms while a big INSERT streams WAL in; after its
+   backend is terminated the agent connects again, prepares it again on the
+   new connection and keeps shipping.
 """
 import os
 import signal
@@ -268,6 +272,53 @@ class PgFeedTest(unittest.TestCase):
         self.assertLess(acked, commits, "the replica acknowledged every flush at once")
         self.assertIsNone(self.walship_row())
         self.assertEqual(self.feed_metric(), 0)
+
+    def agent_query_backends(self):
+        return [int(p) for p in self.pg.psql(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'walship-agent' "
+            "AND query LIKE '%pg_current_wal_flush_lsn%'").split()]
+
+    def test_lost_query_connection_is_opened_again_with_its_statement(self):
+        # The flush position query is a prepared statement, which lives and
+        # dies with its connection: after a reconnect the agent prepares it
+        # again rather than calling one the new backend never heard of.
+        self.pg.psql("ALTER ROLE %s SET log_statement = 'all'" % dk.PG_SUPERUSER)
+        self.start_pair(extra=["--pg-feed=false"])
+        end = self.commit_row()
+        dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.05, "shipping by query")
+        old = dk.wait_until(self.agent_query_backends, 10, 0.05, "the agent's query backend")
+        self.pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                     "WHERE application_name = 'walship-agent'")
+        new = dk.wait_until(lambda: [p for p in self.agent_query_backends() if p not in old],
+                            30, 0.05, "the agent to connect again")
+        end = self.commit_row()
+        dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.05,
+                      "shipping by query on the new connection")
+        # Executed as the statement prepared on the new connection.
+        executed = "[%d] LOG:  execute walship_flush_position: SELECT" % new[0]
+        dk.wait_until(lambda: executed in self.log_text(self.pg.log_path), 10, 0.1,
+                      "the new backend to execute the prepared statement")
+        # Prepared before its first call there, not after a failed one.
+        self.assertNotIn('prepared statement "walship_flush_position" does not exist',
+                         self.log_text(self.pg.log_path))
+
+    def test_without_a_feed_queries_are_spaced_while_wal_streams_in(self):
+        # PostgreSQL writing into pg_wal prompts the query, at most one per
+        # 2 ms (PostgresSourceOptions::min_query_interval): a big INSERT
+        # writes WAL far more often than that.
+        self.pg.psql("ALTER ROLE %s SET log_statement = 'all'" % dk.PG_SUPERUSER)
+        self.start_pair(extra=["--pg-feed=false"])
+        pid = dk.wait_until(self.agent_query_backends, 30, 0.05, "the agent's query backend")[0]
+        executed = "[%d] LOG:  execute walship_flush_position: SELECT" % pid
+        before = len(self.log_text(self.pg.log_path))
+        start = time.monotonic()
+        self.pg.psql("INSERT INTO t SELECT generate_series(1, 1500000)")
+        end = self.pg.lsn("pg_current_wal_insert_lsn()")
+        elapsed = time.monotonic() - start
+        asked = self.log_text(self.pg.log_path)[before:].count(executed)
+        self.assertLessEqual(asked, elapsed / 0.002 + 5, "%d queries in %.2fs" % (asked, elapsed))
+        self.assertGreater(asked, 10, "%d queries in %.2fs" % (asked, elapsed))
+        dk.wait_until(lambda: self.replica_lsn() >= end, 60, 0.05, "the replica to hold it")
 
     def test_feed_comes_back_after_its_walsender_is_terminated(self):
         self.start_pair()
