@@ -84,7 +84,8 @@ class Config(object):
             self.pgbench_clients = 2
             self.pgbench_busy_cores = 0.3
             self.pgbench_variants = ["walship", "walship-paced", "walship-query-paced",
-                                     "pg_receivewal", "pg_receivewal-busy", "raw-relay"]
+                                     "pg_receivewal", "pg_receivewal-busy", "raw-relay",
+                                     "raw-relay-query"]
         else:
             self.rounds = rounds or 3
             self.segment_bytes = 16 * MIB
@@ -1193,12 +1194,16 @@ def run_pgbench(ctx, pg, variant):
             kit.wait_until(lambda: standby_flushed(pg, "pg_receivewal") >= now, 120,
                            "pg_receivewal to catch up", interval=0.05)
         elif variant.startswith("raw-relay"):
+            # raw-relay-query follows the flush position by query, with no
+            # walsender, as walship --pg-feed=false; the others by a feed.
+            follow_query = variant == "raw-relay-query"
             dest = ctx.fresh_dir("pgb-relay")
             port_file = dest + ".port"
             recv = ctx.procs.spawn("relay-recv", [
                 ctx.tool, "relay-recv", "--dest=" + dest, "--port-file=" + port_file,
                 "--segment-bytes=%d" % pg.segsize,
-                "--prealloc=" + (variant[len("raw-relay-"):] if variant != "raw-relay"
+                "--prealloc=" + (variant[len("raw-relay-"):]
+                                 if variant not in ("raw-relay", "raw-relay-query")
                                  else "none")])
             kit.wait_until(lambda: os.path.exists(port_file) and read_text(port_file).strip(),
                            10, "relay-recv to listen", interval=0.01)
@@ -1208,9 +1213,16 @@ def run_pgbench(ctx, pg, variant):
                 ctx.tool, "relay-send", "--conninfo=" + pg.conninfo,
                 "--wal-dir=" + os.path.join(pg.data, "pg_wal"), "--connect=" + addr,
                 "--system-id=" + pg.psql("SELECT system_identifier FROM pg_control_system()"),
-                "--segment-bytes=%d" % pg.segsize])
-            kit.wait_until(lambda: standby_flushed(pg, "raw-relay") >= now, 120,
-                           "the raw relay to catch up", interval=0.05)
+                "--segment-bytes=%d" % pg.segsize,
+                "--follow=" + ("query" if follow_query else "feed")])
+            if follow_query:
+                # It starts at the flush position it first asks for: nothing
+                # to catch up once its query backend is there.
+                kit.wait_until(lambda: pg.backend_pids("raw-relay"), 30,
+                               "the raw relay's query backend", interval=0.05)
+            else:
+                kit.wait_until(lambda: standby_flushed(pg, "raw-relay") >= now, 120,
+                               "the raw relay to catch up", interval=0.05)
         # CPU of each side during the load: walship-agent and its backends /
         # the walsender; walship-replica / pg_receivewal.
         if ws:
@@ -1296,6 +1308,15 @@ def run_pgbench(ctx, pg, variant):
                              timeout=cfg.pgbench_seconds + 120)
         stop.set()
         th.join(10)
+        if variant == "raw-relay-query":
+            # No pg_stat_replication row tells that it kept up: the
+            # receiver's segment file does.
+            end = pg.flush_lsn()
+            seg = pg.psql("SELECT pg_walfile_name('%X/%X')" % (end >> 32, end & 0xffffffff))
+            path = os.path.join(dest, seg)
+            kit.wait_until(lambda: os.path.exists(path) and
+                           pg.lsn_of(seg, os.path.getsize(path)) >= end, 30,
+                           "the raw relay to hold the load's WAL", interval=0.05)
         cpu1 = {p: proc_stat_cpu(p) for p in cpu0}
         busy_cores = None
         if busy is not None:
@@ -1510,7 +1531,7 @@ def section_fanout(ctx, src):
 SECTIONS = ["catchup", "pg", "live", "pgbench", "fanout"]
 PGBENCH_VARIANTS = ["none", "walship", "walship-paced", "walship-query", "walship-query-paced",
                     "pg_receivewal",
-                    "pg_receivewal-busy", "raw-relay",
+                    "pg_receivewal-busy", "raw-relay", "raw-relay-query",
                     "raw-relay-zero", "raw-relay-fallocate", "raw-relay-keep-size"]
 
 

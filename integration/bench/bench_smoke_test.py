@@ -55,6 +55,10 @@ class BenchSmokeTest(unittest.TestCase):
             self.assertGreater(q["tps"]["median"], 0)
             self.assertIsNone(q["lag_p50_ms"])
             self.assertIsNotNone(q["state_lag_p50_ms"])
+            # Its reference, the relay following by query (which held the
+            # load's WAL at the end, or the run would have failed).
+            self.assertGreater(pgb["raw-relay-query"]["tps"]["median"], 0)
+            self.assertIsNone(pgb["raw-relay-query"]["lag_p50_ms"])
             # The busy loop ran beside pg_receivewal.
             self.assertGreater(pgb["pg_receivewal-busy"]["busy_cores"]["median"], 0)
 

@@ -955,6 +955,7 @@ int Main(int argc, char** argv) {
   RelayRecvOptions rro;
   uint64_t timeline = 1, segment_bytes = 16 << 20;
   std::string prealloc = "none";
+  std::string follow = "feed";
   std::string evict_dir;
   uint64_t warm_mib = 0;
   int64_t flush_us = ro.flush_interval_us;
@@ -988,6 +989,8 @@ int Main(int argc, char** argv) {
     flags.Uint("system-id", &rso.system_id, "the cluster's system identifier");
     flags.Uint("timeline", &timeline, "the primary's timeline");
     flags.Uint("segment-bytes", &segment_bytes, "WAL segment size");
+    flags.String("follow", &follow,
+                 "learn the flush position from a walsender (feed) or by query (query)");
   } else if (cmd == "relay-recv") {
     flags.String("listen", &rro.listen, "HOST:PORT to listen on (port 0: any)");
     flags.String("port-file", &rro.port_file, "write data=HOST:PORT here once listening");
@@ -1057,6 +1060,12 @@ int Main(int argc, char** argv) {
     if (timeline == 0 || timeline > UINT32_MAX || !pg::IsValidSegmentSize(segment_bytes)) {
       s = absl::InvalidArgumentError("bad --timeline or --segment-bytes");
     } else if (cmd == "relay-send") {
+      absl::StatusOr<RelaySendOptions::Follow> f = ParseFollow(follow);
+      if (!f.ok()) {
+        fprintf(stderr, "benchtool relay-send: %s\n", f.status().ToString().c_str());
+        return 1;
+      }
+      rso.follow = *f;
       rso.timeline = static_cast<uint32_t>(timeline);
       rso.segment_bytes = segment_bytes;
       s = RunRelaySend(sys, rso, &g_stop);

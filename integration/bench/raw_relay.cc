@@ -9,15 +9,19 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "agent/pg_client.h"
 #include "agent/pg_flush_feed.h"
 #include "common/net.h"
 #include "common/pgwal/wal_names.h"
 #include "common/status_macros.h"
+#include "common/sys/dir_watch.h"
 #include "common/sys/errors.h"
 #include "common/sys/file_util.h"
 #include "common/sys/pipe.h"
@@ -84,22 +88,114 @@ absl::StatusOr<RelayRecvOptions::Prealloc> ParsePrealloc(absl::string_view name)
       absl::StrCat("--prealloc: \"", name, "\" is none, keep-size, fallocate or zero"));
 }
 
+absl::StatusOr<RelaySendOptions::Follow> ParseFollow(absl::string_view name) {
+  if (name == "feed") return RelaySendOptions::Follow::kFeed;
+  if (name == "query") return RelaySendOptions::Follow::kQuery;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--follow: \"", name, "\" is feed or query"));
+}
+
+namespace {
+
+// How relay-send learns the flush position (RelaySendOptions::Follow).
+class FlushSource {
+ public:
+  virtual ~FlushSource() = default;
+  // Waits up to 100 ms for news or for `also_fd`, then returns the flush
+  // position as now known.
+  virtual absl::StatusOr<pg::Lsn> Wait(int also_fd) = 0;
+  // Every byte before `acked` is durable on the receiver.
+  virtual absl::Status Report(pg::Lsn acked) = 0;
+};
+
+class FeedSource : public FlushSource {
+ public:
+  FeedSource(sys::SysCalls& sys, agent::PgFlushFeedOptions o) : sys_(sys), feed_(std::move(o)) {}
+  absl::Status Start(uint64_t system_id, uint32_t timeline) {
+    return feed_.Start(system_id, timeline);
+  }
+  // Like pg_receivewal, the start counts as written and flushed at once: the
+  // primary lists the relay from its first status update on.
+  pg::Lsn start() const { return feed_.start_lsn(); }
+  absl::StatusOr<pg::Lsn> Wait(int also_fd) override {
+    pollfd p[2] = {{feed_.socket(), POLLIN, 0}, {also_fd, POLLIN, 0}};
+    sys_.Poll(p, 2, 100);
+    return feed_.Drain();
+  }
+  absl::Status Report(pg::Lsn acked) override { return feed_.Report(acked, acked, absl::Now()); }
+
+ private:
+  sys::SysCalls& sys_;
+  agent::PgFlushFeed feed_;
+};
+
+class QuerySource : public FlushSource {
+ public:
+  QuerySource(std::string conninfo, sys::DirWatch watch, absl::Duration min_interval)
+      : pg_(std::move(conninfo)), watch_(std::move(watch)), min_interval_(min_interval) {}
+  absl::StatusOr<pg::Lsn> Ask() {
+    last_query_ = absl::Now();
+    WALSHIP_ASSIGN_OR_RETURN(
+        agent::PgClient::Rows rows,
+        pg_.QueryPrepared("relay_flush", "SELECT pg_current_wal_flush_lsn()::text"));
+    if (rows.size() != 1 || rows[0].size() != 1) {
+      return absl::FailedPreconditionError("unexpected answer to the flush position query");
+    }
+    return pg::ParseLsn(rows[0][0]);
+  }
+  // As walship-agent without its feed: the pause first, then the wait.
+  absl::StatusOr<pg::Lsn> Wait(int also_fd) override {
+    const absl::Duration since = absl::Now() - last_query_;
+    if (since < min_interval_) absl::SleepFor(min_interval_ - since);
+    bool written = false;
+    watch_.Wait(absl::Milliseconds(100), [&](const inotify_event&) { written = true; }, also_fd);
+    if (written) {
+      WALSHIP_ASSIGN_OR_RETURN(flush_, Ask());
+    }
+    return flush_;
+  }
+  absl::Status Report(pg::Lsn) override { return absl::OkStatus(); }
+  void set_flush(pg::Lsn lsn) { flush_ = lsn; }
+
+ private:
+  agent::PgClient pg_;
+  sys::DirWatch watch_;
+  const absl::Duration min_interval_;
+  absl::Time last_query_ = absl::InfinitePast();
+  pg::Lsn flush_ = 0;
+};
+
+}  // namespace
+
 absl::Status RunRelaySend(sys::SysCalls& sys, const RelaySendOptions& o,
                           const volatile int* stop) {
-  agent::PgFlushFeedOptions fo;
-  fo.conninfo = o.conninfo;
-  fo.application_name = o.application_name;
-  agent::PgFlushFeed feed(fo);
-  WALSHIP_RETURN_IF_ERROR(feed.Start(o.system_id, o.timeline));
+  std::unique_ptr<FlushSource> source;
+  pg::Lsn sent = 0;
+  if (o.follow == RelaySendOptions::Follow::kFeed) {
+    agent::PgFlushFeedOptions fo;
+    fo.conninfo = o.conninfo;
+    fo.application_name = o.application_name;
+    auto feed = std::make_unique<FeedSource>(sys, fo);
+    WALSHIP_RETURN_IF_ERROR(feed->Start(o.system_id, o.timeline));
+    sent = feed->start();
+    source = std::move(feed);
+  } else {
+    WALSHIP_ASSIGN_OR_RETURN(sys::DirWatch watch,
+                             sys::DirWatch::Open(sys, o.wal_dir, IN_MODIFY | IN_CLOSE_WRITE));
+    auto query = std::make_unique<QuerySource>(
+        absl::StrCat(o.conninfo, " application_name=", o.application_name), std::move(watch),
+        o.min_query_interval);
+    // From the flush position at the start, as the feed's walsender starts.
+    WALSHIP_ASSIGN_OR_RETURN(sent, query->Ask());
+    query->set_flush(sent);
+    source = std::move(query);
+  }
   WALSHIP_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(o.connect));
   WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd sock,
                            ConnectTcp(sys, hp, absl::Seconds(10), /*nonblocking=*/true));
   WALSHIP_RETURN_IF_ERROR(SetNoDelay(sys, sock.get()));
   const sys::TransferOptions io;
 
-  // Like pg_receivewal, report the start as written and flushed at once:
-  // the primary lists the relay from its first status update on.
-  pg::Lsn sent = feed.start_lsn();
   pg::Lsn acked = sent;
   uint64_t open_segno = ~uint64_t{0};
   sys::UniqueFd file;
@@ -114,9 +210,7 @@ absl::Status RunRelaySend(sys::SysCalls& sys, const RelaySendOptions& o,
   std::vector<int64_t> relay_lag_ns;
   absl::Status status;
   while (!*stop && status.ok()) {
-    pollfd p[2] = {{feed.socket(), POLLIN, 0}, {sock.get(), POLLIN, 0}};
-    sys.Poll(p, 2, 100);
-    absl::StatusOr<pg::Lsn> flush = feed.Drain();
+    absl::StatusOr<pg::Lsn> flush = source->Wait(sock.get());
     if (!flush.ok()) {
       status = flush.status();
       break;
@@ -166,7 +260,7 @@ absl::Status RunRelaySend(sys::SysCalls& sys, const RelaySendOptions& o,
          ++learned_acked) {
       relay_lag_ns.push_back(NowNs() - learned[learned_acked].second);
     }
-    absl::Status s = feed.Report(acked, acked, absl::Now());
+    absl::Status s = source->Report(acked);
     if (!s.ok() && status.ok()) status = s;
   }
   printf("{\"cmd\":\"relay-send\",\"ok\":%s,\"bytes\":%llu,\"frames\":%llu,\"acks\":%llu,"

@@ -12,6 +12,12 @@
 //                the newly durable bytes from pg_wal's files with
 //                sendfile(2), reads the receiver's acknowledgements and
 //                reports them to the walsender as written and flushed.
+//                With --follow=query it has no walsender, as walship-agent
+//                --pg-feed=false: PostgreSQL writing into pg_wal (inotify)
+//                prompts a prepared pg_current_wal_flush_lsn() query, at
+//                most one per min_query_interval (walship's 2 ms), and
+//                acknowledgements are read and dropped (nothing on the
+//                primary waits for them).
 //   relay-recv   the receiver. One thread, pg_receivewal's loop: read
 //                whatever arrived (splice(2) into the segment file at its
 //                offset), fdatasync, acknowledge, repeat.
@@ -44,6 +50,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "common/sys/syscalls.h"
 
 namespace walship::bench {
@@ -56,6 +63,9 @@ struct RelaySendOptions {
   uint64_t system_id = 0;     // IDENTIFY_SYSTEM's, checked
   uint32_t timeline = 1;
   uint64_t segment_bytes = 16 << 20;
+  enum class Follow { kFeed, kQuery };
+  Follow follow = Follow::kFeed;
+  absl::Duration min_query_interval = absl::Milliseconds(2);
 };
 
 struct RelayRecvOptions {
@@ -77,6 +87,8 @@ struct RelayRecvOptions {
   Prealloc prealloc = Prealloc::kNone;
 };
 
+// "feed" or "query"; kInvalidArgument otherwise.
+absl::StatusOr<RelaySendOptions::Follow> ParseFollow(absl::string_view name);
 // "none", "keep-size", "fallocate" or "zero"; kInvalidArgument otherwise.
 absl::StatusOr<RelayRecvOptions::Prealloc> ParsePrealloc(absl::string_view name);
 

@@ -36,9 +36,11 @@ def _fmt(v, spec="%.1f"):
 # The pgbench section's physical references (integration/bench/raw_relay.h):
 # segment files growing with every write, as walship-replica's; reserved at
 # full size first (fallocate); zero-filled first, as pg_receivewal's (by
-# hand: --pgbench-variants).
+# hand: --pgbench-variants); following the flush position by query, with no
+# walsender, as walship --pg-feed=false (by hand too).
 # (variant, name in the targets, name on the chart)
 RELAYS = [("raw-relay", "the raw relay", "raw relay"),
+          ("raw-relay-query", "the raw relay following by query", "raw relay, by query"),
           ("raw-relay-fallocate", "the raw relay with fallocated segments",
            "raw relay, fallocated"),
           ("raw-relay-zero", "the raw relay with zero-filled segments", "raw relay, zero-filled")]
@@ -360,6 +362,8 @@ def markdown(results):
                          ("pg_receivewal-busy", "pg_receivewal --synchronous beside a busy "
                           "loop (reference: CPU alone)"),
                          ("raw-relay", "raw relay (reference)"),
+                         ("raw-relay-query", "raw relay following by query, no walsender "
+                          "(reference for the feed off)"),
                          ("raw-relay-fallocate", "raw relay, segments fallocated first"),
                          ("raw-relay-zero", "raw relay, segments zero-filled first")]:
             if v not in pb["summary"]:
@@ -392,7 +396,10 @@ def markdown(results):
                  "pg_receivewal does (every byte written as zero, then fdatasync), so later "
                  "fdatasyncs change no metadata. The differences between those rows are what "
                  "the file policy costs; the rest of the gap to pg_receivewal is the second "
-                 "process.")
+                 "process. The relay following by query has no walsender: PostgreSQL writing "
+                 "into pg_wal prompts a prepared pg_current_wal_flush_lsn() query, at most one "
+                 "per 2 ms, as walship does with the feed off, and acknowledgements go "
+                 "nowhere (the reference for walship with `--pg-feed=false`).")
         L.append("")
         th = _get(pb, "threads", "walship")
         if th:
