@@ -213,6 +213,8 @@ absl::Status Agent::Start() {
   ship.transport = options_.transport;
   ship.max_payload = options_.max_payload;
   ship.io.io_timeout = options_.io_timeout;
+  // A rate limit paces each send with a sleep, which no publisher may take.
+  ship.inline_sends = options_.max_rate_bytes_per_sec <= 0;
   ShipperRunner runner = [this, ship](int fd, const Position& start,
                                       ShipperEvents* events,
                                       const std::atomic<bool>& stop) {

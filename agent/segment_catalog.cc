@@ -45,14 +45,71 @@ constexpr size_t kMaxEnds = 8192;
 }  // namespace
 
 void SegmentCatalog::Publish(std::vector<SegmentInfo> segments) {
+  std::vector<CatalogListener*> claimed;
+  CatalogSnapshot snap;
+  {
+    absl::MutexLock lock(&mu_);
+    current_.version++;
+    current_.segments =
+        std::make_shared<const std::vector<SegmentInfo>>(std::move(segments));
+    current_.published = absl::Now();
+    Position end = current_.End();
+    if (ends_.empty() || ends_.back().first < end) ends_.emplace_back(end, current_.published);
+    while (ends_.size() > kMaxEnds) ends_.pop_front();
+    // Claimed before the unlock wakes anyone: a claiming listener's thread
+    // stays asleep.
+    for (auto& [l, st] : listeners_) {
+      if (!st.claimed && l->Claim()) {
+        st.claimed = true;
+        claimed.push_back(l);
+      }
+    }
+    if (!claimed.empty()) snap = current_;
+  }
+  for (CatalogListener* l : claimed) l->Pump(snap);
+}
+
+void SegmentCatalog::AddListener(CatalogListener* l) {
   absl::MutexLock lock(&mu_);
-  current_.version++;
-  current_.segments =
-      std::make_shared<const std::vector<SegmentInfo>>(std::move(segments));
-  current_.published = absl::Now();
-  Position end = current_.End();
-  if (ends_.empty() || ends_.back().first < end) ends_.emplace_back(end, current_.published);
-  while (ends_.size() > kMaxEnds) ends_.pop_front();
+  listeners_.emplace_back(l, ListenerState{});
+}
+
+void SegmentCatalog::RemoveListener(CatalogListener* l) {
+  absl::MutexLock lock(&mu_);
+  auto released = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    for (const auto& [x, st] : listeners_) {
+      if (x == l) return !st.claimed;
+    }
+    return true;
+  };
+  mu_.Await(absl::Condition(&released));
+  listeners_.erase(std::remove_if(listeners_.begin(), listeners_.end(),
+                                  [l](const auto& e) { return e.first == l; }),
+                   listeners_.end());
+}
+
+void SegmentCatalog::Release(CatalogListener* l, uint64_t version, bool caught_up) {
+  absl::MutexLock lock(&mu_);
+  for (auto& [x, st] : listeners_) {
+    if (x != l) continue;
+    st.claimed = false;
+    if (caught_up) st.caught_up = std::max(st.caught_up, version);
+  }
+}
+
+bool SegmentCatalog::WaitForChange(const CatalogListener* l, uint64_t seen_version,
+                                   absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  auto changed = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    if (shutdown_) return true;
+    if (current_.version == seen_version) return false;
+    for (const auto& [x, st] : listeners_) {
+      if (x == l) return !st.claimed && st.caught_up != current_.version;
+    }
+    return true;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&changed), deadline);
+  return !shutdown_;
 }
 
 std::optional<absl::Time> SegmentCatalog::ShippableSince(const Position& p) const {

@@ -7,6 +7,12 @@
 // snapshots and wait for changes. Data flows one way: source -> catalog ->
 // shippers; the catalog never calls back into a source.
 //
+// A shipper may also listen (CatalogListener): a publication it claims is
+// handed to it on the publisher's thread, right after Publish has made it
+// visible, and it does not wake the shipper's own thread when the listener
+// says it has nothing left to do at that version. One thread switch fewer
+// per publication for a replica that keeps up.
+//
 // Thread-safety: all methods are thread-safe. Snapshots are immutable and
 // shared; holding one never blocks Publish.
 #ifndef WALSHIP_AGENT_SEGMENT_CATALOG_H_
@@ -17,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -54,6 +61,22 @@ struct CatalogSnapshot {
   uint64_t BytesAfter(const Position& from) const;
 };
 
+class SegmentCatalog;
+
+// See the file comment. Registered with AddListener; must outlive its
+// registration.
+class CatalogListener {
+ public:
+  virtual ~CatalogListener() = default;
+  // Called by Publish with the catalog's lock held: true to take this
+  // publication (Pump follows). Must not block or call the catalog.
+  virtual bool Claim() = 0;
+  // After a true Claim, on the publisher's thread with no catalog lock held:
+  // act on `snap`, then call `catalog.Release()` once, as its last use of
+  // the listener's own state.
+  virtual void Pump(const CatalogSnapshot& snap) = 0;
+};
+
 class SegmentCatalog {
  public:
   SegmentCatalog();
@@ -62,7 +85,8 @@ class SegmentCatalog {
 
   // Replaces the view and wakes waiters. `segments` must be sorted by name;
   // a segment's shippable count must never decrease (the source reports that
-  // as an error instead).
+  // as an error instead). Then pumps the listeners that claimed it, on this
+  // thread, before returning.
   void Publish(std::vector<SegmentInfo> segments);
   // Marks the source failed; every waiter wakes and sees the status.
   void Fail(absl::Status status);
@@ -78,12 +102,28 @@ class SegmentCatalog {
   // or Shutdown is called. Returns false only on shutdown.
   bool WaitForChange(uint64_t seen_version, absl::Time deadline) const;
 
+  // Listeners. RemoveListener waits for a Pump of `l` that is still
+  // running to Release(); `l` may be destroyed once it returns.
+  void AddListener(CatalogListener* l);
+  void RemoveListener(CatalogListener* l);
+  // Ends a Pump of `l` at `version`: `caught_up` when `l` has nothing left
+  // to do at that version, so that WaitForChange(l, ...) sleeps on.
+  void Release(CatalogListener* l, uint64_t version, bool caught_up);
+  // WaitForChange for `l`'s own thread: not woken by a publication `l`
+  // claimed, nor by one it pumped and caught up with.
+  bool WaitForChange(const CatalogListener* l, uint64_t seen_version, absl::Time deadline) const;
+
  private:
+  struct ListenerState {
+    bool claimed = false;
+    uint64_t caught_up = 0;  // the version its last Pump caught up with
+  };
   mutable absl::Mutex mu_;
   CatalogSnapshot current_ ABSL_GUARDED_BY(mu_);
   // (end of shippable WAL, when it was published), oldest first; bounded.
   std::deque<std::pair<Position, absl::Time>> ends_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::pair<CatalogListener*, ListenerState>> listeners_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace walship::agent

@@ -13,7 +13,7 @@
 
 namespace walship::agent {
 
-Shipper::Shipper(sys::SysCalls& sys, const SegmentCatalog& catalog,
+Shipper::Shipper(sys::SysCalls& sys, SegmentCatalog& catalog,
                  SegmentChecksums& checksums, std::string wal_dir, int data_fd,
                  Position start, ShipperOptions options, ShipperEvents* events)
     : sys_(sys),
@@ -96,61 +96,117 @@ absl::Status Shipper::SendData(uint64_t length) {
 }
 
 absl::Status Shipper::Run(const std::atomic<bool>& stop) {
+  if (options_.inline_sends) catalog_.AddListener(this);
+  absl::Status result;
   while (!stop.load()) {
-    CatalogSnapshot snap = catalog_.Get();
-    if (!snap.source_status.ok()) return snap.source_status;
-    const auto& segs = *snap.segments;
-    if (pos_.segment.empty()) {
-      if (segs.empty()) {
-        catalog_.WaitForChange(snap.version, absl::Now() + options_.idle_wait);
-        continue;
+    std::optional<uint64_t> wait_at;
+    {
+      absl::MutexLock lock(&turn_);
+      if (!pump_status_.ok()) {
+        result = pump_status_;
+        break;
       }
-      pos_ = Position{segs.front().name, 0};
-    }
-    int i = snap.Find(pos_.segment);
-    if (i < 0) {
-      if (!segs.empty() && pos_.segment < segs.front().name) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "segment ", pos_.segment, " is no longer in the WAL directory (oldest is ",
-            segs.front().name, "): the replica fell behind retention"));
+      absl::StatusOr<std::optional<uint64_t>> step = Step();
+      if (!step.ok()) {
+        result = step.status();
+        break;
       }
-      if (segs.empty() || pos_.segment > segs.back().name) {
-        // Not visible yet (e.g. the directory was emptied and is refilling):
-        // keep waiting rather than guess.
-        catalog_.WaitForChange(snap.version, absl::Now() + options_.idle_wait);
-        continue;
-      }
-      return absl::FailedPreconditionError(absl::StrCat(
-          "segment ", pos_.segment, " disappeared from the WAL directory"));
+      wait_at = *step;
     }
-    const SegmentInfo& seg = segs[i];
-    if (!entered_) WALSHIP_RETURN_IF_ERROR(EnterSegment(seg.name));
-    if (pos_.offset > seg.shippable) {
-      return absl::OutOfRangeError(absl::StrCat(
-          "position ", pos_.ToString(), " is past the shippable end of ", seg.name,
-          " (", seg.shippable, " bytes)"));
+    if (wait_at.has_value()) {
+      catalog_.WaitForChange(this, *wait_at, absl::Now() + options_.idle_wait);
     }
-    if (pos_.offset < seg.shippable) {
-      uint64_t n = std::min<uint64_t>(seg.shippable - pos_.offset, options_.max_payload);
-      WALSHIP_RETURN_IF_ERROR(SendData(n));
-      continue;
-    }
-    if (seg.complete && static_cast<size_t>(i) + 1 < segs.size()) {
-      uint32_t crc;
-      if (segment_crc_valid_ && entered_) {
-        crc = segment_crc_;
-        checksums_.Put(seg.name, seg.shippable, crc);
-      } else {
-        WALSHIP_ASSIGN_OR_RETURN(crc, checksums_.Get(seg.name, seg.shippable));
-      }
-      events_->OnCheckpoint(seg.name, seg.shippable, crc);
-      pos_ = Position{segs[i + 1].name, 0};
-      entered_ = false;
-      segment_file_.reset();
-      continue;
-    }
-    catalog_.WaitForChange(snap.version, absl::Now() + options_.idle_wait);
   }
+  // Waits for a Pump still running (it touches nothing of this after its
+  // Release()).
+  if (options_.inline_sends) catalog_.RemoveListener(this);
+  return result;
+}
+
+absl::StatusOr<std::optional<uint64_t>> Shipper::Step() {
+  CatalogSnapshot snap = catalog_.Get();
+  if (!snap.source_status.ok()) return snap.source_status;
+  const auto& segs = *snap.segments;
+  if (pos_.segment.empty()) {
+    if (segs.empty()) return snap.version;
+    pos_ = Position{segs.front().name, 0};
+  }
+  int i = snap.Find(pos_.segment);
+  if (i < 0) {
+    if (!segs.empty() && pos_.segment < segs.front().name) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "segment ", pos_.segment, " is no longer in the WAL directory (oldest is ",
+          segs.front().name, "): the replica fell behind retention"));
+    }
+    if (segs.empty() || pos_.segment > segs.back().name) {
+      // Not visible yet (e.g. the directory was emptied and is refilling):
+      // keep waiting rather than guess.
+      return snap.version;
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "segment ", pos_.segment, " disappeared from the WAL directory"));
+  }
+  const SegmentInfo& seg = segs[i];
+  if (!entered_) WALSHIP_RETURN_IF_ERROR(EnterSegment(seg.name));
+  if (pos_.offset > seg.shippable) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "position ", pos_.ToString(), " is past the shippable end of ", seg.name,
+        " (", seg.shippable, " bytes)"));
+  }
+  if (pos_.offset < seg.shippable) {
+    uint64_t n = std::min<uint64_t>(seg.shippable - pos_.offset, options_.max_payload);
+    WALSHIP_RETURN_IF_ERROR(SendData(n));
+    return std::optional<uint64_t>();
+  }
+  if (seg.complete && static_cast<size_t>(i) + 1 < segs.size()) {
+    uint32_t crc;
+    if (segment_crc_valid_ && entered_) {
+      crc = segment_crc_;
+      checksums_.Put(seg.name, seg.shippable, crc);
+    } else {
+      WALSHIP_ASSIGN_OR_RETURN(crc, checksums_.Get(seg.name, seg.shippable));
+    }
+    events_->OnCheckpoint(seg.name, seg.shippable, crc);
+    pos_ = Position{segs[i + 1].name, 0};
+    entered_ = false;
+    segment_file_.reset();
+    return std::optional<uint64_t>();
+  }
+  return snap.version;
+}
+
+bool Shipper::Claim() { return turn_.TryLock(); }
+
+void Shipper::Pump(const CatalogSnapshot& snap) {
+  bool caught_up = false;
+  if (pump_status_.ok()) {
+    absl::Status s = PumpLocked(snap, &caught_up);
+    if (!s.ok()) {
+      pump_status_ = s;  // Run()'s thread wakes (not caught up) and returns it
+      caught_up = false;
+    }
+  }
+  turn_.Unlock();
+  catalog_.Release(this, snap.version, caught_up);
+}
+
+absl::Status Shipper::PumpLocked(const CatalogSnapshot& snap, bool* caught_up) {
+  // Only the plain case: more bytes of the segment already entered, all of
+  // them at once, without waiting for the socket.
+  if (!snap.source_status.ok() || !entered_) return absl::OkStatus();
+  const int i = snap.Find(pos_.segment);
+  if (i < 0) return absl::OkStatus();
+  const SegmentInfo& seg = (*snap.segments)[i];
+  if (pos_.offset >= seg.shippable) return absl::OkStatus();
+  const uint64_t n = seg.shippable - pos_.offset;
+  if (n > kMaxInlineBytes || n > options_.max_payload) return absl::OkStatus();
+  const sys::SysResult room = sys_.SendRoom(fd_);
+  if (!room.ok() || static_cast<uint64_t>(room.rc) < n + wire::kFrameHeaderSize) {
+    return absl::OkStatus();
+  }
+  WALSHIP_RETURN_IF_ERROR(SendData(n));
+  // A complete segment with a successor still needs its checkpoint.
+  *caught_up = !(seg.complete && static_cast<size_t>(i) + 1 < snap.segments->size());
   return absl::OkStatus();
 }
 

@@ -16,16 +16,31 @@
 // (kFailedPrecondition, kDataLoss, kOutOfRange). To interrupt a blocked
 // send, the owner shuts the socket down. The socket is borrowed.
 //
+// With `inline_sends`, while Run() waits the Shipper listens to the catalog
+// (CatalogListener): a publication that only adds bytes to the segment it
+// is in, at most kMaxInlineBytes of them and fewer than the socket can take
+// at once (SysCalls::SendRoom), is sent on the publisher's thread, and
+// Run()'s thread sleeps on; anything else (a new segment, a checkpoint, a
+// backlog, a full socket) is left to Run()'s thread, as is the error of a
+// failed inline send, which Run() returns. So the publisher never waits for
+// a replica, and a replica that keeps up costs no thread switch per
+// publication. One lock (`turn_`) gives the shipping state to one thread at
+// a time.
+//
 // Memory: constant per shipper (one copy buffer for the copy transport).
 #ifndef WALSHIP_AGENT_SHIPPER_H_
 #define WALSHIP_AGENT_SHIPPER_H_
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/segment_catalog.h"
 #include "agent/segment_checksums.h"
@@ -43,6 +58,8 @@ struct ShipperOptions {
   size_t copy_buffer_bytes = 256u << 10;
   absl::Duration idle_wait = absl::Milliseconds(200);
   sys::TransferOptions io;
+  // Off when each send must be paced (a rate limit sleeps in OnSent).
+  bool inline_sends = false;
 };
 
 class ShipperEvents {
@@ -55,20 +72,36 @@ class ShipperEvents {
   virtual void OnSent(const Position& sent, uint64_t bytes, bool zerocopy) = 0;
 };
 
-class Shipper {
+class Shipper final : private CatalogListener {
  public:
-  Shipper(sys::SysCalls& sys, const SegmentCatalog& catalog,
+  // The most an inline send moves; more is a backlog for Run()'s thread.
+  static constexpr uint64_t kMaxInlineBytes = 256 << 10;
+
+  Shipper(sys::SysCalls& sys, SegmentCatalog& catalog,
           SegmentChecksums& checksums, std::string wal_dir, int data_fd,
           Position start, ShipperOptions options, ShipperEvents* events);
 
   absl::Status Run(const std::atomic<bool>& stop);
 
  private:
+  // One pass of Run() with turn_ held: the catalog version to wait at when
+  // there is nothing to do, or nullopt to go round again at once.
+  absl::StatusOr<std::optional<uint64_t>> Step() ABSL_EXCLUSIVE_LOCKS_REQUIRED(turn_);
+  bool Claim() override;
+  void Pump(const CatalogSnapshot& snap) override;
+  // Pump's send; *caught_up when nothing is left to do at `snap`.
+  absl::Status PumpLocked(const CatalogSnapshot& snap, bool* caught_up)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(turn_);
   absl::Status EnterSegment(const std::string& name);
   absl::Status SendData(uint64_t length);
 
   sys::SysCalls& sys_;
-  const SegmentCatalog& catalog_;
+  SegmentCatalog& catalog_;
+  // Held by whichever thread is shipping: Run()'s, or a publisher's
+  // between Claim() and the end of Pump(). The members below are its.
+  absl::Mutex turn_;
+  // The first failure of an inline send; Run() returns it.
+  absl::Status pump_status_ ABSL_GUARDED_BY(turn_);
   SegmentChecksums& checksums_;
   const std::string wal_dir_;
   const int fd_;

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/sys/unique_fd.h"
@@ -148,6 +149,17 @@ SysResult RealSysCalls::InputQueued(int fd) {
   int queued = 0;
   SysResult r = Capture(::ioctl(fd, SIOCINQ, &queued));
   if (r.ok()) r.rc = queued;
+  return r;
+}
+
+SysResult RealSysCalls::SendRoom(int fd) {
+  int sndbuf = 0;
+  socklen_t len = sizeof(sndbuf);
+  SysResult r = Capture(::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len));
+  if (!r.ok()) return r;
+  int queued = 0;
+  r = Capture(::ioctl(fd, SIOCOUTQ, &queued));
+  if (r.ok()) r.rc = std::max(0, sndbuf / 2 - queued);
   return r;
 }
 

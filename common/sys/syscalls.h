@@ -114,6 +114,11 @@ class SysCalls {
   virtual SysResult Recv(int fd, void* buf, size_t n, int flags) = 0;
   // Bytes waiting to be read in a TCP socket (ioctl SIOCINQ), in rc.
   virtual SysResult InputQueued(int fd) = 0;
+  // Payload bytes a TCP socket can take now without waiting for its peer,
+  // in rc: half its send buffer (SO_SNDBUF, which counts the kernel's
+  // bookkeeping too) less what is queued and unacknowledged (ioctl
+  // SIOCOUTQ); 0 when that is negative. An estimate on the safe side.
+  virtual SysResult SendRoom(int fd) = 0;
   virtual SysResult Setsockopt(int fd, int level, int name, const void* val,
                                socklen_t len) = 0;
   virtual SysResult Getsockname(int fd, sockaddr* addr, socklen_t* len) = 0;
@@ -172,6 +177,7 @@ class RealSysCalls : public SysCalls {
   SysResult Send(int fd, const void* buf, size_t n, int flags) override;
   SysResult Recv(int fd, void* buf, size_t n, int flags) override;
   SysResult InputQueued(int fd) override;
+  SysResult SendRoom(int fd) override;
   SysResult Setsockopt(int fd, int level, int name, const void* val,
                        socklen_t len) override;
   SysResult Getsockname(int fd, sockaddr* addr, socklen_t* len) override;

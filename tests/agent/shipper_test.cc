@@ -1,0 +1,345 @@
+// Shipper over a real loopback TCP connection and real segment files: who
+// sends a publication (the publisher's thread inline, or the shipper's own
+// thread) and that the replica sees the same frames either way.
+#include "agent/shipper.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "agent/segment_catalog.h"
+#include "agent/segment_checksums.h"
+#include "common/net.h"
+#include "common/sys/syscalls.h"
+#include "common/sys/unique_fd.h"
+#include "common/wire/crc32c.h"
+#include "common/wire/frame.h"
+#include "gtest/gtest.h"
+#include "tests/fakes/temp_dir.h"
+
+namespace walship::agent {
+namespace {
+
+constexpr uint64_t kSegmentBytes = 1u << 20;
+
+// Records which thread each sendfile(2) ran on; can refuse room in the
+// socket or fail sendfile on one thread.
+class ThreadRecordingSysCalls : public sys::RealSysCalls {
+ public:
+  sys::SysResult SendFile(int out_fd, int in_fd, off_t* offset, size_t count) override {
+    {
+      absl::MutexLock lock(&mu_);
+      senders_.push_back(std::this_thread::get_id());
+      if (fail_on_ == std::this_thread::get_id()) return sys::SysResult{-1, EPIPE};
+    }
+    return RealSysCalls::SendFile(out_fd, in_fd, offset, count);
+  }
+  sys::SysResult SendRoom(int fd) override {
+    if (no_room_.load()) return sys::SysResult{0, 0};
+    return RealSysCalls::SendRoom(fd);
+  }
+  std::vector<std::thread::id> senders() {
+    absl::MutexLock lock(&mu_);
+    return senders_;
+  }
+  void FailOn(std::thread::id t) {
+    absl::MutexLock lock(&mu_);
+    fail_on_ = t;
+  }
+  std::atomic<bool> no_room_{false};
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::thread::id> senders_ ABSL_GUARDED_BY(mu_);
+  std::thread::id fail_on_ ABSL_GUARDED_BY(mu_);
+};
+
+class RecordingEvents : public ShipperEvents {
+ public:
+  void OnCheckpoint(const std::string& segment, uint64_t length, uint32_t crc32c) override {
+    absl::MutexLock lock(&mu_);
+    checkpoints_.push_back({segment, length, crc32c});
+  }
+  void OnSent(const Position&, uint64_t, bool) override {}
+  struct Checkpoint {
+    std::string segment;
+    uint64_t length;
+    uint32_t crc32c;
+  };
+  std::vector<Checkpoint> checkpoints() {
+    absl::MutexLock lock(&mu_);
+    return checkpoints_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<Checkpoint> checkpoints_ ABSL_GUARDED_BY(mu_);
+};
+
+struct Frame {
+  wire::FrameHeader header;
+  std::string payload;
+};
+
+class ShipperTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::FreshTempDir("shipper_test");
+    checksums_ = std::make_unique<SegmentChecksums>(sys_, dir_);
+    // Two segments of distinct bytes; the catalog says how much may go.
+    for (const char* name : {"seg1", "seg2"}) {
+      std::string bytes(kSegmentBytes, '\0');
+      for (size_t i = 0; i < bytes.size(); ++i) {
+        bytes[i] = static_cast<char>((i * 131 + name[3]) & 0xff);
+      }
+      testing::WriteFile(dir_ + "/" + name, bytes);
+      contents_.push_back(std::move(bytes));
+    }
+    uint16_t port = 0;
+    auto listener = ListenTcp(sys_, HostPort{"127.0.0.1", 0}, 1, &port);
+    ASSERT_TRUE(listener.ok()) << listener.status();
+    auto client = ConnectTcp(sys_, HostPort{"127.0.0.1", port}, absl::Seconds(5),
+                             /*nonblocking=*/true);
+    ASSERT_TRUE(client.ok()) << client.status();
+    sys::SysResult a = sys_.Accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC);
+    ASSERT_TRUE(a.ok()) << a.err;
+    tx_ = std::move(*client);
+    rx_ = sys::UniqueFd(static_cast<int>(a.rc));
+  }
+
+  void TearDown() override { StopShipper(); }
+
+  void StartShipper(bool inline_sends) {
+    ShipperOptions o;
+    o.inline_sends = inline_sends;
+    o.idle_wait = absl::Milliseconds(50);
+    shipper_ = std::make_unique<Shipper>(sys_, catalog_, *checksums_, dir_, tx_.get(),
+                                         Position{}, o, &events_);
+    runner_ = std::thread([this] {
+      runner_tid_ = static_cast<pid_t>(syscall(SYS_gettid));
+      runner_id_ = std::this_thread::get_id();
+      absl::Status s = shipper_->Run(stop_);
+      absl::MutexLock lock(&result_mu_);
+      result_ = s;
+      finished_ = true;
+    });
+    while (runner_id_ == std::thread::id()) absl::SleepFor(absl::Milliseconds(1));
+  }
+
+  void StopShipper() {
+    if (!runner_.joinable()) return;
+    stop_.store(true);
+    runner_.join();
+  }
+
+  // The next frame from the replica's side of the socket (5 s at most).
+  Frame ReadFrame() {
+    Frame f;
+    uint8_t raw[wire::kFrameHeaderSize];
+    ReadExactly(raw, sizeof(raw));
+    auto h = wire::DecodeFrameHeader(absl::MakeConstSpan(raw, sizeof(raw)), 16u << 20);
+    EXPECT_TRUE(h.ok()) << h.status();
+    if (!h.ok()) return f;
+    f.header = *h;
+    f.payload.resize(h->payload_length);
+    ReadExactly(f.payload.data(), f.payload.size());
+    return f;
+  }
+
+  void ReadExactly(void* buf, size_t n) {
+    size_t got = 0;
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    while (got < n) {
+      ASSERT_LT(absl::Now(), deadline) << "no frame";
+      pollfd p{rx_.get(), POLLIN, 0};
+      sys_.Poll(&p, 1, 100);
+      sys::SysResult r = sys_.Recv(rx_.get(), static_cast<char*>(buf) + got, n - got,
+                                   MSG_DONTWAIT);
+      if (r.ok() && r.rc == 0) FAIL() << "socket closed";
+      if (r.ok()) got += static_cast<size_t>(r.rc);
+    }
+  }
+
+  // A DATA frame carrying `n` bytes of `segment` (0 or 1) from `offset`.
+  void ExpectData(const Frame& f, int segment, uint64_t offset, uint64_t n) {
+    EXPECT_EQ(f.header.type, wire::FrameType::kData);
+    EXPECT_EQ(f.header.offset, offset);
+    ASSERT_EQ(f.payload.size(), n);
+    EXPECT_TRUE(f.payload == contents_[segment].substr(offset, n)) << "payload differs";
+    EXPECT_TRUE(wire::VerifyPayload(f.header, absl::MakeConstSpan(
+                                                  reinterpret_cast<const uint8_t*>(
+                                                      f.payload.data()),
+                                                  f.payload.size()))
+                    .ok());
+  }
+
+  void Publish(uint64_t seg1, bool seg1_complete = false, uint64_t seg2 = 0) {
+    std::vector<SegmentInfo> segs = {{"seg1", seg1, seg1_complete}};
+    if (seg1_complete) segs.push_back({"seg2", seg2, false});
+    catalog_.Publish(std::move(segs));
+  }
+
+  // Publishes seg1 up to `first` bytes and reads the SEGMENT and DATA frames
+  // Run()'s thread sends for it (a new segment is always its job).
+  void EnterFirstSegment(uint64_t first) {
+    Publish(first);
+    Frame seg = ReadFrame();
+    EXPECT_EQ(seg.header.type, wire::FrameType::kSegment);
+    EXPECT_EQ(seg.payload, "seg1");
+    ExpectData(ReadFrame(), 0, 0, first);
+  }
+
+  // Times Run()'s thread went to sleep and was woken, from /proc.
+  int64_t RunnerSleeps() {
+    std::string status = testing::ReadFile(
+        absl::StrCat("/proc/self/task/", runner_tid_.load(), "/status"));
+    const std::string key = "voluntary_ctxt_switches:";
+    size_t at = status.find(key);
+    if (at == std::string::npos) return -1;
+    return std::strtoll(status.c_str() + at + key.size(), nullptr, 10);
+  }
+
+  size_t SentBy(std::thread::id t) {
+    size_t n = 0;
+    for (std::thread::id x : sys_.senders()) n += x == t;
+    return n;
+  }
+
+  ThreadRecordingSysCalls sys_;
+  std::string dir_;
+  std::vector<std::string> contents_;
+  SegmentCatalog catalog_;
+  std::unique_ptr<SegmentChecksums> checksums_;
+  RecordingEvents events_;
+  sys::UniqueFd tx_, rx_;
+  std::unique_ptr<Shipper> shipper_;
+  std::atomic<bool> stop_{false};
+  std::thread runner_;
+  std::atomic<std::thread::id> runner_id_{};
+  std::atomic<pid_t> runner_tid_{0};
+  absl::Mutex result_mu_;
+  absl::Status result_ ABSL_GUARDED_BY(result_mu_);
+  bool finished_ ABSL_GUARDED_BY(result_mu_) = false;
+};
+
+TEST_F(ShipperTest, AppendsToTheEnteredSegmentGoOutOnThePublishersThread) {
+  StartShipper(/*inline_sends=*/true);
+  EnterFirstSegment(4096);
+  EXPECT_EQ(SentBy(runner_id_), 1u);
+  absl::SleepFor(absl::Milliseconds(2));
+  const int64_t sleeps_before = RunnerSleeps();
+  ASSERT_GE(sleeps_before, 0);
+  uint64_t end = 4096;
+  for (int i = 0; i < 50; ++i) {
+    // Time for Run()'s thread to let go of the shipping state.
+    absl::SleepFor(absl::Milliseconds(2));
+    const uint64_t n = 512 + 97 * static_cast<uint64_t>(i);
+    Publish(end + n);
+    ExpectData(ReadFrame(), 0, end, n);
+    end += n;
+  }
+  // Run()'s thread slept through them: woken only by its idle timeout
+  // (50 ms) in the 100-odd ms they took, not once per publication.
+  const int64_t woken = RunnerSleeps() - sleeps_before;
+  EXPECT_LT(woken, 25) << "Run()'s thread was woken for inline publications";
+  const size_t inline_sends = SentBy(std::this_thread::get_id());
+  EXPECT_GE(inline_sends, 45u) << "of 50 publications";
+  EXPECT_EQ(inline_sends + SentBy(runner_id_), 51u);
+}
+
+TEST_F(ShipperTest, WithoutRoomInTheSocketRunsThreadSends) {
+  StartShipper(/*inline_sends=*/true);
+  EnterFirstSegment(4096);
+  sys_.no_room_.store(true);
+  for (uint64_t end = 4096; end < 4096 * 6; end += 4096) {
+    absl::SleepFor(absl::Milliseconds(2));
+    Publish(end + 4096);
+    ExpectData(ReadFrame(), 0, end, 4096);
+  }
+  EXPECT_EQ(SentBy(std::this_thread::get_id()), 0u);
+  EXPECT_EQ(SentBy(runner_id_), 6u);
+}
+
+TEST_F(ShipperTest, ABacklogIsRunsThreads) {
+  StartShipper(/*inline_sends=*/true);
+  EnterFirstSegment(4096);
+  absl::SleepFor(absl::Milliseconds(2));
+  const uint64_t n = Shipper::kMaxInlineBytes + 1;
+  Publish(4096 + n);
+  ExpectData(ReadFrame(), 0, 4096, n);
+  EXPECT_EQ(SentBy(std::this_thread::get_id()), 0u);
+}
+
+TEST_F(ShipperTest, WithInlineSendsOffOnlyRunsThreadSends) {
+  StartShipper(/*inline_sends=*/false);
+  EnterFirstSegment(4096);
+  for (uint64_t end = 4096; end < 4096 * 6; end += 4096) {
+    absl::SleepFor(absl::Milliseconds(2));
+    Publish(end + 4096);
+    ExpectData(ReadFrame(), 0, end, 4096);
+  }
+  EXPECT_EQ(SentBy(std::this_thread::get_id()), 0u);
+  EXPECT_EQ(SentBy(runner_id_), 6u);
+}
+
+TEST_F(ShipperTest, AFailedInlineSendEndsRunWithItsError) {
+  StartShipper(/*inline_sends=*/true);
+  EnterFirstSegment(4096);
+  sys_.FailOn(std::this_thread::get_id());
+  absl::SleepFor(absl::Milliseconds(2));
+  Publish(8192);
+  ASSERT_EQ(SentBy(std::this_thread::get_id()), 1u) << "the publication went inline";
+  // Run()'s thread wakes for it and returns the error, without being stopped.
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  for (;;) {
+    {
+      absl::MutexLock lock(&result_mu_);
+      if (finished_) break;
+    }
+    ASSERT_LT(absl::Now(), deadline) << "Run() did not return";
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  absl::MutexLock lock(&result_mu_);
+  EXPECT_FALSE(result_.ok());
+  EXPECT_NE(result_.ToString().find("sendfile"), std::string::npos) << result_;
+}
+
+TEST_F(ShipperTest, ASegmentsEndAndTheNextOneAreRunsThreads) {
+  StartShipper(/*inline_sends=*/true);
+  EnterFirstSegment(4096);
+  absl::SleepFor(absl::Milliseconds(2));
+  // The rest of seg1 fits inline; its checkpoint and seg2 are Run()'s.
+  const uint64_t tail = 64 << 10;
+  Publish(4096 + tail);
+  ExpectData(ReadFrame(), 0, 4096, tail);
+  absl::SleepFor(absl::Milliseconds(2));
+  const uint64_t seg1 = 4096 + tail;
+  Publish(seg1, /*seg1_complete=*/true, 1000);
+  Frame seg = ReadFrame();
+  EXPECT_EQ(seg.header.type, wire::FrameType::kSegment);
+  EXPECT_EQ(seg.payload, "seg2");
+  ExpectData(ReadFrame(), 1, 0, 1000);
+  std::vector<RecordingEvents::Checkpoint> cps = events_.checkpoints();
+  ASSERT_EQ(cps.size(), 1u);
+  EXPECT_EQ(cps[0].segment, "seg1");
+  EXPECT_EQ(cps[0].length, seg1);
+  EXPECT_EQ(cps[0].crc32c, wire::Crc32c(contents_[0].data(), seg1));
+  EXPECT_EQ(SentBy(std::this_thread::get_id()), 1u);  // seg1's tail
+}
+
+}  // namespace
+}  // namespace walship::agent
