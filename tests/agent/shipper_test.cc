@@ -213,6 +213,18 @@ class ShipperTest : public ::testing::Test {
     return std::strtoll(status.c_str() + at + key.size(), nullptr, 10);
   }
 
+  // After EnterFirstSegment(4096): five 4 KiB appends, each published after
+  // a pause and every one sent by Run()'s thread.
+  void ExpectFiveAppendsSentByRunsThread() {
+    for (uint64_t end = 4096; end < 4096 * 6; end += 4096) {
+      absl::SleepFor(absl::Milliseconds(2));
+      Publish(end + 4096);
+      ExpectData(ReadFrame(), 0, end, 4096);
+    }
+    EXPECT_EQ(SentBy(std::this_thread::get_id()), 0u);
+    EXPECT_EQ(SentBy(runner_id_), 6u);
+  }
+
   size_t SentBy(std::thread::id t) {
     size_t n = 0;
     for (std::thread::id x : sys_.senders()) n += x == t;
@@ -265,13 +277,7 @@ TEST_F(ShipperTest, WithoutRoomInTheSocketRunsThreadSends) {
   StartShipper(/*inline_sends=*/true);
   EnterFirstSegment(4096);
   sys_.no_room_.store(true);
-  for (uint64_t end = 4096; end < 4096 * 6; end += 4096) {
-    absl::SleepFor(absl::Milliseconds(2));
-    Publish(end + 4096);
-    ExpectData(ReadFrame(), 0, end, 4096);
-  }
-  EXPECT_EQ(SentBy(std::this_thread::get_id()), 0u);
-  EXPECT_EQ(SentBy(runner_id_), 6u);
+  ExpectFiveAppendsSentByRunsThread();
 }
 
 TEST_F(ShipperTest, ABacklogIsRunsThreads) {
@@ -287,13 +293,7 @@ TEST_F(ShipperTest, ABacklogIsRunsThreads) {
 TEST_F(ShipperTest, WithInlineSendsOffOnlyRunsThreadSends) {
   StartShipper(/*inline_sends=*/false);
   EnterFirstSegment(4096);
-  for (uint64_t end = 4096; end < 4096 * 6; end += 4096) {
-    absl::SleepFor(absl::Milliseconds(2));
-    Publish(end + 4096);
-    ExpectData(ReadFrame(), 0, end, 4096);
-  }
-  EXPECT_EQ(SentBy(std::this_thread::get_id()), 0u);
-  EXPECT_EQ(SentBy(runner_id_), 6u);
+  ExpectFiveAppendsSentByRunsThread();
 }
 
 TEST_F(ShipperTest, AFailedInlineSendEndsRunWithItsError) {
