@@ -77,10 +77,8 @@ void SegmentCatalog::AddListener(CatalogListener* l) {
 void SegmentCatalog::RemoveListener(CatalogListener* l) {
   absl::MutexLock lock(&mu_);
   auto released = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    for (const auto& [x, st] : listeners_) {
-      if (x == l) return !st.claimed;
-    }
-    return true;
+    const ListenerState* st = StateOf(l);
+    return st == nullptr || !st->claimed;
   };
   mu_.Await(absl::Condition(&released));
   listeners_.erase(std::remove_if(listeners_.begin(), listeners_.end(),
@@ -90,11 +88,21 @@ void SegmentCatalog::RemoveListener(CatalogListener* l) {
 
 void SegmentCatalog::Release(CatalogListener* l, uint64_t version, bool caught_up) {
   absl::MutexLock lock(&mu_);
+  ListenerState* st = StateOf(l);
+  if (st == nullptr) return;
+  st->claimed = false;
+  if (caught_up) st->caught_up = std::max(st->caught_up, version);
+}
+
+SegmentCatalog::ListenerState* SegmentCatalog::StateOf(const CatalogListener* l) {
   for (auto& [x, st] : listeners_) {
-    if (x != l) continue;
-    st.claimed = false;
-    if (caught_up) st.caught_up = std::max(st.caught_up, version);
+    if (x == l) return &st;
   }
+  return nullptr;
+}
+
+const SegmentCatalog::ListenerState* SegmentCatalog::StateOf(const CatalogListener* l) const {
+  return const_cast<SegmentCatalog*>(this)->StateOf(l);
 }
 
 bool SegmentCatalog::WaitForChange(const CatalogListener* l, uint64_t seen_version,
@@ -103,10 +111,8 @@ bool SegmentCatalog::WaitForChange(const CatalogListener* l, uint64_t seen_versi
   auto changed = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     if (shutdown_) return true;
     if (current_.version == seen_version) return false;
-    for (const auto& [x, st] : listeners_) {
-      if (x == l) return !st.claimed && st.caught_up != current_.version;
-    }
-    return true;
+    const ListenerState* st = StateOf(l);
+    return st == nullptr || (!st->claimed && st->caught_up != current_.version);
   };
   mu_.AwaitWithDeadline(absl::Condition(&changed), deadline);
   return !shutdown_;

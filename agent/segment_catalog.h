@@ -61,8 +61,6 @@ struct CatalogSnapshot {
   uint64_t BytesAfter(const Position& from) const;
 };
 
-class SegmentCatalog;
-
 // See the file comment. Registered with AddListener; must outlive its
 // registration.
 class CatalogListener {
@@ -118,6 +116,10 @@ class SegmentCatalog {
     bool claimed = false;
     uint64_t caught_up = 0;  // the version its last Pump caught up with
   };
+  // `l`'s entry in listeners_, or null.
+  ListenerState* StateOf(const CatalogListener* l) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const ListenerState* StateOf(const CatalogListener* l) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   mutable absl::Mutex mu_;
   CatalogSnapshot current_ ABSL_GUARDED_BY(mu_);
   // (end of shippable WAL, when it was published), oldest first; bounded.

@@ -141,7 +141,8 @@ class QuerySource : public FlushSource {
     if (rows.size() != 1 || rows[0].size() != 1) {
       return absl::FailedPreconditionError("unexpected answer to the flush position query");
     }
-    return pg::ParseLsn(rows[0][0]);
+    WALSHIP_ASSIGN_OR_RETURN(flush_, pg::ParseLsn(rows[0][0]));
+    return flush_;
   }
   // As walship-agent without its feed: the pause first, then the wait.
   absl::StatusOr<pg::Lsn> Wait(int also_fd) override {
@@ -149,13 +150,10 @@ class QuerySource : public FlushSource {
     if (since < min_interval_) absl::SleepFor(min_interval_ - since);
     bool written = false;
     watch_.Wait(absl::Milliseconds(100), [&](const inotify_event&) { written = true; }, also_fd);
-    if (written) {
-      WALSHIP_ASSIGN_OR_RETURN(flush_, Ask());
-    }
+    if (written) return Ask();
     return flush_;
   }
   absl::Status Report(pg::Lsn) override { return absl::OkStatus(); }
-  void set_flush(pg::Lsn lsn) { flush_ = lsn; }
 
  private:
   agent::PgClient pg_;
@@ -187,7 +185,6 @@ absl::Status RunRelaySend(sys::SysCalls& sys, const RelaySendOptions& o,
         o.min_query_interval);
     // From the flush position at the start, as the feed's walsender starts.
     WALSHIP_ASSIGN_OR_RETURN(sent, query->Ask());
-    query->set_flush(sent);
     source = std::move(query);
   }
   WALSHIP_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(o.connect));
