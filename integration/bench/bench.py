@@ -28,6 +28,7 @@ reported, not asserted), 1 if a section failed, 2 on bad usage.
 """
 
 import argparse
+import bisect
 import json
 import os
 import platform
@@ -80,7 +81,8 @@ class Config(object):
             self.pg_segsize_mb = 1
             self.pg_backlog_bytes = 24 * MIB
             self.pgbench_scale = 1
-            self.pgbench_seconds = 3
+            self.pgbench_lag_seconds = 2
+            self.pgbench_seconds = 2
             self.pgbench_clients = 2
             self.pgbench_busy_cores = 0.3
             self.pgbench_variants = ["walship", "walship-paced", "walship-query-paced",
@@ -98,7 +100,9 @@ class Config(object):
             self.pg_segsize_mb = 16
             self.pg_backlog_bytes = 1 * GIB + 64 * MIB
             self.pgbench_scale = 10
-            self.pgbench_seconds = 15
+            # Each run: a lag phase, then a TPS phase (run_pgbench).
+            self.pgbench_lag_seconds = 6
+            self.pgbench_seconds = 10
             self.pgbench_clients = 4
             # pg_receivewal-busy: pg_receivewal beside a busy loop asking for
             # this much of a core in 2 ms slices (about the CPU walship takes
@@ -959,6 +963,20 @@ def writer_log(path, segsize):
     return out
 
 
+def flushed_at(durable):
+    """A function of time t: the furthest position in `durable` ([(global,
+    t)] in time order) recorded at or before t; None before the first."""
+    times, best = [], []
+    for g, tg in durable:
+        times.append(tg)
+        best.append(g if not best else max(best[-1], g))
+
+    def at(t):
+        i = bisect.bisect_right(times, t)
+        return best[i - 1] if i else None
+    return at
+
+
 def lags(records, durable):
     """Per record: time from its write to the first durable position at or
     past its end. `durable` is [(global, t)] in time order. Records never
@@ -1241,19 +1259,17 @@ def run_pgbench(ctx, pg, variant):
             receiver_pids = [recv.pid]
         else:
             sender_pids = receiver_pids = []
-        cpu0 = {p: proc_stat_cpu(p) or 0.0 for p in sender_pids + receiver_pids}
-        # Where walship's CPU goes: per thread, and per flush cycle that made
-        # new bytes durable (walship_replica_flush_seconds counts those).
-        if ws:
-            threads0 = walship_threads(pg, agent, replica)
-            cycles0 = flush_cycles(metrics_addr)
-        # Sample the primary's flush LSN and the receiver's flushed LSN together.
+        # Two phases on the same daemons. The first measures lag: every
+        # variant's sampler, and for walship the observer of its replica-side
+        # lag (watch-state, one wake-up per acknowledgement), which takes CPU
+        # from the primary that no other variant's measurement does. The
+        # second measures TPS and CPU with that observer gone, so the load
+        # beside each receiver is the same (the sampler alone).
         samples = []
         query_waits = []  # client send to server execution, seconds
-        stop = threading.Event()
         sess = pg.session()
 
-        def sampler():
+        def sampler(stop, samples, query_waits):
             # clock_timestamp() is read in the backend next to the flush
             # position: on two saturated CPUs the query can wait milliseconds
             # for a CPU, and a client-side time before it would count that
@@ -1277,19 +1293,37 @@ def run_pgbench(ctx, pg, variant):
                 # The server's wall clock on this machine's monotonic clock.
                 t = float(p_epoch) - (time.time() - time.monotonic())
                 query_waits.append(max(0.0, t - t_sent))
+                # walship's flushed LSN at this moment comes afterwards from
+                # the watcher's log: reading its files here would load the
+                # CPUs during walship's rounds only.
                 ws_lsn = None
-                if ws:
-                    try:
-                        st = kit.read_state(dest)
-                        ws_lsn = pg.lsn_of(st["segment"], st["offset"]) if st["segment"] else 0
-                    except (AssertionError, OSError):
-                        ws_lsn = None  # replaced while we read it: skip
-                elif r_lsn != "-":
+                if not ws and r_lsn != "-":
                     ws_lsn = dk.parse_lsn(r_lsn)
                 samples.append((t, dk.parse_lsn(p_lsn), ws_lsn,
                                 float(r_lag) if r_lag != "-" else None,
                                 dk.parse_lsn(r_lsn) if r_lsn != "-" else 0))
                 stop.wait(0.01)
+
+        def load(seconds, samples, query_waits):
+            """pgbench for `seconds` with the sampler beside it: its output."""
+            stop = threading.Event()
+            th = threading.Thread(target=sampler, args=(stop, samples, query_waits),
+                                  daemon=True)
+            th.start()
+            out = subprocess.run([pg.tool("pgbench"), "-n", "-M", "prepared",
+                                  "-c", str(cfg.pgbench_clients), "-j", "2",
+                                  "-T", str(seconds), "-h", pg.sock, "-p", str(pg.port),
+                                  "-U", "postgres", "postgres"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 timeout=seconds + 120)
+            stop.set()
+            th.join(10)
+            m = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out.stdout)
+            n = re.search(r"number of transactions actually processed: (\d+)", out.stdout)
+            if out.returncode != 0 or not m or not n:
+                raise RuntimeError("pgbench failed: %s" % out.stdout[-2000:])
+            return float(m.group(1)), int(n.group(1))
+
         # Only samples under load count: before pgbench's first commit the
         # byte lag is 0 for everyone, and pg_stat_replication shows the
         # flush_lag of the receiver's last reply before it, however old.
@@ -1297,17 +1331,24 @@ def run_pgbench(ctx, pg, variant):
         if variant == "pg_receivewal-busy":
             busy = ctx.procs.spawn("busy", [sys.executable, "-c", BUSY_LOOP,
                                             str(cfg.pgbench_busy_cores)])
+        # Phase 1: lag.
+        watch_cpu0 = proc_stat_cpu(watch.pid) or 0.0 if watch is not None else None
+        load(cfg.pgbench_lag_seconds, samples, query_waits)
+        observer_cores = None
+        if watch is not None:
+            observer_cores = (((proc_stat_cpu(watch.pid) or watch_cpu0) - watch_cpu0) /
+                              cfg.pgbench_lag_seconds)
+            ctx.procs.stop(watch)
+        # Phase 2: TPS and CPU.
+        cpu0 = {p: proc_stat_cpu(p) or 0.0 for p in sender_pids + receiver_pids}
+        if busy is not None:
             busy_cpu0 = proc_stat_cpu(busy.pid) or 0.0
-        th = threading.Thread(target=sampler, daemon=True)
-        th.start()
-        out = subprocess.run([pg.tool("pgbench"), "-n", "-M", "prepared",
-                              "-c", str(cfg.pgbench_clients), "-j", "2",
-                              "-T", str(cfg.pgbench_seconds), "-h", pg.sock, "-p", str(pg.port),
-                              "-U", "postgres", "postgres"],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             timeout=cfg.pgbench_seconds + 120)
-        stop.set()
-        th.join(10)
+        # Where walship's CPU goes: per thread, and per flush cycle that made
+        # new bytes durable (walship_replica_flush_seconds counts those).
+        if ws:
+            threads0 = walship_threads(pg, agent, replica)
+            cycles0 = flush_cycles(metrics_addr)
+        tps, transactions = load(cfg.pgbench_seconds, [], [])
         if variant == "raw-relay-query":
             # No pg_stat_replication row tells that it kept up: the
             # receiver's segment file does.
@@ -1324,20 +1365,18 @@ def run_pgbench(ctx, pg, variant):
         if ws:
             threads1 = walship_threads(pg, agent, replica)
             cycles = flush_cycles(metrics_addr) - cycles0
-        m = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out.stdout)
-        n = re.search(r"number of transactions actually processed: (\d+)", out.stdout)
-        if out.returncode != 0 or not m or not n:
-            raise RuntimeError("pgbench failed: %s" % out.stdout[-2000:])
 
         def cores(pids):  # CPU seconds per second of load
             return sum((cpu1[p] or cpu0[p]) - cpu0[p] for p in pids) / cfg.pgbench_seconds
         qw = dist([x * 1e3 for x in query_waits])
-        res = {"tps": float(m.group(1)), "samples": len(samples),
+        res = {"tps": tps, "samples": len(samples),
                "sample_query_wait_p50_ms": qw["p50"], "sample_query_wait_p99_ms": qw["p99"],
-               "transactions": int(n.group(1)),
+               "transactions": transactions,
                "sender_cores": cores(sender_pids), "receiver_cores": cores(receiver_pids)}
         if busy_cores is not None:
             res["busy_cores"] = busy_cores
+        if observer_cores is not None:
+            res["observer_cores"] = observer_cores
         # Replication CPU (both sides) per transaction the primary committed.
         res["cpu_us_per_txn"] = ((res["sender_cores"] + res["receiver_cores"]) * 1e6 /
                                  res["tps"] if res["tps"] else None)
@@ -1360,10 +1399,6 @@ def run_pgbench(ctx, pg, variant):
                                           if cycles else None)
             res["receiver_us_per_cycle"] = (res["receiver_cores"] * 1e6 /
                                             res["flush_cycles_per_s"] if cycles else None)
-        byte_lag = [max(0, p - r) for _, p, r, _, _ in samples
-                    if r is not None and p > load_from]
-        bd = dist(byte_lag)
-        res.update({"byte_lag_p50": bd["p50"], "byte_lag_p99": bd["p99"], "byte_lag_max": bd["max"]})
         # A flush_lag counts once the receiver has replied about WAL of the load.
         td = dist([x * 1e3 for _, _, _, x, rep in samples if x is not None and rep > load_from])
         res.update({"lag_p50_ms": td["p50"], "lag_p99_ms": td["p99"], "lag_max_ms": td["max"],
@@ -1371,8 +1406,8 @@ def run_pgbench(ctx, pg, variant):
         if ws:
             # A second view of walship's lag, from the replica's side: a
             # flush-position sample (timed in its backend) until the replica's
-            # walship.progress, rewritten before each acknowledgement, covers it.
-            ctx.procs.stop(watch)
+            # walship.progress, rewritten before each acknowledgement, covers it
+            # (phase 1).
             obs = [(pg.lsn_of(s, o), t) for s, o, _, t in read_watch_log(watch.watch_log)
                    if s != "-"]
             prim = [(p, t) for t, p, _, _, _ in samples if p > load_from]
@@ -1380,6 +1415,12 @@ def run_pgbench(ctx, pg, variant):
             sd = dist([x * 1e3 for x in lat])
             res.update({"state_lag_p50_ms": sd["p50"], "state_lag_p99_ms": sd["p99"],
                         "state_lag_max_ms": sd["max"]})
+            at = flushed_at(obs)
+            samples = [(t, p, at(t), lag, rep) for t, p, _, lag, rep in samples]
+        byte_lag = [max(0, p - r) for _, p, r, _, _ in samples
+                    if r is not None and p > load_from]
+        bd = dist(byte_lag)
+        res.update({"byte_lag_p50": bd["p50"], "byte_lag_p99": bd["p99"], "byte_lag_max": bd["max"]})
         return res
     finally:
         if watch is not None and watch.poll() is None:
@@ -1436,7 +1477,8 @@ def section_pgbench(ctx, pg):
                         "sample_query_wait_p50_ms")])
             runs[v].append(res)
     return {"scale": cfg.pgbench_scale, "clients": cfg.pgbench_clients,
-            "seconds": cfg.pgbench_seconds, "runs": runs,
+            "seconds": cfg.pgbench_seconds, "lag_seconds": cfg.pgbench_lag_seconds,
+            "runs": runs,
             "lag_method": {
                 "both": "pg_stat_replication.flush_lag (PostgreSQL's own lag tracker: from "
                         "the walsender sending WAL to the receiver's reply that it is "
@@ -1447,11 +1489,17 @@ def section_pgbench(ctx, pg):
                                  "the same backend) until walship.progress (rewritten before each "
                                  "acknowledgement; inotify) covers it",
                 "bytes": "pg_current_wal_flush_lsn() minus the receiver's flushed LSN "
-                         "(walship.progress / pg_stat_replication.flush_lsn), sampled together"},
+                         "at the same moment (walship: the newest walship.progress the "
+                         "watcher saw by then; others: pg_stat_replication.flush_lsn, "
+                         "sampled together)",
+                "observer": "observer_cores: CPU of walship's replica-side lag watcher "
+                            "during the load (it shares the primary's CPUs; the others "
+                            "need none)"},
             "summary": summarize(runs, ["tps", "lag_p50_ms", "lag_p99_ms", "lag_max_ms",
                                         "state_lag_p50_ms", "state_lag_p99_ms",
                                         "byte_lag_p50", "byte_lag_p99", "sender_cores",
                                         "receiver_cores", "cpu_us_per_txn", "busy_cores",
+                                        "observer_cores",
                                         "flush_cycles_per_s", "sender_us_per_cycle",
                                         "receiver_us_per_cycle"]),
             "threads": {v: thread_summary(rs) for v, rs in runs.items()

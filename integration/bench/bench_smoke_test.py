@@ -55,6 +55,13 @@ class BenchSmokeTest(unittest.TestCase):
             self.assertGreater(q["tps"]["median"], 0)
             self.assertIsNone(q["lag_p50_ms"])
             self.assertIsNotNone(q["state_lag_p50_ms"])
+            # walship's byte lag comes from its observer's log, and only
+            # walship's first phase has that observer beside the load.
+            for v in ("walship", "walship-query-paced"):
+                self.assertIsNotNone(pgb[v]["byte_lag_p50"], v)
+                self.assertIsNotNone(pgb[v]["observer_cores"], v)
+            for v in ("pg_receivewal", "raw-relay", "raw-relay-query"):
+                self.assertIsNone(pgb[v]["observer_cores"], v)
             # Its reference, the relay following by query (which held the
             # load's WAL at the end, or the run would have failed).
             self.assertGreater(pgb["raw-relay-query"]["tps"]["median"], 0)

@@ -666,14 +666,17 @@ absl::Status RunWatch(const WatchOptions& o) {
   uint64_t off = 0;
   bool reached = false;
   int64_t t_reached = 0;
+  // The file is rewritten in place (never replaced), so one descriptor
+  // serves the whole run: one pread per event keeps this observer cheap, as
+  // it runs beside the load whose TPS is measured.
+  sys::UniqueFd progress_fd;
   auto check = [&](int64_t t) {
-    std::string text;
-    if (FILE* f = fopen(path.c_str(), "r")) {
-      char b[replica::ProgressFile::kBytes];
-      size_t n = fread(b, 1, sizeof(b), f);
-      fclose(f);
-      text.assign(b, strnlen(b, n));
-    }
+    if (!progress_fd.valid()) progress_fd = sys::UniqueFd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!progress_fd.valid()) return;
+    char b[replica::ProgressFile::kBytes];
+    const ssize_t n = pread(progress_fd.get(), b, sizeof(b), 0);
+    if (n <= 0) return;
+    std::string text(b, strnlen(b, static_cast<size_t>(n)));
     if (text.empty() || text == last) return;
     auto st = replica::StateStore::Decode(text);
     if (!st.ok()) return;  // read mid-write; the next event rereads it

@@ -345,8 +345,13 @@ def markdown(results):
         L.append("")
     pb = _get(results, "sections", "pgbench")
     if pb:
-        L.append("### pgbench TPC-B (scale %d, %d clients, %d s per run) with a receiver "
-                 "beside the primary" % (pb["scale"], pb["clients"], pb["seconds"]))
+        if pb.get("lag_seconds"):
+            L.append("### pgbench TPC-B (scale %d, %d clients; per run %d s measuring lag, "
+                     "then %d s measuring TPS and CPU) with a receiver beside the primary"
+                     % (pb["scale"], pb["clients"], pb["lag_seconds"], pb["seconds"]))
+        else:
+            L.append("### pgbench TPC-B (scale %d, %d clients, %d s per run) with a receiver "
+                     "beside the primary" % (pb["scale"], pb["clients"], pb["seconds"]))
         L.append("")
         L.append("| receiver | primary TPS | flush lag p50 ms | flush lag p99 ms | "
                  "replica-side lag p50 / p99 ms | "
@@ -401,6 +406,17 @@ def markdown(results):
                  "per 2 ms, as walship does with the feed off, and acknowledgements go "
                  "nowhere (the reference for walship with `--pg-feed=false`).")
         L.append("")
+        if pb.get("lag_seconds"):
+            obs = [v for v in ("walship", "walship-paced", "walship-query",
+                               "walship-query-paced") if v in pb["summary"]]
+            L.append("Lags come from each run's first phase, TPS and CPU from its second, on "
+                     "the same daemons. Every variant's load has the same sampler beside it "
+                     "(a query every 10 ms); walship's first phase also has the observer of "
+                     "its replica-side lag, which wakes for every acknowledgement (%s cores), "
+                     "and stops before the TPS phase." % ", ".join(
+                         "%s %s" % (v, _range(results, "pgbench", v, "observer_cores",
+                                              spec="%.3f")) for v in obs))
+            L.append("")
         th = _get(pb, "threads", "walship")
         if th:
             L.append("Where walship's CPU goes under pgbench (flush feed on): %s flush cycles "
