@@ -160,6 +160,7 @@ absl::Status Agent::Start() {
     po.feed = options_.pg_feed;
     po.feed_name = options_.pg_feed_name;
     po.feed_query_interval = options_.pg_feed_query_interval;
+    po.min_query_interval = options_.pg_query_interval;
     po.feed_async_report_interval = options_.ack_interval;
     auto pg = std::make_unique<PostgresSource>(sys_, po, *catalog_);
     PostgresSource* raw = pg.get();

@@ -31,6 +31,9 @@ absl::Status AgentOptions::Validate() const {
   if (pg_feed_query_interval < absl::Milliseconds(1)) {
     return absl::InvalidArgumentError("--pg-feed-query-interval-ms must be at least 1");
   }
+  if (pg_query_interval < absl::Milliseconds(1) || pg_query_interval > absl::Seconds(1)) {
+    return absl::InvalidArgumentError("--pg-query-interval-ms must be 1 to 1000");
+  }
   if (ack_interval < absl::ZeroDuration() || ack_interval > absl::Seconds(1)) {
     // Past the keepalives (1 s) on both paths the interval would mean nothing.
     return absl::InvalidArgumentError("--ack-interval-ms must be 0 to 1000");

@@ -34,6 +34,10 @@ struct AgentOptions {
   // postgres: while the feed is live, the longest pause between the
   // flush-position queries kept as a safety net.
   absl::Duration pg_feed_query_interval = absl::Seconds(1);
+  // postgres, without a live feed: the shortest pause between flush-position
+  // queries while PostgreSQL writes WAL. Longer means fewer, larger frames
+  // and flush cycles (less CPU beside the primary), and that much more lag.
+  absl::Duration pg_query_interval = absl::Milliseconds(2);
   // While nothing waits for acknowledgements (the append format, no flush
   // feed, or a primary that lists the feed as an async standby): the shortest pause
   // between a replica's acknowledgements of new positions, and between the

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   uint64_t max_frame = o.max_payload;
   int64_t heartbeat_ms = 1000, io_timeout_ms = 30000;
   int64_t pg_feed_query_ms = absl::ToInt64Milliseconds(o.pg_feed_query_interval);
+  int64_t pg_query_ms = absl::ToInt64Milliseconds(o.pg_query_interval);
   int64_t ack_interval_ms = absl::ToInt64Milliseconds(o.ack_interval);
   std::string allow_replicas;
 
@@ -55,6 +56,11 @@ int main(int argc, char** argv) {
   flags.Int("pg-feed-query-interval-ms", &pg_feed_query_ms,
             "postgres: while the feed is live, the longest pause between the flush-position "
             "queries kept as a safety net.");
+  flags.Int("pg-query-interval-ms", &pg_query_ms,
+            "postgres, without a live feed: the shortest pause between flush-position "
+            "queries while PostgreSQL writes WAL (1 to 1000). Longer: fewer, larger "
+            "frames and replica flush cycles, so less CPU beside the primary, and up to "
+            "that much more lag.");
   flags.Int("ack-interval-ms", &ack_interval_ms,
             "While nothing waits for acknowledgements (--format=append, no flush feed, or a "
             "primary whose pg_stat_replication lists the feed as async), replicas acknowledge new durable "
@@ -111,6 +117,7 @@ int main(int argc, char** argv) {
   o.max_payload = static_cast<uint32_t>(std::min<uint64_t>(max_frame, UINT32_MAX));
   o.heartbeat = absl::Milliseconds(heartbeat_ms);
   o.pg_feed_query_interval = absl::Milliseconds(pg_feed_query_ms);
+  o.pg_query_interval = absl::Milliseconds(pg_query_ms);
   o.ack_interval = absl::Milliseconds(ack_interval_ms);
   o.io_timeout = absl::Milliseconds(io_timeout_ms);
   if (absl::Status s = o.Validate(); !s.ok()) {

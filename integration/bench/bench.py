@@ -1177,6 +1177,12 @@ def run_pgbench(ctx, pg, variant):
     pg.psql("CHECKPOINT")
     agent = replica = rw = watch = relay = recv = busy = None
     dest = None
+    # A "-Nms" suffix on a variant that follows the flush position by query
+    # (walship-query*, raw-relay-query) sets the shortest pause between
+    # queries (walship-agent --pg-query-interval-ms); 2 ms otherwise.
+    m = re.match(r"^(walship-query.*|raw-relay-query)-(\d+)ms$", variant)
+    query_ms = int(m.group(2)) if m else None
+    variant = m.group(1) if m else variant
     try:
         ws = variant.startswith("walship")
         feed = not variant.startswith("walship-query")
@@ -1188,6 +1194,8 @@ def run_pgbench(ctx, pg, variant):
                                               "--pg-slot=walship",
                                               "--pg-feed=%s" % ("true" if feed else "false")] +
                                   (["--ack-interval-ms=100"] if variant.endswith("-paced")
+                                   else []) +
+                                  (["--pg-query-interval-ms=%d" % query_ms] if query_ms
                                    else [])).start()
             metrics_addr = "127.0.0.1:%d" % dk.free_port()
             replica = kit.Replica(agent, dest, "pgb", ctx.logdir,
@@ -1232,7 +1240,8 @@ def run_pgbench(ctx, pg, variant):
                 "--wal-dir=" + os.path.join(pg.data, "pg_wal"), "--connect=" + addr,
                 "--system-id=" + pg.psql("SELECT system_identifier FROM pg_control_system()"),
                 "--segment-bytes=%d" % pg.segsize,
-                "--follow=" + ("query" if follow_query else "feed")])
+                "--follow=" + ("query" if follow_query else "feed")] +
+                (["--query-interval-ms=%d" % query_ms] if query_ms else []))
             if follow_query:
                 # It starts at the flush position it first asks for: nothing
                 # to catch up once its query backend is there.
@@ -1583,6 +1592,13 @@ PGBENCH_VARIANTS = ["none", "walship", "walship-paced", "walship-query", "walshi
                     "raw-relay-zero", "raw-relay-fallocate", "raw-relay-keep-size"]
 
 
+
+def known_pgbench_variant(v):
+    """One of PGBENCH_VARIANTS, or one following by query with "-Nms"."""
+    m = re.match(r"^(walship-query.*|raw-relay-query)-(\d+)ms$", v)
+    return (m.group(1) if m else v) in PGBENCH_VARIANTS
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="tiny inputs, one round (~1 minute)")
@@ -1604,9 +1620,10 @@ def main(argv=None):
     cfg = Config(a.quick, a.rounds)
     if a.pgbench_variants:
         picked = [v for v in a.pgbench_variants.split(",") if v]
-        bad = [v for v in picked if v not in PGBENCH_VARIANTS]
+        bad = [v for v in picked if not known_pgbench_variant(v)]
         if bad:
-            ap.error("unknown pgbench variants %s (known: %s)" % (bad, ",".join(PGBENCH_VARIANTS)))
+            ap.error("unknown pgbench variants %s (known: %s; those following by query may "
+                     "end in -Nms, the pause between queries)" % (bad, ",".join(PGBENCH_VARIANTS)))
         cfg.pgbench_variants = picked
     out = a.out or os.path.abspath("bench-out-%s" % time.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out, exist_ok=True)

@@ -962,6 +962,7 @@ int Main(int argc, char** argv) {
   std::string evict_dir;
   uint64_t warm_mib = 0;
   int64_t flush_us = ro.flush_interval_us;
+  int64_t query_interval_ms = absl::ToInt64Milliseconds(rso.min_query_interval);
   std::string rate, seconds;
   if (cmd == "raw-recv") {
     flags.String("listen", &ro.listen, "HOST:PORT to listen on (port 0: any)");
@@ -994,6 +995,9 @@ int Main(int argc, char** argv) {
     flags.Uint("segment-bytes", &segment_bytes, "WAL segment size");
     flags.String("follow", &follow,
                  "learn the flush position from a walsender (feed) or by query (query)");
+    flags.Int("query-interval-ms", &query_interval_ms,
+              "query: the shortest pause between flush-position queries (as walship-agent's "
+              "--pg-query-interval-ms)");
   } else if (cmd == "relay-recv") {
     flags.String("listen", &rro.listen, "HOST:PORT to listen on (port 0: any)");
     flags.String("port-file", &rro.port_file, "write data=HOST:PORT here once listening");
@@ -1069,6 +1073,7 @@ int Main(int argc, char** argv) {
         return 1;
       }
       rso.follow = *f;
+      rso.min_query_interval = absl::Milliseconds(std::max<int64_t>(1, query_interval_ms));
       rso.timeline = static_cast<uint32_t>(timeline);
       rso.segment_bytes = segment_bytes;
       s = RunRelaySend(sys, rso, &g_stop);

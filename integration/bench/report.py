@@ -7,6 +7,7 @@ report_test.py can check them on fake data.
 
 import json
 import os
+import re
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -211,6 +212,18 @@ def _span(s, scale=1.0, spec="%.1f"):
         s["median"] * scale, s["min"] * scale, s["max"] * scale)
 
 
+def _query_interval_label(v):
+    """The table label of a variant with a "-Nms" query interval; None for
+    any other."""
+    m = re.match(r"^(walship-query(-paced)?|raw-relay-query)-(\d+)ms$", v)
+    if not m:
+        return None
+    if m.group(1) == "raw-relay-query":
+        return "raw relay following by query, one per %s ms at most" % m.group(3)
+    return "walship, `--pg-feed=false %s--pg-query-interval-ms=%s`" % (
+        "--ack-interval-ms=100 " if m.group(2) else "", m.group(3))
+
+
 def _range(results, section, variant, key, scale=1.0, spec="%.1f"):
     return _span(_get(results, "sections", section, "summary", variant, key), scale, spec)
 
@@ -370,7 +383,9 @@ def markdown(results):
                          ("raw-relay-query", "raw relay following by query, no walsender "
                           "(reference for the feed off)"),
                          ("raw-relay-fallocate", "raw relay, segments fallocated first"),
-                         ("raw-relay-zero", "raw relay, segments zero-filled first")]:
+                         ("raw-relay-zero", "raw relay, segments zero-filled first")] + [
+                             (v, _query_interval_label(v)) for v in sorted(pb["summary"])
+                             if _query_interval_label(v)]:
             if v not in pb["summary"]:
                 continue
             L.append("| %s | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s |" % (
@@ -407,8 +422,7 @@ def markdown(results):
                  "nowhere (the reference for walship with `--pg-feed=false`).")
         L.append("")
         if pb.get("lag_seconds"):
-            obs = [v for v in ("walship", "walship-paced", "walship-query",
-                               "walship-query-paced") if v in pb["summary"]]
+            obs = [v for v in sorted(pb["summary"]) if v.startswith("walship")]
             L.append("Lags come from each run's first phase, TPS and CPU from its second, on "
                      "the same daemons. Every variant's load has the same sampler beside it "
                      "(a query every 10 ms); walship's first phase also has the observer of "

@@ -184,6 +184,22 @@ class ReportTest(unittest.TestCase):
         root = ET.fromstring(report.svg(r))
         self.assertTrue(root.tag.endswith("svg"))
 
+    def test_query_interval_variants_get_rows(self):
+        r = fake()
+        pb = r["sections"]["pgbench"]
+        pb["lag_seconds"] = 6
+        pb["summary"]["walship-query-paced-4ms"] = {"tps": s(990.0), "observer_cores": s(0.02)}
+        pb["summary"]["raw-relay-query-4ms"] = {"tps": s(995.0)}
+        md = report.markdown(r)
+        self.assertIn("| walship, `--pg-feed=false --ack-interval-ms=100 "
+                      "--pg-query-interval-ms=4` | 990 |", md)
+        self.assertIn("| raw relay following by query, one per 4 ms at most | 995 |", md)
+        self.assertIn("6 s measuring lag, then 15 s measuring TPS", md)
+        self.assertIn("walship-query-paced-4ms 0.020", md)
+        self.assertTrue(bench.known_pgbench_variant("walship-query-paced-4ms"))
+        self.assertTrue(bench.known_pgbench_variant("raw-relay-query-12ms"))
+        self.assertFalse(bench.known_pgbench_variant("pg_receivewal-4ms"))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -23,9 +23,10 @@ the feed, not found by a query.
    goes on to write and commit its transaction after that first scan, and
    the replica still ends with every valid record in pg_wal.
 7. With the feed off, the flush position query is a prepared statement,
-   asked at most every 2 ms while a big INSERT streams WAL in; after its
-   backend is terminated the agent connects again, prepares it again on the
-   new connection and keeps shipping.
+   asked at most every 2 ms while a big INSERT streams WAL in (every 25 ms
+   with --pg-query-interval-ms=25); after its backend is terminated the agent
+   connects again, prepares it again on the new connection and keeps
+   shipping.
 """
 import os
 import signal
@@ -302,12 +303,13 @@ class PgFeedTest(unittest.TestCase):
         self.assertNotIn('prepared statement "walship_flush_position" does not exist',
                          self.log_text(self.pg.log_path))
 
-    def test_without_a_feed_queries_are_spaced_while_wal_streams_in(self):
-        # PostgreSQL writing into pg_wal prompts the query, at most one per
-        # 2 ms (PostgresSourceOptions::min_query_interval): a big INSERT
-        # writes WAL far more often than that.
+    def queries_while_wal_streams_in(self, interval_s, extra=()):
+        """Starts a pair without a feed, runs a big INSERT (which writes WAL
+        far more often than any interval here) and checks the agent asked for
+        the flush position at most once per `interval_s`, and that the
+        replica holds the INSERT's WAL."""
         self.pg.psql("ALTER ROLE %s SET log_statement = 'all'" % dk.PG_SUPERUSER)
-        self.start_pair(extra=["--pg-feed=false"])
+        self.start_pair(extra=["--pg-feed=false"] + list(extra))
         pid = dk.wait_until(self.agent_query_backends, 30, 0.05, "the agent's query backend")[0]
         executed = "[%d] LOG:  execute walship_flush_position: SELECT" % pid
         before = len(self.log_text(self.pg.log_path))
@@ -316,9 +318,19 @@ class PgFeedTest(unittest.TestCase):
         end = self.pg.lsn("pg_current_wal_insert_lsn()")
         elapsed = time.monotonic() - start
         asked = self.log_text(self.pg.log_path)[before:].count(executed)
-        self.assertLessEqual(asked, elapsed / 0.002 + 5, "%d queries in %.2fs" % (asked, elapsed))
-        self.assertGreater(asked, 10, "%d queries in %.2fs" % (asked, elapsed))
+        self.assertLessEqual(asked, elapsed / interval_s + 5,
+                             "%d queries in %.2fs" % (asked, elapsed))
+        self.assertGreater(asked, min(10, elapsed / interval_s / 4),
+                           "%d queries in %.2fs" % (asked, elapsed))
         dk.wait_until(lambda: self.replica_lsn() >= end, 60, 0.05, "the replica to hold it")
+
+    def test_without_a_feed_queries_are_spaced_while_wal_streams_in(self):
+        # PostgreSQL writing into pg_wal prompts the query, at most one per
+        # 2 ms by default (--pg-query-interval-ms).
+        self.queries_while_wal_streams_in(0.002)
+
+    def test_query_interval_flag_spaces_queries_further(self):
+        self.queries_while_wal_streams_in(0.025, ["--pg-query-interval-ms=25"])
 
     def test_feed_comes_back_after_its_walsender_is_terminated(self):
         self.start_pair()
