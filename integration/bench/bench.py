@@ -109,16 +109,17 @@ class Config(object):
             # beyond pg_receivewal and its walsender): what that CPU alone
             # costs the primary's TPS on this machine.
             self.pgbench_busy_cores = 0.3
-            # walship-query: the flush feed off, the flush position found by
-            # query (what walship did before the feed): the lag/CPU trade.
             # walship-paced: --ack-interval-ms=100, acknowledgements and
             # status updates paced while the primary does not wait for them.
-            # walship-query-paced (on request, --pgbench-variants, so that the
-            # full run stays near 15 minutes): both; nothing on the primary
-            # can wait for walship then, the least walship asks of it.
-            self.pgbench_variants = ["none", "walship", "walship-paced", "walship-query",
+            # walship-query-paced: that and the flush feed off, the flush
+            # position found by query; nothing on the primary can wait for
+            # walship then, the least walship asks of it. raw-relay-query is
+            # its physical reference. walship-query (the feed off alone) and
+            # raw-relay-fallocate run on request (--pgbench-variants), so
+            # that the full run stays near 15 minutes.
+            self.pgbench_variants = ["none", "walship", "walship-paced", "walship-query-paced",
                                      "pg_receivewal", "pg_receivewal-busy", "raw-relay",
-                                     "raw-relay-fallocate"]
+                                     "raw-relay-query"]
 
     def to_json(self):
         return dict(self.__dict__)

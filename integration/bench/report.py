@@ -157,11 +157,17 @@ def evaluate(results):
                               "%.2f"), "")] + RELAYS:
         xt = med(results, "pgbench", v, "tps")
         if xt is not None and rt is not None:
-            notes.append("%s: %s TPS (%s)" % (label, _fmt(xt, "%.0f"),
-                                              "not lower" if xt >= rt else "lower"))
+            rr = _round_ratio(results, v)
+            notes.append("%s: %s TPS (%s%s)" % (
+                label, _fmt(xt, "%.0f"), "not lower" if xt >= rt else "lower",
+                "" if rr is None else "; round by round %s of pg_receivewal's" % _fmt(rr, "%.2f")))
+    rr = _round_ratio(results, "walship")
     t.append(_target("pgbench-tps", "primary TPS with walship no lower than with pg_receivewal",
                      None if wt is None or rt is None else wt >= rt,
-                     "%s vs %s TPS" % (_fmt(wt, "%.0f"), _fmt(rt, "%.0f")), "; ".join(notes)))
+                     "%s vs %s TPS%s" % (_fmt(wt, "%.0f"), _fmt(rt, "%.0f"),
+                                         "" if rr is None else
+                                         " (round by round %s)" % _fmt(rr, "%.2f")),
+                     "; ".join(notes)))
     for side in ("agent", "replica"):
         small = med(results, "catchup", "walship-zerocopy-small", side + "_hwm", "max")
         big = med(results, "catchup", "walship-zerocopy", side + "_hwm", "max")
@@ -210,6 +216,20 @@ def _span(s, scale=1.0, spec="%.1f"):
         return spec % (s["median"] * scale)
     return (spec + " (" + spec + "–" + spec + ")") % (
         s["median"] * scale, s["min"] * scale, s["max"] * scale)
+
+
+def _round_ratio(results, v):
+    """Median over interleaved rounds of variant v's TPS over pg_receivewal's
+    in the same round (drift between rounds cancels); None without both."""
+    runs = _get(results, "sections", "pgbench", "runs") or {}
+    a, b = runs.get(v) or [], runs.get("pg_receivewal") or []
+    ratios = [x["tps"] / y["tps"] for x, y in zip(a, b)
+              if x.get("tps") and y.get("tps")]
+    if not ratios:
+        return None
+    ratios.sort()
+    n = len(ratios)
+    return ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2
 
 
 def _query_interval_label(v):

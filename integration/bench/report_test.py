@@ -197,6 +197,13 @@ class ReportTest(unittest.TestCase):
         self.assertIn("6 s measuring lag, then 15 s measuring TPS", md)
         self.assertIn("walship-query-paced-4ms 0.020", md)
         self.assertTrue(bench.known_pgbench_variant("walship-query-paced-4ms"))
+        # The TPS target quotes each variant's median ratio round by round.
+        pb["runs"] = {"walship-query-paced": [{"tps": 100.0}, {"tps": 330.0}, {"tps": 90.0}],
+                      "pg_receivewal": [{"tps": 100.0}, {"tps": 300.0}, {"tps": 100.0}]}
+        pb["summary"]["walship-query-paced"] = {"tps": s(100.0)}
+        md = report.markdown(dict(r, targets=report.evaluate(r)))
+        self.assertIn("walship with --pg-feed=false --ack-interval-ms=100: 100 TPS (lower; "
+                      "round by round 1.00 of pg_receivewal's)", md)
         self.assertTrue(bench.known_pgbench_variant("raw-relay-query-12ms"))
         self.assertFalse(bench.known_pgbench_variant("pg_receivewal-4ms"))
 
