@@ -1315,7 +1315,7 @@ def run_pgbench(ctx, pg, variant):
                 stop.wait(0.01)
 
         def load(seconds, samples, query_waits):
-            """pgbench for `seconds` with the sampler beside it: its output."""
+            """pgbench for `seconds` with the sampler beside it: (TPS, transactions)."""
             stop = threading.Event()
             th = threading.Thread(target=sampler, args=(stop, samples, query_waits),
                                   daemon=True)
