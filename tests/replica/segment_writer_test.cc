@@ -844,7 +844,9 @@ TEST(StateStoreTest, CrashInsideSaveKeepsTheLastDurablePosition) {
 // points, also inside those syncs after the record reached the disk: after
 // every crash the
 // recovered durable position is at or after the last acknowledged one, and
-// every byte before it equals the source.
+// every byte before it equals the source. A power loss takes walship.progress
+// (never synced) with it, also when it named acknowledged bytes past the
+// record: those come back as a tail the agent confirms.
 TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
   const uint64_t seed = 20261202 + static_cast<int>(GetParam());
   std::mt19937_64 rng(seed);
@@ -869,6 +871,10 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
   int crashes = 0;
   bool done = false;
   int died_in_sync = 0, fell_back = 0, kept_tails = 0, from_progress = 0, process_deaths = 0;
+  // Machine crashes after which walship.progress claimed acknowledged bytes
+  // past the record and was lost (it is never synced): those bytes must come
+  // back as a tail the agent confirms.
+  int progress_lost_past_record = 0;
   while (!done) {
     StateStore store(sim, dir);
     auto loaded = store.Load();
@@ -1009,7 +1015,16 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
       // walship.progress says how far the acknowledged bytes reach.
       ++process_deaths;
     } else {
+      std::optional<ReplicaState> claimed = ProgressFile::Load(sim, dir);
+      absl::StatusOr<std::optional<ReplicaState>> record = StateStore(sim, dir).Load();
+      ASSERT_TRUE(record.ok()) << record.status();
       sim.Crash();
+      // A power loss takes walship.progress with it.
+      EXPECT_FALSE(ProgressFile::Load(sim, dir).has_value());
+      if (claimed.has_value() && record->has_value() &&
+          (*record)->durable < claimed->durable) {
+        ++progress_lost_past_record;
+      }
     }
     ++crashes;
   }
@@ -1019,11 +1034,14 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
   EXPECT_GE(fell_back, 1) << "no record was ever ahead of its bytes";
   EXPECT_GE(kept_tails, 1) << "no crash ever left confirmed bytes past the record";
   EXPECT_GE(from_progress, 1) << "walship.progress never carried recovery past the record";
+  EXPECT_GE(progress_lost_past_record, 1)
+      << "no power loss took a walship.progress that reached past the record";
   std::printf("%d crashes (%d of the process only), %d inside a sync (%d of them a directory "
               "fsync), %d fell back to the previous record, %d resumed from walship.progress, "
-              "%d kept confirmed bytes past the record\n",
+              "%d kept confirmed bytes past the record, %d power losses took a "
+              "walship.progress past the record\n",
               crashes, process_deaths, died_in_sync, sim.dir_fsync_deaths(), fell_back,
-              from_progress, kept_tails);
+              from_progress, kept_tails, progress_lost_past_record);
   for (const auto& [name, bytes] : source) {
     EXPECT_TRUE(ReadFile(dir + "/" + name) == bytes) << name;
   }
