@@ -27,6 +27,9 @@ the feed, not found by a query.
    with --pg-query-interval-ms=25); after its backend is terminated the agent
    connects again, prepares it again on the new connection and keeps
    shipping.
+8. A page below the flush position with a damaged header: the agent logs
+   why it stops there and ships nothing past it, and goes on once the page
+   is whole again.
 """
 import os
 import signal
@@ -331,6 +334,36 @@ class PgFeedTest(unittest.TestCase):
 
     def test_query_interval_flag_spaces_queries_further(self):
         self.queries_while_wal_streams_in(0.025, ["--pg-query-interval-ms=25"])
+
+    def test_damaged_page_below_the_flush_position_is_not_shipped(self):
+        # A page in pg_wal below the flush position whose header is not this
+        # segment's (damage, or a file that is not what its name says) stops
+        # shipping at that page, with the reason logged; nothing past it
+        # reaches the replica. Once the page is whole again shipping goes on.
+        self.pg.psql("INSERT INTO t SELECT generate_series(1, 30000)")
+        end = self.pg.lsn("pg_current_wal_flush_lsn()")
+        page = (end - 3 * 8192) // 8192 * 8192  # whole, never rewritten by PostgreSQL
+        name = self.pg.psql("SELECT pg_walfile_name('%X/%X')" % (page >> 32, page & 0xffffffff))
+        path = os.path.join(self.pg.pg_wal, name)
+        offset = page % SEG
+        with open(path, "r+b") as f:
+            f.seek(offset)
+            whole = f.read(2)
+            f.seek(offset)
+            f.write(b"\xff\xff")  # xlp_magic
+        self.start_pair(extra=["--pg-feed=false"])
+        refused = "not shipping %s from offset %d" % (name, offset)
+        dk.wait_until(lambda: refused in self.log_text(self.agent_log), 30, 0.1,
+                      "the agent to refuse the damaged page")
+        dk.wait_until(lambda: self.replica_lsn() == page, 30, 0.05,
+                      "the replica to hold everything before the damaged page")
+        time.sleep(0.5)
+        self.assertEqual(self.replica_lsn(), page, "bytes past the damaged page were shipped")
+        with open(path, "r+b") as f:
+            f.seek(offset)
+            f.write(whole)
+        dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.05,
+                      "shipping to go on once the page is whole")
 
     def test_feed_comes_back_after_its_walsender_is_terminated(self):
         self.start_pair()
