@@ -1,6 +1,7 @@
 // Shipper over a real loopback TCP connection and real segment files: who
 // sends a publication (the publisher's thread inline, or the shipper's own
-// thread) and that the replica sees the same frames either way.
+// thread) and that the replica sees the same frames either way; a segment
+// recycled under the shipper is never sent.
 #include "agent/shipper.h"
 
 #include <errno.h>
@@ -225,6 +226,50 @@ class ShipperTest : public ::testing::Test {
     EXPECT_EQ(SentBy(runner_id_), 6u);
   }
 
+  // Run()'s result once it returned on its own (5 s at most).
+  absl::Status WaitForRun() {
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    for (;;) {
+      {
+        absl::MutexLock lock(&result_mu_);
+        if (finished_) return result_;
+      }
+      if (absl::Now() > deadline) return absl::DeadlineExceededError("Run() did not return");
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
+
+  // PostgreSQL recycles a segment by renaming it, then overwrites it; here
+  // another file takes the name at once, holding other bytes.
+  void RecycleFirstSegment() {
+    ASSERT_EQ(rename((dir_ + "/seg1").c_str(), (dir_ + "/seg9").c_str()), 0);
+    testing::WriteFile(dir_ + "/seg1", std::string(kSegmentBytes, '\x5a'));
+  }
+
+  // After the first 4 KiB of seg1 went out, seg1 is recycled and 4 KiB more
+  // are published.
+  void ExpectRecycledSegmentNotSent() {
+    EnterFirstSegment(4096);
+    RecycleFirstSegment();
+    absl::SleepFor(absl::Milliseconds(2));
+    Publish(8192);
+    absl::Status s = WaitForRun();
+    EXPECT_TRUE(absl::IsAborted(s)) << s;
+    EXPECT_NE(s.ToString().find("seg1 was recycled or replaced while being shipped"),
+              std::string::npos)
+        << s;
+    ExpectNoMoreBytes();
+  }
+
+  // Nothing more arrives on the replica's side within 200 ms.
+  void ExpectNoMoreBytes() {
+    pollfd p{rx_.get(), POLLIN, 0};
+    sys_.Poll(&p, 1, 200);
+    char c;
+    sys::SysResult r = sys_.Recv(rx_.get(), &c, 1, MSG_DONTWAIT | MSG_PEEK);
+    EXPECT_FALSE(r.ok() && r.rc > 0) << "bytes were sent after the segment was recycled";
+  }
+
   size_t SentBy(std::thread::id t) {
     size_t n = 0;
     for (std::thread::id x : sys_.senders()) n += x == t;
@@ -316,6 +361,20 @@ TEST_F(ShipperTest, AFailedInlineSendEndsRunWithItsError) {
   absl::MutexLock lock(&result_mu_);
   EXPECT_FALSE(result_.ok());
   EXPECT_NE(result_.ToString().find("sendfile"), std::string::npos) << result_;
+}
+
+// A segment recycled under the shipper: the bytes it would send now belong
+// to another file. Whichever thread sends, nothing of them goes out and Run()
+// ends with an error that says so (the session restarts and resumes from the
+// replica's durable position).
+TEST_F(ShipperTest, ASegmentRecycledUnderTheShipperIsNotSent) {
+  StartShipper(/*inline_sends=*/false);
+  ExpectRecycledSegmentNotSent();
+}
+
+TEST_F(ShipperTest, ASegmentRecycledUnderTheShipperIsNotSentWithInlineSendsOn) {
+  StartShipper(/*inline_sends=*/true);
+  ExpectRecycledSegmentNotSent();
 }
 
 TEST_F(ShipperTest, ASegmentsEndAndTheNextOneAreRunsThreads) {
