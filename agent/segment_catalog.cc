@@ -146,12 +146,7 @@ CatalogSnapshot SegmentCatalog::Get() const {
 }
 
 bool SegmentCatalog::WaitForChange(uint64_t seen_version, absl::Time deadline) const {
-  absl::MutexLock lock(&mu_);
-  auto changed = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return shutdown_ || current_.version != seen_version;
-  };
-  mu_.AwaitWithDeadline(absl::Condition(&changed), deadline);
-  return !shutdown_;
+  return WaitForChange(nullptr, seen_version, deadline);
 }
 
 }  // namespace walship::agent

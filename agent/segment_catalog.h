@@ -108,7 +108,8 @@ class SegmentCatalog {
   // to do at that version, so that WaitForChange(l, ...) sleeps on.
   void Release(CatalogListener* l, uint64_t version, bool caught_up);
   // WaitForChange for `l`'s own thread: not woken by a publication `l`
-  // claimed, nor by one it pumped and caught up with.
+  // claimed, nor by one it pumped and caught up with. A null or unregistered
+  // `l` waits as the plain WaitForChange.
   bool WaitForChange(const CatalogListener* l, uint64_t seen_version, absl::Time deadline) const;
 
  private:

@@ -964,17 +964,24 @@ def writer_log(path, segsize):
     return out
 
 
+def running_max(durable):
+    """`durable` ([(global, t)] in time order) with each position raised to
+    the furthest one recorded by then."""
+    best = []
+    for g, t in durable:
+        best.append((max(g, best[-1][0]) if best else g, t))
+    return best
+
+
 def flushed_at(durable):
     """A function of time t: the furthest position in `durable` ([(global,
     t)] in time order) recorded at or before t; None before the first."""
-    times, best = [], []
-    for g, tg in durable:
-        times.append(tg)
-        best.append(g if not best else max(best[-1], g))
+    best = running_max(durable)
+    times = [t for _, t in best]
 
     def at(t):
         i = bisect.bisect_right(times, t)
-        return best[i - 1] if i else None
+        return best[i - 1][0] if i else None
     return at
 
 
@@ -984,11 +991,7 @@ def lags(records, durable):
     covered are returned separately."""
     lat, missing = [], 0
     j = 0
-    best = []  # running max of the durable position
-    for g, t in durable:
-        if best and g < best[-1][0]:
-            g = best[-1][0]
-        best.append((g, t))
+    best = running_max(durable)
     for g, t in records:
         while j < len(best) and best[j][0] < g:
             j += 1
@@ -1178,12 +1181,7 @@ def run_pgbench(ctx, pg, variant):
     pg.psql("CHECKPOINT")
     agent = replica = rw = watch = relay = recv = busy = None
     dest = None
-    # A "-Nms" suffix on a variant that follows the flush position by query
-    # (walship-query*, raw-relay-query) sets the shortest pause between
-    # queries (walship-agent --pg-query-interval-ms); 2 ms otherwise.
-    m = re.match(r"^(walship-query.*|raw-relay-query)-(\d+)ms$", variant)
-    query_ms = int(m.group(2)) if m else None
-    variant = m.group(1) if m else variant
+    variant, query_ms = split_query_interval(variant)
     try:
         ws = variant.startswith("walship")
         feed = not variant.startswith("walship-query")
@@ -1594,10 +1592,18 @@ PGBENCH_VARIANTS = ["none", "walship", "walship-paced", "walship-query", "walshi
 
 
 
+def split_query_interval(variant):
+    """(base variant, N) for a variant that follows the flush position by
+    query (walship-query*, raw-relay-query) with a "-Nms" suffix: the
+    shortest pause between queries (walship-agent --pg-query-interval-ms);
+    (variant, None) otherwise, 2 ms."""
+    m = re.match(r"^(walship-query.*|raw-relay-query)-(\d+)ms$", variant)
+    return (m.group(1), int(m.group(2))) if m else (variant, None)
+
+
 def known_pgbench_variant(v):
     """One of PGBENCH_VARIANTS, or one following by query with "-Nms"."""
-    m = re.match(r"^(walship-query.*|raw-relay-query)-(\d+)ms$", v)
-    return (m.group(1) if m else v) in PGBENCH_VARIANTS
+    return split_query_interval(v)[0] in PGBENCH_VARIANTS
 
 
 def main(argv=None):
