@@ -43,6 +43,25 @@ class WalSource {
     (void)durable;
     return std::nullopt;
   }
+
+  // The name of the segment that must come right after the complete segment
+  // `name` in this stream, when names alone tell (PostgreSQL: the next
+  // segment number of the timeline, or at a switch point the next timeline's
+  // history file; append: the next sequence number when the segment pattern
+  // declares one), else nullopt. Shippers and handshakes check every step
+  // from one segment to the next against it (or, for nullopt, against the
+  // names the catalog has published), so a segment missing between two is a
+  // gap, never skipped.
+  virtual std::optional<std::string> Successor(const std::string& name) const {
+    (void)name;
+    return std::nullopt;
+  }
+
+  // OK while the source can serve handshakes. kUnavailable while it cannot
+  // yet but may later, with why (its PostgreSQL is in recovery, not a
+  // primary; it has not finished its first scan): replicas retry, and keep
+  // every byte they hold.
+  virtual absl::Status Readiness() const { return absl::OkStatus(); }
 };
 
 }  // namespace walship::agent
