@@ -15,6 +15,7 @@
 #include "agent/segment_catalog.h"
 #include "agent/segment_checksums.h"
 #include "agent/shipper.h"
+#include "agent/stream_order.h"
 #include "common/net.h"
 #include "common/status_macros.h"
 #include "common/sys/file_util.h"
@@ -216,7 +217,7 @@ absl::Status Agent::Start() {
   ship.io.io_timeout = options_.io_timeout;
   // A rate limit paces each send with a sleep, which no publisher may take.
   ship.inline_sends = options_.max_rate_bytes_per_sec <= 0;
-  ShipperRunner runner = [this, ship](int fd, const Position& start,
+  ShipperRunner runner = [this, ship](int fd, const ShipStart& start,
                                       ShipperEvents* events,
                                       const std::atomic<bool>& stop) {
     auto* session = dynamic_cast<ReplicaSession*>(events);
@@ -229,8 +230,9 @@ absl::Status Agent::Start() {
       throttled.emplace(events, &*limiter, stop);
       events = &*throttled;
     }
-    Shipper shipper(sys_, *catalog_, *checksums_, source_->wal_dir(), fd, start, ship,
-                    events);
+    const StreamOrder order(*source_, *catalog_);
+    Shipper shipper(sys_, *catalog_, order, *checksums_, source_->wal_dir(), fd,
+                    start.position, start.prefix_crc32c, ship, events);
     return shipper.Run(stop);
   };
   DataServerOptions dso;

@@ -8,6 +8,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "common/reason.h"
+#include "common/rpc_status.h"
+#include "common/status_macros.h"
 #include "common/tls.h"
 #include "common/wire/segment_name.h"
 #include "spdlog/spdlog.h"
@@ -33,11 +36,6 @@ void SetPos(const Position& p, walship::v1::Position* out) {
 
 }  // namespace
 
-grpc::Status ToGrpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
-
 ControlServiceImpl::ControlServiceImpl(const AgentOptions& options,
                                        const WalSource& source,
                                        const SegmentCatalog& catalog,
@@ -51,11 +49,13 @@ ControlServiceImpl::ControlServiceImpl(const AgentOptions& options,
       checksums_(checksums),
       registry_(registry),
       data_port_(data_port),
-      metrics_(metrics) {
+      metrics_(metrics),
+      order_(source, catalog) {
   if (metrics_ != nullptr) {
     metrics_->Counter("walship_agent_handshakes_refused_total",
-                      "Handshakes refused, by reason (not_allowed, wrong_stream, divergent, "
-                      "unconfirmed_tail, gap, invalid, other).");
+                      "Handshakes refused, by reason (not_allowed, identity_mismatch, invalid, "
+                      "wrong_stream, divergent, unconfirmed_tail, gap, damaged_copy, "
+                      "source_failed, not_primary, not_ready, source_behind, other).");
     metrics_->Counter("walship_agent_handshakes_total", "Handshakes accepted, by replica.");
     acks_total_ = metrics_->Counter(
         "walship_agent_acks_total",
@@ -87,62 +87,147 @@ void ControlServiceImpl::CountRefusal(const std::string& reason) {
       .Add({{"reason", reason}}, 1);
 }
 
-absl::StatusOr<Position> ControlServiceImpl::StartPosition(
+absl::StatusOr<ShipStart> ControlServiceImpl::StartPosition(
     const walship::v1::HandshakeRequest& req) {
   const Position durable{req.durable().segment(), req.durable().offset()};
-  if (durable.segment.empty()) {
-    if (durable.offset != 0) {
-      return absl::InvalidArgumentError("durable offset without a segment");
+  if (durable.segment.empty() && durable.offset != 0) {
+    return absl::InvalidArgumentError("durable offset without a segment");
+  }
+  if (!durable.segment.empty()) {
+    if (absl::Status s = wire::ValidateSegmentName(durable.segment); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("durable position: ", s.message()));
     }
-    return durable;  // from the oldest segment the shipper finds
   }
-  if (absl::Status s = wire::ValidateSegmentName(durable.segment); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("durable position: ", s.message()));
-  }
+  WALSHIP_RETURN_IF_ERROR(source_.Readiness());
   CatalogSnapshot snap = catalog_.Get();
-  if (!snap.source_status.ok()) return snap.source_status;
-  const auto& segs = *snap.segments;
-  int i = snap.Find(durable.segment);
-  if (i < 0) {
-    if (std::optional<Position> next = source_.RedirectMissing(durable)) {
-      spdlog::info("replica durable at {}: that segment was superseded (timeline switch); "
-                   "continuing at {}",
-                   durable.ToString(), next->ToString());
-      return *next;
-    }
-    if (!segs.empty() && durable.segment < segs.front().name) {
-      if (req.durable_segment_complete()) {
-        // The replica holds all of it; the stream has moved on since.
-        for (const SegmentInfo& s : segs) {
-          if (s.name > durable.segment) return Position{s.name, 0};
-        }
-      }
-      return absl::FailedPreconditionError(absl::StrCat(
-          "gap: the replica is durable at ", durable.ToString(),
-          " but that segment is no longer in the WAL directory (oldest is ",
-          segs.front().name, "); rebuild the replica from a newer base"));
-    }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "divergent history: the replica is durable at ", durable.ToString(),
-        " but the source has no segment of that name (newest is ",
-        segs.empty() ? std::string("none") : segs.back().name,
-        "); is the replica following another primary?"));
+  if (!snap.source_status.ok()) {
+    return WithReason(absl::FailedPreconditionError(absl::StrCat(
+                          "the WAL source failed, so the agent cannot vouch for its bytes: ",
+                          snap.source_status.message())),
+                      Reason::kSourceFailed);
   }
-  const SegmentInfo& seg = segs[i];
+  // From the oldest segment the shipper finds.
+  if (durable.segment.empty()) return ShipStart{durable, 0};
+  if (snap.segments->empty()) {
+    return WithReason(absl::UnavailableError(absl::StrCat(
+                          "the WAL directory shows no segment yet; the replica is durable at ",
+                          durable.ToString(), " and keeps every byte while it waits")),
+                      Reason::kNotReady);
+  }
+  const int i = snap.Find(durable.segment);
+  if (i >= 0) return CheckHeldPrefix((*snap.segments)[i], req);
+  return ContinueMissing(snap, req);
+}
+
+absl::StatusOr<ShipStart> ControlServiceImpl::CheckHeldPrefix(
+    const SegmentInfo& seg, const walship::v1::HandshakeRequest& req) {
+  const Position durable{req.durable().segment(), req.durable().offset()};
   if (durable.offset > seg.shippable) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "divergent history: the replica holds ", durable.offset, " bytes of ",
-        seg.name, " but the source shows only ", seg.shippable));
+    if (seg.complete) {
+      return WithReason(absl::FailedPreconditionError(absl::StrCat(
+                            "divergent history: the replica holds ", durable.offset,
+                            " bytes of ", seg.name, " but the source's complete segment has ",
+                            seg.shippable)),
+                        Reason::kDivergent);
+    }
+    // Not proof of anything: the source may not show what it wrote yet (a
+    // restart over a directory still being filled, a primary that reports
+    // its flush position late).
+    return WithReason(absl::UnavailableError(absl::StrCat(
+                          "the replica holds ", durable.offset, " bytes of ", seg.name,
+                          " but the source shows only ", seg.shippable,
+                          " so far; waiting for the source to catch up")),
+                      Reason::kSourceBehind);
   }
-  auto crc = checksums_.Prefix(seg.name, durable.offset);
-  if (!crc.ok()) return crc.status();
-  if (*crc != req.durable_prefix_crc32c()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "divergent history: the replica's first %d bytes of %s have CRC32C %08x, "
-        "the source's have %08x; the replica's copy differs from the primary",
-        durable.offset, seg.name, req.durable_prefix_crc32c(), *crc));
+  WALSHIP_ASSIGN_OR_RETURN(uint32_t crc, checksums_.Prefix(seg.name, durable.offset));
+  if (crc != req.durable_prefix_crc32c()) {
+    return WithReason(absl::FailedPreconditionError(absl::StrFormat(
+                          "divergent history: the replica's first %d bytes of %s have CRC32C "
+                          "%08x, the source's have %08x; the replica's copy differs from the "
+                          "primary",
+                          durable.offset, seg.name, req.durable_prefix_crc32c(), crc)),
+                      Reason::kDivergent);
   }
-  return durable;
+  return ShipStart{durable, crc};
+}
+
+absl::StatusOr<ShipStart> ControlServiceImpl::ContinueMissing(
+    const CatalogSnapshot& snap, const walship::v1::HandshakeRequest& req) {
+  const Position durable{req.durable().segment(), req.durable().offset()};
+  WALSHIP_ASSIGN_OR_RETURN(std::optional<Position> next,
+                           source_.RedirectMissing(durable, req.durable_prefix_crc32c()));
+  if (next.has_value()) {
+    spdlog::info("replica durable at {}: that segment was superseded (timeline switch); "
+                 "continuing at {}",
+                 durable.ToString(), next->ToString());
+    return ShipStart{*next, 0};
+  }
+  const std::vector<SegmentInfo>& segs = *snap.segments;
+  if (durable.segment < segs.front().name) {
+    if (!req.durable_segment_complete()) {
+      return WithReason(absl::FailedPreconditionError(absl::StrCat(
+                            "gap: the replica is durable at ", durable.ToString(),
+                            " but the rest of ", durable.segment,
+                            " is no longer in the WAL directory (oldest is ",
+                            segs.front().name, "); rebuild the replica from a newer base")),
+                        Reason::kGap);
+    }
+    // The replica holds all of it; the stream moved on since, and every
+    // segment between must still be here.
+    WALSHIP_RETURN_IF_ERROR(order_.CheckNext(durable.segment, segs.front().name));
+    return ShipStart{Position{segs.front().name, 0}, 0};
+  }
+  if (durable.segment > segs.back().name) {
+    return WithReason(absl::UnavailableError(absl::StrCat(
+                          "the replica is durable at ", durable.ToString(),
+                          " but the source shows no segment of that name yet (newest is ",
+                          segs.back().name, "); waiting")),
+                      Reason::kSourceBehind);
+  }
+  const auto after = std::upper_bound(
+      segs.begin(), segs.end(), durable.segment,
+      [](const std::string& n, const SegmentInfo& s) { return n < s.name; });
+  return WithReason(absl::FailedPreconditionError(absl::StrCat(
+                        "gap: the replica is durable at ", durable.ToString(),
+                        " but the source has no segment of that name, although it has ",
+                        std::prev(after)->name, " before it and ", after->name,
+                        " after it; rebuild the replica from a newer base")),
+                    Reason::kGap);
+}
+
+grpc::Status ControlServiceImpl::Refuse(const grpc::ServerContext& ctx,
+                                        const walship::v1::HandshakeRequest& req,
+                                        const absl::Status& why) {
+  const Reason reason = ReasonOf(why);
+  if (req.durable_unrecorded() && reason == Reason::kDivergent) {
+    // Bytes the replica never recorded: it cuts them off and asks again.
+    spdlog::info("handshake from replica {} ({}): not confirming the bytes it received "
+                 "before its last stop and never recorded: {}",
+                 req.replica_name(), ctx.peer(), std::string(why.message()));
+    CountRefusal("unconfirmed_tail");
+  } else if (absl::IsUnavailable(why)) {
+    // The replica retries; one line per replica and cause, not per attempt.
+    RefusalLog(req.replica_name(), ctx.peer(), why);
+    CountRefusal(std::string(ReasonName(reason)));
+  } else {
+    spdlog::error("handshake from replica {} ({}): {}", req.replica_name(), ctx.peer(),
+                  why.ToString());
+    CountRefusal(reason == Reason::kUnspecified ? "other" : std::string(ReasonName(reason)));
+  }
+  return ToGrpc(why);
+}
+
+void ControlServiceImpl::RefusalLog(const std::string& replica, const std::string& peer,
+                                    const absl::Status& why) {
+  const std::string key = absl::StrCat(replica, "/", ReasonName(ReasonOf(why)));
+  {
+    absl::MutexLock lock(&log_mu_);
+    absl::Time& last = last_refusal_log_[key];
+    if (absl::Now() - last < absl::Seconds(30)) return;
+    last = absl::Now();
+  }
+  spdlog::warn("handshake from replica {} ({}): not now, the replica retries: {}", replica,
+               peer, std::string(why.message()));
 }
 
 grpc::Status ControlServiceImpl::Handshake(grpc::ServerContext* ctx,
@@ -180,32 +265,16 @@ grpc::Status ControlServiceImpl::Handshake(grpc::ServerContext* ctx,
         "; refusing to mix two primaries' WAL");
     spdlog::error("handshake from {}: {}", ctx->peer(), msg);
     CountRefusal("wrong_stream");
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, msg);
+    return ToGrpc(WithReason(absl::FailedPreconditionError(msg), Reason::kWrongStream));
   }
-  absl::StatusOr<Position> start = StartPosition(*req);
-  if (!start.ok()) {
-    absl::string_view m = start.status().message();
-    if (req->durable_unrecorded() && absl::IsFailedPrecondition(start.status())) {
-      // Bytes the replica never recorded: it cuts them off and asks again.
-      spdlog::info("handshake from replica {} ({}): not confirming the bytes it received "
-                   "before its last stop and never recorded: {}",
-                   req->replica_name(), ctx->peer(), std::string(m));
-      CountRefusal("unconfirmed_tail");
-      return ToGrpc(start.status());
-    }
-    spdlog::error("handshake from replica {} ({}): {}", req->replica_name(), ctx->peer(),
-                  start.status().ToString());
-    CountRefusal(absl::StartsWith(m, "divergent") ? "divergent"
-                 : absl::StartsWith(m, "gap")     ? "gap"
-                                                  : "other");
-    return ToGrpc(start.status());
-  }
+  absl::StatusOr<ShipStart> start = StartPosition(*req);
+  if (!start.ok()) return Refuse(*ctx, *req, start.status());
   std::string token;
   auto session = registry_.Create(req->replica_name(), *start, req->transport(),
                                   options_.token_ttl, &token);
   resp->set_protocol_version(walship::v1::PROTOCOL_VERSION_1);
   resp->set_stream_id(stream_id);
-  SetPos(*start, resp->mutable_start());
+  SetPos(start->position, resp->mutable_start());
   resp->set_data_token(token);
   resp->set_session_id(session->id());
   resp->set_token_ttl_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.token_ttl)));
@@ -219,7 +288,7 @@ grpc::Status ControlServiceImpl::Handshake(grpc::ServerContext* ctx,
         .Add({{"replica", req->replica_name()}}, 1);
   }
   spdlog::info("replica {} (session {}) from {}: shipping from {}", req->replica_name(),
-               session->id(), ctx->peer(), start->ToString());
+               session->id(), ctx->peer(), start->position.ToString());
   return grpc::Status::OK;
 }
 
@@ -365,8 +434,9 @@ class SessionReactor final
         continue;
       }
       if (is_error) {
-        end = absl::Status(static_cast<absl::StatusCode>(ev.error().code()),
-                           ev.error().message());
+        end = WithReason(absl::Status(static_cast<absl::StatusCode>(ev.error().code()),
+                                      ev.error().message()),
+                         ReasonFromInt(ev.error().reason()));
         break;
       }
     }

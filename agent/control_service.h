@@ -2,10 +2,14 @@
 //
 // Handshake validates the replica's claims against the source before any
 // byte moves: the stream identity, that its durable segment still exists (or
-// it is complete and the stream moved on), that it does not hold more bytes
-// than the source shows, and that the CRC of its durable prefix equals the
-// source's. Any mismatch is FAILED_PRECONDITION with a message an operator can
-// act on; the replica must not retry it blindly. A replica whose name is not
+// it is complete and every segment from the next one on is still here), that
+// it does not hold more of a complete segment than the source, and that the
+// CRC of its durable prefix equals the source's. A proven mismatch or a gap is
+// FAILED_PRECONDITION with a message an operator can act on and a reason
+// (common/reason.h: kDivergent, kGap, kWrongStream, kSourceFailed); only
+// kDivergent lets a replica cut bytes it never recorded. A source that cannot
+// answer yet (not a primary, no segment yet, behind the replica) is
+// UNAVAILABLE with its reason: the replica retries and keeps every byte. A replica whose name is not
 // on a non-empty AgentOptions::allow_replicas is refused with
 // PERMISSION_DENIED before anything else is checked; with mutual TLS so is a
 // replica whose name its client certificate does not carry (CN or DNS SAN),
@@ -16,6 +20,7 @@
 #ifndef WALSHIP_AGENT_CONTROL_SERVICE_H_
 #define WALSHIP_AGENT_CONTROL_SERVICE_H_
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -23,6 +28,7 @@
 #include "agent/replica_session.h"
 #include "agent/segment_catalog.h"
 #include "agent/segment_checksums.h"
+#include "agent/stream_order.h"
 #include "agent/wal_source.h"
 #include "common/metrics.h"
 #include "proto/walship.grpc.pb.h"
@@ -51,8 +57,24 @@ class ControlServiceImpl final
  private:
   friend class SessionReactor;
 
-  // Where shipping starts for a replica durable at `durable`, or why not.
-  absl::StatusOr<Position> StartPosition(const walship::v1::HandshakeRequest& req);
+  // Where shipping starts for a replica durable at `durable`, or why not
+  // (a status with a reason, common/reason.h).
+  absl::StatusOr<ShipStart> StartPosition(const walship::v1::HandshakeRequest& req);
+  // The replica's durable segment is `seg` in the catalog: the bytes it holds
+  // are the source's.
+  absl::StatusOr<ShipStart> CheckHeldPrefix(const SegmentInfo& seg,
+                                            const walship::v1::HandshakeRequest& req);
+  // The replica's durable segment is not in the catalog: where it continues
+  // (a timeline switch, the next segment when it holds all of it), or why not.
+  absl::StatusOr<ShipStart> ContinueMissing(const CatalogSnapshot& snap,
+                                            const walship::v1::HandshakeRequest& req);
+  // Logs and counts a refused handshake; the status to return.
+  grpc::Status Refuse(const grpc::ServerContext& ctx,
+                      const walship::v1::HandshakeRequest& req, const absl::Status& why);
+  // At most one line per replica and reason every 30 s for refusals the
+  // replica retries.
+  void RefusalLog(const std::string& replica, const std::string& peer,
+                  const absl::Status& why);
   // With mutual TLS: OK when `replica_name` is a name the caller's
   // (verified) client certificate carries, else PERMISSION_DENIED saying so.
   // Plaintext: always OK.
@@ -71,10 +93,10 @@ class ControlServiceImpl final
   // walship_agent_acks_total, declared once: it counts on every
   // acknowledgement (when metrics are on).
   std::optional<MetricsRegistry::Family> acks_total_;
+  const StreamOrder order_;
+  absl::Mutex log_mu_;
+  std::map<std::string, absl::Time> last_refusal_log_ ABSL_GUARDED_BY(log_mu_);
 };
-
-// absl::Status -> grpc::Status with the same code and message.
-grpc::Status ToGrpc(const absl::Status& s);
 
 }  // namespace walship::agent
 

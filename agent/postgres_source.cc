@@ -13,7 +13,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "common/file_crc.h"
+#include "common/reason.h"
 #include "common/pgwal/wal_scan.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
@@ -618,17 +621,100 @@ void PostgresSource::LogCrashRuleProgress(bool first) {
   crash_logged_ = flush_;
 }
 
-std::optional<Position> PostgresSource::RedirectMissing(const Position& durable) const {
-  auto id = pg::ParseSegmentName(durable.segment, exp_.segment_size);
-  if (!id.ok()) return std::nullopt;
-  const pg::Lsn lsn = pg::SegmentStartLsn(id->segno, exp_.segment_size) + durable.offset;
-  absl::MutexLock lock(&mu_);
-  for (size_t i = 0; i + 1 < ranges_.size(); ++i) {
-    if (ranges_[i].timeline == id->timeline && lsn <= ranges_[i].end) {
-      return Position{pg::HistoryFileName(ranges_[i + 1].timeline), 0};
+absl::StatusOr<std::optional<Position>> PostgresSource::RedirectMissing(
+    const Position& durable, uint32_t prefix_crc32c) const {
+  const uint64_t seg_size = exp_.segment_size;
+  auto id = pg::ParseSegmentName(durable.segment, seg_size);
+  if (!id.ok()) return std::optional<Position>();
+  const pg::Lsn lsn = pg::SegmentStartLsn(id->segno, seg_size) + durable.offset;
+  std::vector<TimelineRange> ranges;
+  {
+    absl::MutexLock lock(&mu_);
+    ranges = ranges_;
+  }
+  if (ranges.empty()) return std::optional<Position>();
+  for (size_t i = 0; i + 1 < ranges.size(); ++i) {
+    const TimelineRange& r = ranges[i];
+    if (r.timeline != id->timeline) continue;
+    if (lsn > r.end) {
+      return WithReason(
+          absl::FailedPreconditionError(absl::StrCat(
+              "divergent history: the replica holds WAL of timeline ", r.timeline, " up to ",
+              pg::FormatLsn(lsn), ", past the point ", pg::FormatLsn(r.end),
+              " where the primary's history switches to timeline ", ranges[i + 1].timeline)),
+          Reason::kDivergent);
     }
+    // Only the switch segment itself is superseded (the next timeline's
+    // copy of it holds the same bytes up to the switch point); for any
+    // other, the WAL up to the switch point is missing: a gap.
+    if (r.end % seg_size == 0 || pg::SegmentOfLsn(r.end, seg_size) != id->segno) {
+      return std::optional<Position>();
+    }
+    const std::string copy = pg::SegmentName(ranges[i + 1].timeline, id->segno, seg_size);
+    const std::string path = absl::StrCat(options_.wal_dir, "/", copy);
+    absl::StatusOr<sys::UniqueFd> fd = sys::OpenFile(sys_, path, O_RDONLY);
+    if (fd.ok()) {
+      WALSHIP_ASSIGN_OR_RETURN(uint32_t crc,
+                               Crc32cOfFileRange(sys_, fd->get(), 0, durable.offset, path));
+      if (crc != prefix_crc32c) {
+        return WithReason(absl::FailedPreconditionError(absl::StrFormat(
+                              "divergent history: the replica's first %d bytes of %s have "
+                              "CRC32C %08x, but timeline %d's copy of them in %s has %08x",
+                              durable.offset, durable.segment, prefix_crc32c,
+                              ranges[i + 1].timeline, copy, crc)),
+                          Reason::kDivergent);
+      }
+    }
+    // Without the copy, shipping finds the next timeline's segment missing
+    // after its history file and reports the gap there.
+    return std::optional<Position>(Position{pg::HistoryFileName(ranges[i + 1].timeline), 0});
+  }
+  const uint32_t current = ranges.back().timeline;
+  if (id->timeline < current) {
+    return WithReason(absl::FailedPreconditionError(absl::StrCat(
+                          "divergent history: the replica follows timeline ", id->timeline,
+                          ", which is not in the history of the primary's timeline ",
+                          current)),
+                      Reason::kDivergent);
+  }
+  return std::optional<Position>();
+}
+
+std::optional<std::string> PostgresSource::Successor(const std::string& name) const {
+  const uint64_t seg_size = exp_.segment_size;
+  absl::MutexLock lock(&mu_);
+  uint32_t history = 0;
+  if (pg::ParseHistoryFileName(name, &history)) {
+    for (const TimelineRange& r : ranges_) {
+      if (r.timeline == history) {
+        return pg::SegmentName(history, pg::SegmentOfLsn(r.begin, seg_size), seg_size);
+      }
+    }
+    return std::nullopt;
+  }
+  auto id = pg::ParseSegmentName(name, seg_size);
+  if (!id.ok()) return std::nullopt;
+  for (size_t i = 0; i < ranges_.size(); ++i) {
+    const TimelineRange& r = ranges_[i];
+    if (r.timeline != id->timeline) continue;
+    const uint64_t next = id->segno + 1;
+    if (i + 1 == ranges_.size() || pg::SegmentStartLsn(next, seg_size) + seg_size <= r.end) {
+      return pg::SegmentName(r.timeline, next, seg_size);
+    }
+    return pg::HistoryFileName(ranges_[i + 1].timeline);
   }
   return std::nullopt;
+}
+
+absl::Status PostgresSource::Readiness() const {
+  if (in_recovery_.load()) {
+    return WithReason(absl::UnavailableError(absl::StrCat(
+                          "PostgreSQL (", options_.wal_dir,
+                          ") is in recovery, not a primary: this agent ships nothing until it "
+                          "is promoted")),
+                      Reason::kNotPrimary);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<pg::Lsn> PostgresSource::PositionToLsn(const Position& p) const {

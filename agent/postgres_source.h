@@ -106,7 +106,18 @@ class PostgresSource final : public WalSource {
   std::string StreamId() const override { return stream_id_; }
   std::string FormatName() const override { return "postgres"; }
   std::string wal_dir() const override { return options_.wal_dir; }
-  std::optional<Position> RedirectMissing(const Position& durable) const override;
+  // A replica in an ancestor timeline's switch segment, at or before the
+  // switch point, continues with the next timeline's history file once its
+  // bytes are shown equal to the next timeline's copy of that segment.
+  absl::StatusOr<std::optional<Position>> RedirectMissing(
+      const Position& durable, uint32_t prefix_crc32c) const override;
+  // The next segment number of the timeline; after the last segment wholly
+  // before a switch point, the next timeline's history file; after a history
+  // file, the segment of that timeline holding its switch point. nullopt for
+  // names outside the current timeline's ancestry.
+  std::optional<std::string> Successor(const std::string& name) const override;
+  // kUnavailable (Reason::kNotPrimary) while PostgreSQL is in recovery.
+  absl::Status Readiness() const override;
 
   // Reports what the replicas hold to the primary through the feed: `write`
   // the highest LSN a replica has written, `flush` the highest it has made
@@ -197,7 +208,8 @@ class PostgresSource final : public WalSource {
   absl::Time last_crash_log_ = absl::InfinitePast();
   pg::Lsn crash_logged_ = 0;  // where the last crash-rule log line ended
   std::string crash_stop_reason_;
-  bool in_recovery_ = false;
+  // Written by the source thread, read by Readiness().
+  std::atomic<bool> in_recovery_{false};
   absl::Time next_feed_attempt_ = absl::InfinitePast();
   absl::Time next_sync_check_ = absl::InfinitePast();
   std::string sync_state_;  // as last read and logged; empty: not yet

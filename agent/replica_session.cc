@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/reason.h"
 #include "spdlog/spdlog.h"
 #include "common/thread_name.h"
 
@@ -40,7 +41,7 @@ std::string RandomToken() {
 
 }  // namespace
 
-ReplicaSession::ReplicaSession(uint64_t id, std::string name, Position start,
+ReplicaSession::ReplicaSession(uint64_t id, std::string name, ShipStart start,
                                std::string token, absl::Time token_deadline,
                                std::string replica_transport)
     : id_(id),
@@ -49,9 +50,9 @@ ReplicaSession::ReplicaSession(uint64_t id, std::string name, Position start,
       token_deadline_(token_deadline),
       replica_transport_(std::move(replica_transport)),
       token_(std::move(token)) {
-  sent_ = start_;
-  written_ = start_;
-  flushed_ = start_;
+  sent_ = start_.position;
+  written_ = start_.position;
+  flushed_ = start_.position;
 }
 
 ReplicaSession::~ReplicaSession() { Close(); }
@@ -115,6 +116,7 @@ bool ReplicaSession::NextEvent(walship::v1::SessionEvent* event,
   if (finished_) {
     event->mutable_error()->set_code(static_cast<int>(failure_.code()));
     event->mutable_error()->set_message(std::string(failure_.message()));
+    event->mutable_error()->set_reason(static_cast<walship::v1::Reason>(ReasonOf(failure_)));
     return true;
   }
   return false;
@@ -213,7 +215,7 @@ void ReplicaSession::OnSent(const Position& sent, uint64_t bytes, bool zerocopy)
 }
 
 std::shared_ptr<ReplicaSession> SessionRegistry::Create(
-    const std::string& name, const Position& start,
+    const std::string& name, const ShipStart& start,
     const std::string& replica_transport, absl::Duration token_ttl,
     std::string* token_out) {
   std::shared_ptr<ReplicaSession> old;

@@ -37,14 +37,21 @@
 
 namespace walship::agent {
 
+// Where a session's shipping starts: the replica's position, and the CRC32C
+// of its bytes [0, position.offset) as verified at handshake.
+struct ShipStart {
+  Position position;
+  uint32_t prefix_crc32c = 0;
+};
+
 // Builds and runs the shipper for a session's data socket.
 using ShipperRunner =
-    std::function<absl::Status(int data_fd, const Position& start,
+    std::function<absl::Status(int data_fd, const ShipStart& start,
                                ShipperEvents* events, const std::atomic<bool>& stop)>;
 
 class ReplicaSession final : public ShipperEvents {
  public:
-  ReplicaSession(uint64_t id, std::string name, Position start, std::string token,
+  ReplicaSession(uint64_t id, std::string name, ShipStart start, std::string token,
                  absl::Time token_deadline, std::string replica_transport);
   ~ReplicaSession() override;
 
@@ -91,7 +98,7 @@ class ReplicaSession final : public ShipperEvents {
 
   const uint64_t id_;
   const std::string name_;
-  const Position start_;
+  const ShipStart start_;
   const absl::Time token_deadline_;
   const std::string replica_transport_;
 
@@ -119,7 +126,7 @@ class SessionRegistry {
  public:
   // Creates a session with a fresh random token, replacing (and closing) any
   // earlier session of the same replica name.
-  std::shared_ptr<ReplicaSession> Create(const std::string& name, const Position& start,
+  std::shared_ptr<ReplicaSession> Create(const std::string& name, const ShipStart& start,
                                          const std::string& replica_transport,
                                          absl::Duration token_ttl,
                                          std::string* token_out);

@@ -50,6 +50,7 @@ void SegmentCatalog::Publish(std::vector<SegmentInfo> segments) {
   {
     absl::MutexLock lock(&mu_);
     current_.version++;
+    for (const SegmentInfo& seg : segments) ever_published_.insert(seg.name);
     current_.segments =
         std::make_shared<const std::vector<SegmentInfo>>(std::move(segments));
     current_.published = absl::Now();
@@ -116,6 +117,13 @@ bool SegmentCatalog::WaitForChange(const CatalogListener* l, uint64_t seen_versi
   };
   mu_.AwaitWithDeadline(absl::Condition(&changed), deadline);
   return !shutdown_;
+}
+
+std::optional<std::string> SegmentCatalog::PublishedAfter(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = ever_published_.find(name);
+  if (it == ever_published_.end() || ++it == ever_published_.end()) return std::nullopt;
+  return *it;
 }
 
 std::optional<absl::Time> SegmentCatalog::ShippableSince(const Position& p) const {

@@ -22,6 +22,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -100,6 +101,13 @@ class SegmentCatalog {
   // or Shutdown is called. Returns false only on shutdown.
   bool WaitForChange(uint64_t seen_version, absl::Time deadline) const;
 
+  // The name published right after `name` among every name this catalog
+  // has ever published (in name order), or nullopt when `name` was never
+  // published or nothing after it has been. The record of what the source
+  // showed, for proving that no segment was skipped where names alone cannot
+  // tell (stream_order.h); a name stays in it after the source removes it.
+  std::optional<std::string> PublishedAfter(const std::string& name) const;
+
   // Listeners. RemoveListener waits for a Pump of `l` that is still
   // running to Release(); `l` may be destroyed once it returns.
   void AddListener(CatalogListener* l);
@@ -126,6 +134,8 @@ class SegmentCatalog {
   // (end of shippable WAL, when it was published), oldest first; bounded.
   std::deque<std::pair<Position, absl::Time>> ends_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  // Every name ever published (PublishedAfter).
+  std::set<std::string> ever_published_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<CatalogListener*, ListenerState>> listeners_ ABSL_GUARDED_BY(mu_);
 };
 

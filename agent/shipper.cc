@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/reason.h"
 #include "common/file_crc.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
@@ -13,9 +15,10 @@
 
 namespace walship::agent {
 
-Shipper::Shipper(sys::SysCalls& sys, SegmentCatalog& catalog,
+Shipper::Shipper(sys::SysCalls& sys, SegmentCatalog& catalog, const StreamOrder& order,
                  SegmentChecksums& checksums, std::string wal_dir, int data_fd,
-                 Position start, ShipperOptions options, ShipperEvents* events)
+                 Position start, uint32_t start_prefix_crc32c, ShipperOptions options,
+                 ShipperEvents* events)
     : sys_(sys),
       catalog_(catalog),
       checksums_(checksums),
@@ -24,6 +27,8 @@ Shipper::Shipper(sys::SysCalls& sys, SegmentCatalog& catalog,
       pos_(std::move(start)),
       options_(options),
       events_(events),
+      order_(order),
+      start_prefix_crc_(start_prefix_crc32c),
       crc_reader_(sys) {
   if (options_.transport == Transport::kCopy) {
     copy_buffer_.resize(options_.copy_buffer_bytes);
@@ -40,8 +45,11 @@ absl::Status Shipper::EnterSegment(const std::string& name) {
   segment_dev_ = st.st_dev;
   segment_ino_ = st.st_ino;
   segment_file_ = std::move(file);
-  segment_crc_ = 0;
-  segment_crc_valid_ = pos_.offset == 0;
+  sent_.clear();
+  // Only the segment shipping starts in is entered past its start: its
+  // prefix is the replica's, verified at handshake.
+  has_prefix_ = pos_.offset > 0;
+  if (has_prefix_) sent_.push_back(Piece{0, pos_.offset, start_prefix_crc_});
   std::string frame = wire::EncodeFrame(wire::FrameType::kSegment, ++handle_,
                                         pos_.offset, name);
   WALSHIP_RETURN_IF_ERROR(
@@ -50,24 +58,52 @@ absl::Status Shipper::EnterSegment(const std::string& name) {
   return absl::OkStatus();
 }
 
-absl::Status Shipper::SendData(uint64_t length) {
-  const std::string context = absl::StrCat(wal_dir_, "/", pos_.segment);
-  // One pass: the frame's CRC and the segment's running CRC.
-  WALSHIP_ASSIGN_OR_RETURN(
-      auto crcs,
-      crc_reader_.Twice(segment_file_.get(), pos_.offset, length, context, 0, segment_crc_));
-  const uint32_t crc = crcs.first;
-  // The bytes just checksummed belong to this segment only if the name still
-  // points at the open file: PostgreSQL recycles a segment by renaming it
-  // before overwriting it, so an unchanged name means unrecycled content.
-  // (A change after this point makes the payload disagree with its CRC, and
-  // the replica rejects it.)
+bool Shipper::ExtendsLastPiece(uint64_t at) const {
+  // Pieces end at kPieceBytes boundaries; the verified prefix is never
+  // extended (it may end anywhere).
+  return !sent_.empty() && sent_.back().end == at && at % kPieceBytes != 0 &&
+         !(sent_.size() == 1 && has_prefix_);
+}
+
+absl::Status Shipper::CheckSameFile(const std::string& path) const {
+  // Bytes read from the open file belong to this segment only if its name
+  // still points at it: PostgreSQL recycles a segment by renaming it before
+  // overwriting it, so an unchanged name means unrecycled content.
   struct stat by_name;
-  sys::SysResult r = sys_.Stat(context.c_str(), &by_name);
+  sys::SysResult r = sys_.Stat(path.c_str(), &by_name);
   if (!r.ok() || by_name.st_ino != segment_ino_ || by_name.st_dev != segment_dev_) {
     return absl::AbortedError(absl::StrCat(
         "segment ", pos_.segment, " was recycled or replaced while being shipped (at offset ",
         pos_.offset, "); restarting the session"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Shipper::SendData(uint64_t length) {
+  const std::string context = absl::StrCat(wal_dir_, "/", pos_.segment);
+  // One pass: the frame's CRC, and the CRC of each piece it covers, kept for
+  // the check at the segment's completion.
+  uint32_t crc = 0;
+  for (uint64_t at = pos_.offset; at < pos_.offset + length;) {
+    const uint64_t end = std::min(pos_.offset + length, (at / kPieceBytes + 1) * kPieceBytes);
+    const bool extends = ExtendsLastPiece(at);
+    WALSHIP_ASSIGN_OR_RETURN(auto crcs,
+                             crc_reader_.Twice(segment_file_.get(), at, end - at, context, crc,
+                                               extends ? sent_.back().crc : 0));
+    crc = crcs.first;
+    if (extends) {
+      sent_.back().end = end;
+      sent_.back().crc = crcs.second;
+    } else {
+      sent_.push_back(Piece{at, end, crcs.second});
+    }
+    at = end;
+  }
+  // (A change after this check makes the payload disagree with its CRC, and
+  // the replica rejects it.)
+  if (absl::Status same = CheckSameFile(context); !same.ok()) {
+    sent_.clear();
+    return same;
   }
   wire::FrameHeader h;
   h.type = wire::FrameType::kData;
@@ -90,9 +126,38 @@ absl::Status Shipper::SendData(uint64_t length) {
         absl::MakeSpan(copy_buffer_), options_.io));
   }
   pos_.offset += length;
-  segment_crc_ = crcs.second;
   events_->OnSent(pos_, length, zerocopy);
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> Shipper::VerifySent(uint64_t length) {
+  const std::string path = absl::StrCat(wal_dir_, "/", pos_.segment);
+  uint32_t whole = 0;
+  uint64_t covered = 0;
+  for (const Piece& p : sent_) {
+    if (p.begin != covered) break;  // never: pieces are contiguous from 0
+    WALSHIP_ASSIGN_OR_RETURN(
+        auto crcs,
+        crc_reader_.Twice(segment_file_.get(), p.begin, p.end - p.begin, path, 0, whole));
+    if (crcs.first != p.crc) {
+      return WithReason(
+          absl::FailedPreconditionError(absl::StrFormat(
+              "segment %s changed after its bytes were shipped: bytes [%d, %d) of %s no "
+              "longer hold what was sent (the first difference is at or after offset %d); "
+              "a file written in place (preallocated, or rewritten when closed) cannot be "
+              "followed as an append-only segment. Not vouching for it",
+              pos_.segment, p.begin, p.end, path, p.begin)),
+          Reason::kSourceFailed);
+    }
+    whole = crcs.second;
+    covered = p.end;
+  }
+  if (covered != length) {
+    return absl::InternalError(absl::StrCat("shipper: sent ", covered, " bytes of ",
+                                            pos_.segment, ", expected ", length));
+  }
+  WALSHIP_RETURN_IF_ERROR(CheckSameFile(path));
+  return whole;
 }
 
 absl::Status Shipper::Run(const std::atomic<bool>& stop) {
@@ -159,14 +224,10 @@ absl::StatusOr<std::optional<uint64_t>> Shipper::Step() {
     return std::optional<uint64_t>();
   }
   if (seg.complete && static_cast<size_t>(i) + 1 < segs.size()) {
-    uint32_t crc;
-    if (segment_crc_valid_ && entered_) {
-      crc = segment_crc_;
-      checksums_.Put(seg.name, seg.shippable, crc);
-    } else {
-      WALSHIP_ASSIGN_OR_RETURN(crc, checksums_.Get(seg.name, seg.shippable));
-    }
+    WALSHIP_ASSIGN_OR_RETURN(uint32_t crc, VerifySent(seg.shippable));
+    checksums_.Put(seg.name, seg.shippable, crc);
     events_->OnCheckpoint(seg.name, seg.shippable, crc);
+    WALSHIP_RETURN_IF_ERROR(order_.CheckNext(seg.name, segs[i + 1].name));
     pos_ = Position{segs[i + 1].name, 0};
     entered_ = false;
     segment_file_.reset();

@@ -6,14 +6,26 @@
 // the segment file to the socket with sendfile(2) (or pread/write with the
 // copy transport). Everything shippable at the moment of sending is coalesced
 // into frames of up to `max_payload` bytes, so a busy stream sends large
-// frames and an idle one sends each append as soon as it is visible. When
-// every byte of a complete segment has been sent, the Shipper reports a
-// checkpoint (name, length, CRC32C) through ShipperEvents, and moves on.
+// frames and an idle one sends each append as soon as it is visible.
+//
+// When every byte of a complete segment has been sent, the Shipper reads the
+// file once more and checks that it still holds exactly the bytes that were
+// sent: it keeps the CRC32C of what it sent in pieces of kPieceBytes (and,
+// when it started inside the segment, the prefix CRC the handshake verified),
+// and compares each with the file. Only then does it report the checkpoint
+// (name, length, CRC32C of the file) through ShipperEvents. A file written in
+// place after its bytes went out (preallocated and filled, a flag rewritten on
+// close) ends Run() with kFailedPrecondition (Reason::kSourceFailed) naming
+// the file and the piece where it first differs: no checkpoint vouches for
+// bytes the source no longer holds. Moving on to the next segment is checked
+// by the StreamOrder: a segment missing between the two ends Run() with a gap
+// (Reason::kGap), never skipped.
 //
 // Threading: Run() blocks on the calling thread until `stop` is set (then it
 // returns OK within `idle_wait`), the socket fails (kUnavailable), or the
 // source fails or is inconsistent with the replica's position
-// (kFailedPrecondition, kDataLoss, kOutOfRange). To interrupt a blocked
+// (kFailedPrecondition, kDataLoss, kOutOfRange), or a segment was recycled
+// or replaced under it (kAborted). To interrupt a blocked
 // send, the owner shuts the socket down. The socket is borrowed.
 //
 // With `inline_sends`, while Run() waits the Shipper listens to the catalog
@@ -27,7 +39,8 @@
 // publication. One lock (`turn_`) gives the shipping state to one thread at
 // a time.
 //
-// Memory: constant per shipper (one copy buffer for the copy transport).
+// Memory: one copy buffer for the copy transport, and 16 bytes per
+// kPieceBytes of the segment being sent.
 #ifndef WALSHIP_AGENT_SHIPPER_H_
 #define WALSHIP_AGENT_SHIPPER_H_
 
@@ -44,6 +57,7 @@
 #include "absl/time/time.h"
 #include "agent/segment_catalog.h"
 #include "agent/segment_checksums.h"
+#include "agent/stream_order.h"
 #include "common/file_crc.h"
 #include "common/position.h"
 #include "common/sys/syscalls.h"
@@ -77,9 +91,16 @@ class Shipper final : private CatalogListener {
   // The most an inline send moves; more is a backlog for Run()'s thread.
   static constexpr uint64_t kMaxInlineBytes = 256 << 10;
 
-  Shipper(sys::SysCalls& sys, SegmentCatalog& catalog,
-          SegmentChecksums& checksums, std::string wal_dir, int data_fd,
-          Position start, ShipperOptions options, ShipperEvents* events);
+  // Granularity of the check at a segment's completion (see above).
+  static constexpr uint64_t kPieceBytes = 64 << 10;
+
+  // `start` is where the replica's copy ends; with start.offset > 0,
+  // `start_prefix_crc32c` is the CRC32C of its bytes [0, start.offset), as
+  // verified against the source at handshake. `order` proves each step to
+  // the next segment. All references must outlive the Shipper.
+  Shipper(sys::SysCalls& sys, SegmentCatalog& catalog, const StreamOrder& order,
+          SegmentChecksums& checksums, std::string wal_dir, int data_fd, Position start,
+          uint32_t start_prefix_crc32c, ShipperOptions options, ShipperEvents* events);
 
   absl::Status Run(const std::atomic<bool>& stop);
 
@@ -94,6 +115,13 @@ class Shipper final : private CatalogListener {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(turn_);
   absl::Status EnterSegment(const std::string& name);
   absl::Status SendData(uint64_t length);
+  // The segment's name still points at the file being sent (kAborted if not).
+  absl::Status CheckSameFile(const std::string& path) const;
+  // After the last byte of the current segment went out: the file holds
+  // exactly what was sent; returns its CRC32C for the checkpoint.
+  absl::StatusOr<uint32_t> VerifySent(uint64_t length);
+  // True when bytes sent from `at` on belong to the last piece recorded.
+  bool ExtendsLastPiece(uint64_t at) const;
 
   sys::SysCalls& sys_;
   SegmentCatalog& catalog_;
@@ -110,10 +138,18 @@ class Shipper final : private CatalogListener {
   ShipperEvents* const events_;
   uint64_t handle_ = 0;
   bool entered_ = false;
-  // CRC32C of [0, pos_.offset) of the current segment, kept while sending
-  // when shipping started at offset 0; the checkpoint then costs no re-read.
-  uint32_t segment_crc_ = 0;
-  bool segment_crc_valid_ = false;
+  const StreamOrder& order_;
+  const uint32_t start_prefix_crc_;
+  // What was sent of the current segment: CRC32C of [begin, end) for each
+  // piece, in order from 0 (the first may be the verified prefix).
+  struct Piece {
+    uint64_t begin;
+    uint64_t end;
+    uint32_t crc;
+  };
+  std::vector<Piece> sent_;
+  // sent_[0] is the prefix verified at handshake.
+  bool has_prefix_ = false;
   sys::UniqueFd segment_file_;
   // The open file's identity, to compare with what its name points at.
   uint64_t segment_dev_ = 0;

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/position.h"
 
 namespace walship::agent {
@@ -35,13 +36,20 @@ class WalSource {
   // Directory holding the segment files named in the catalog.
   virtual std::string wal_dir() const = 0;
 
-  // For a replica durable at `durable` whose segment is no longer in the
-  // catalog: where the stream continues if that segment was superseded
-  // without loss (e.g. a timeline switch after the replica's position), or
-  // nullopt when the position cannot be continued (a gap).
-  virtual std::optional<Position> RedirectMissing(const Position& durable) const {
+  // For a replica durable at `durable` (`prefix_crc32c`: the CRC32C of its
+  // bytes [0, durable.offset)) whose segment is no longer in the catalog:
+  // where the stream continues when that segment was superseded without
+  // loss (PostgreSQL: a timeline switch inside it at or after the replica's
+  // position, whose successor segment holds the same bytes up to there);
+  // nullopt when this source knows no continuation (the caller then reports
+  // a gap, or waits); or an error with a reason (common/reason.h) when the
+  // source can prove the position divergent (kDivergent) or cannot check it
+  // yet (kNotReady).
+  virtual absl::StatusOr<std::optional<Position>> RedirectMissing(
+      const Position& durable, uint32_t prefix_crc32c) const {
     (void)durable;
-    return std::nullopt;
+    (void)prefix_crc32c;
+    return std::optional<Position>();
   }
 
   // The name of the segment that must come right after the complete segment

@@ -11,6 +11,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/net.h"
+#include "common/reason.h"
+#include "common/rpc_status.h"
 #include "common/tls.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
@@ -26,12 +28,6 @@
 
 namespace walship::replica {
 namespace {
-
-absl::Status FromGrpc(const grpc::Status& s, absl::string_view what) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      absl::StrCat(what, ": ", s.error_message()));
-}
 
 // The record of `dp` for stream `stream`.
 ReplicaState StateOf(const std::string& stream, const DurablePoint& dp) {
@@ -285,9 +281,12 @@ absl::Status Replica::RunOnce() {
                    "them", tail->position.offset - durable.position.offset,
                    tail->position.segment);
       durable = *tail;
-    } else if (gs.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+    } else if (ReasonOf(FromGrpc(gs)) == Reason::kDivergent) {
+      // Only proof that they differ from the source's bytes cuts them: a
+      // gap, a source not ready or not a primary, a wrong stream leave them
+      // (acknowledged bytes may be among them) and end this session.
       spdlog::warn("discarding the {} bytes of {} past the recorded position {}: the agent "
-                   "did not confirm them ({})",
+                   "showed that they differ from the source's ({})",
                    tail->position.offset - durable.position.offset, tail->position.segment,
                    durable.position.ToString(), gs.error_message());
       WALSHIP_RETURN_IF_ERROR(writer.ResolveTail(false));
@@ -297,10 +296,10 @@ absl::Status Replica::RunOnce() {
   }
   if (!gs.ok()) {
     absl::Status s = FromGrpc(gs, absl::StrCat("handshake with ", options_.agent));
-    // The server could not be reached or is shutting down: retry.
-    if (gs.error_code() == grpc::StatusCode::UNAVAILABLE ||
-        gs.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-      return absl::UnavailableError(s.message());
+    // The server could not be reached, is shutting down, or its source cannot
+    // answer yet (not a primary, no segment yet): retry.
+    if (gs.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return WithReason(absl::UnavailableError(s.message()), ReasonOf(s));
     }
     // UNAUTHENTICATED (the agent refused our certificate) is retried too,
     // not fatal: an operator fixes it, or a CA rotation completes, without
@@ -659,8 +658,10 @@ absl::Status Replica::RunOnce() {
       }
       run.Kick();  // a position held back goes out now if it may
     } else if (ev.has_error()) {
-      run.Fail(absl::Status(static_cast<absl::StatusCode>(ev.error().code()),
-                            absl::StrCat("agent ended the session: ", ev.error().message())));
+      run.Fail(WithReason(
+          absl::Status(static_cast<absl::StatusCode>(ev.error().code()),
+                       absl::StrCat("agent ended the session: ", ev.error().message())),
+          ReasonFromInt(ev.error().reason())));
       break;
     }
   }

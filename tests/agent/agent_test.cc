@@ -13,7 +13,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/net.h"
+#include "common/reason.h"
+#include "common/rpc_status.h"
 #include "common/sys/transfer.h"
 #include "common/wire/crc32c.h"
 #include "common/wire/frame.h"
@@ -36,8 +39,11 @@ class AgentTest : public ::testing::Test {
     seg2_ = "second segment, still growing";
     testing::WriteFile(wal_ + "/seg-001", seg1_);
     testing::WriteFile(wal_ + "/seg-002", seg2_);
+    StartAgent(wal_);
+  }
+  void StartAgent(const std::string& wal_dir) {
     AgentOptions o;
-    o.wal_dir = wal_;
+    o.wal_dir = wal_dir;
     o.heartbeat = absl::Milliseconds(50);
     o.max_payload = 4096;
     o.tls.insecure = true;
@@ -47,7 +53,9 @@ class AgentTest : public ::testing::Test {
         absl::StrCat("127.0.0.1:", agent_->control_port()),
         grpc::InsecureChannelCredentials()));
   }
-  void TearDown() override { agent_->Shutdown(); }
+  void TearDown() override {
+    if (agent_) agent_->Shutdown();
+  }
 
   HandshakeRequest Request() {
     HandshakeRequest r;
@@ -117,11 +125,31 @@ TEST_F(AgentTest, HandshakeRejectsBadRequestsWithActionableCodes) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(s.error_message().find("divergent"), std::string::npos) << s.error_message();
 
-  // More bytes than the source has.
+  EXPECT_EQ(ReasonOf(FromGrpc(s)), Reason::kDivergent);
+
+  // More bytes of a complete segment than the source has: divergent.
+  r = Request();
+  r.mutable_durable()->set_segment("seg-001");
+  r.mutable_durable()->set_offset(seg1_.size() + 1);
+  s = Handshake(r, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(ReasonOf(FromGrpc(s)), Reason::kDivergent);
+
+  // More bytes of the open segment than the source shows so far: not proof
+  // of anything, the replica waits (and keeps them).
   r = Request();
   r.mutable_durable()->set_segment("seg-002");
   r.mutable_durable()->set_offset(seg2_.size() + 1);
-  EXPECT_EQ(Handshake(r, &resp).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  s = Handshake(r, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(ReasonOf(FromGrpc(s)), Reason::kSourceBehind);
+
+  // A segment the source does not show yet: waits as well.
+  r = Request();
+  r.mutable_durable()->set_segment("seg-003");
+  s = Handshake(r, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(ReasonOf(FromGrpc(s)), Reason::kSourceBehind);
 
   // Behind retention.
   r = Request();
@@ -129,12 +157,77 @@ TEST_F(AgentTest, HandshakeRejectsBadRequestsWithActionableCodes) {
   r.mutable_durable()->set_offset(10);
   s = Handshake(r, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_NE(s.error_message().find("gap"), std::string::npos) << s.error_message();
-  // ... unless the replica holds that segment complete: continue after it.
+  EXPECT_EQ(ReasonOf(FromGrpc(s)), Reason::kGap);
+  EXPECT_NE(s.error_message().find("the rest of seg-000"), std::string::npos)
+      << s.error_message();
+  // Complete there, but nothing proves that seg-001 came right after seg-000
+  // (this agent never saw it, and the names carry no sequence number): a
+  // gap too, never a silent continuation.
   r.set_durable_segment_complete(true);
-  ASSERT_TRUE(Handshake(r, &resp).ok());
-  EXPECT_EQ(resp.start().segment(), "seg-001");
+  s = Handshake(r, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(ReasonOf(FromGrpc(s)), Reason::kGap);
+  EXPECT_NE(s.error_message().find("cannot prove that no segment is missing between seg-000 "
+                                   "and seg-001"),
+            std::string::npos)
+      << s.error_message();
+}
+
+// A replica whose complete segment was removed while the agent watched: the
+// agent saw what followed it, so it resumes the replica there when that is
+// still here, and reports the first missing segment by name when it is not.
+TEST_F(AgentTest, AResumeAfterARemovedSegmentIsProvenOrAGap) {
+  HandshakeResponse resp;
+  const std::string seg3(500, 'c');
+  ASSERT_EQ(unlink((wal_ + "/seg-001").c_str()), 0);
+  HandshakeRequest r = Request();
+  r.mutable_durable()->set_segment("seg-001");
+  r.mutable_durable()->set_offset(seg1_.size());
+  r.set_durable_segment_complete(true);
+  grpc::Status s;
+  // The agent notices the removal (inotify); seg-002 followed seg-001.
+  for (int i = 0; i < 200; ++i) {
+    s = Handshake(r, &resp);
+    if (s.ok()) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.start().segment(), "seg-002");
   EXPECT_EQ(resp.start().offset(), 0u);
+
+  // seg-003 appears, then seg-002 goes as well: resuming after seg-001 would
+  // skip seg-002.
+  testing::WriteFile(wal_ + "/seg-003", seg3);
+  absl::SleepFor(absl::Milliseconds(200));
+  ASSERT_EQ(unlink((wal_ + "/seg-002").c_str()), 0);
+  for (int i = 0; i < 200; ++i) {
+    s = Handshake(r, &resp);
+    if (!s.ok()) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(ReasonOf(FromGrpc(s)), Reason::kGap);
+  EXPECT_NE(s.error_message().find("segment seg-002 (after seg-001"), std::string::npos)
+      << s.error_message();
+}
+
+// An agent over a directory that shows no segment (restarted while it is
+// being restored, say) cannot compare anything: the replica is told to wait,
+// never that its bytes differ.
+TEST_F(AgentTest, AnEmptyDirectoryIsNotReadyNotDivergent) {
+  agent_->Shutdown();
+  agent_.reset();
+  const std::string empty = testing::FreshTempDir("agent_test_empty");
+  StartAgent(empty);
+  HandshakeResponse resp;
+  HandshakeRequest r = Request();
+  r.mutable_durable()->set_segment("seg-001");
+  r.mutable_durable()->set_offset(1000);
+  r.set_durable_prefix_crc32c(wire::Crc32c(seg1_.data(), 1000));
+  r.set_durable_unrecorded(true);
+  grpc::Status s = Handshake(r, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(ReasonOf(FromGrpc(s)), Reason::kNotReady);
 }
 
 TEST_F(AgentTest, ShipsFramesAfterAValidTokenAndRejectsReplays) {

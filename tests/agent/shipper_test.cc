@@ -11,6 +11,8 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <map>
+#include <optional>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -24,6 +26,9 @@
 #include "absl/time/time.h"
 #include "agent/segment_catalog.h"
 #include "agent/segment_checksums.h"
+#include "agent/stream_order.h"
+#include "agent/wal_source.h"
+#include "common/reason.h"
 #include "common/net.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/unique_fd.h"
@@ -96,6 +101,30 @@ struct Frame {
   std::string payload;
 };
 
+// A source whose naming rule the test sets (WalSource::Successor).
+class FakeSource : public WalSource {
+ public:
+  absl::Status Start() override { return absl::OkStatus(); }
+  void Stop() override {}
+  std::string StreamId() const override { return "fake"; }
+  std::string FormatName() const override { return "fake"; }
+  std::string wal_dir() const override { return ""; }
+  std::optional<std::string> Successor(const std::string& name) const override {
+    absl::MutexLock lock(&mu_);
+    auto it = successors_.find(name);
+    if (it == successors_.end()) return std::nullopt;
+    return it->second;
+  }
+  void SetSuccessor(const std::string& name, const std::string& next) {
+    absl::MutexLock lock(&mu_);
+    successors_[name] = next;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::string> successors_ ABSL_GUARDED_BY(mu_);
+};
+
 class ShipperTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -124,12 +153,12 @@ class ShipperTest : public ::testing::Test {
 
   void TearDown() override { StopShipper(); }
 
-  void StartShipper(bool inline_sends) {
+  void StartShipper(bool inline_sends, Position start = Position{}, uint32_t prefix_crc = 0) {
     ShipperOptions o;
     o.inline_sends = inline_sends;
     o.idle_wait = absl::Milliseconds(50);
-    shipper_ = std::make_unique<Shipper>(sys_, catalog_, *checksums_, dir_, tx_.get(),
-                                         Position{}, o, &events_);
+    shipper_ = std::make_unique<Shipper>(sys_, catalog_, order_, *checksums_, dir_, tx_.get(),
+                                         start, prefix_crc, o, &events_);
     runner_ = std::thread([this] {
       runner_tid_ = static_cast<pid_t>(syscall(SYS_gettid));
       runner_id_ = std::this_thread::get_id();
@@ -280,6 +309,8 @@ class ShipperTest : public ::testing::Test {
   std::string dir_;
   std::vector<std::string> contents_;
   SegmentCatalog catalog_;
+  FakeSource source_;
+  StreamOrder order_{source_, catalog_};
   std::unique_ptr<SegmentChecksums> checksums_;
   RecordingEvents events_;
   sys::UniqueFd tx_, rx_;
@@ -390,6 +421,95 @@ TEST_F(ShipperTest, ASegmentsEndAndTheNextOneAreRunsThreads) {
   EXPECT_EQ(cps[0].length, seg1);
   EXPECT_EQ(cps[0].crc32c, wire::Crc32c(contents_[0].data(), seg1));
   EXPECT_EQ(SentBy(std::this_thread::get_id()), 1u);  // seg1's tail
+}
+
+// A segment the catalog published and the source then removed, before the
+// shipper reached it: moving from seg1 to seg3 would skip it. The step is a
+// gap naming seg2, and nothing of seg3 goes out.
+TEST_F(ShipperTest, ASegmentRemovedBeforeItWasShippedIsAGapNotSkipped) {
+  testing::WriteFile(dir_ + "/seg3", std::string(1000, 'c'));
+  catalog_.Publish({{"seg1", kSegmentBytes, true}, {"seg2", kSegmentBytes, true},
+                    {"seg3", 1000, false}});
+  catalog_.Publish({{"seg1", kSegmentBytes, true}, {"seg3", 1000, false}});
+  StartShipper(/*inline_sends=*/false);
+  absl::Status s = WaitForRun();
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_EQ(ReasonOf(s), Reason::kGap) << s;
+  EXPECT_NE(s.ToString().find("segment seg2 (after seg1"), std::string::npos) << s;
+  // seg1 went out whole and was checkpointed; seg3 was never entered.
+  std::vector<RecordingEvents::Checkpoint> cps = events_.checkpoints();
+  ASSERT_EQ(cps.size(), 1u);
+  EXPECT_EQ(cps[0].segment, "seg1");
+  Frame seg = ReadFrame();
+  EXPECT_EQ(seg.payload, "seg1");
+  for (uint64_t got = 0; got < kSegmentBytes;) got += ReadFrame().payload.size();
+  ExpectNoMoreBytes();
+}
+
+// Where the source's naming rule says what follows, a successor the catalog
+// never showed is a gap as well.
+TEST_F(ShipperTest, ASuccessorTheSourceNamesButNeverShowedIsAGap) {
+  testing::WriteFile(dir_ + "/seg3", std::string(1000, 'c'));
+  source_.SetSuccessor("seg1", "seg2");
+  catalog_.Publish({{"seg1", kSegmentBytes, true}, {"seg3", 1000, false}});
+  StartShipper(/*inline_sends=*/false);
+  absl::Status s = WaitForRun();
+  EXPECT_EQ(ReasonOf(s), Reason::kGap) << s;
+  EXPECT_NE(s.ToString().find("segment seg2 (after seg1, by the source's naming rule)"),
+            std::string::npos)
+      << s;
+}
+
+TEST_F(ShipperTest, AProvenStepGoesOn) {
+  source_.SetSuccessor("seg1", "seg2");
+  catalog_.Publish({{"seg1", kSegmentBytes, true}, {"seg2", 1000, false}});
+  StartShipper(/*inline_sends=*/false);
+  EXPECT_EQ(ReadFrame().payload, "seg1");
+  for (uint64_t got = 0; got < kSegmentBytes;) got += ReadFrame().payload.size();
+  EXPECT_EQ(ReadFrame().payload, "seg2");
+  ExpectData(ReadFrame(), 1, 0, 1000);
+}
+
+// Bytes that went out and were then overwritten in the file (a preallocated
+// file filled in place, a header flag rewritten on close): the completion
+// check finds them and no checkpoint vouches for the old bytes.
+TEST_F(ShipperTest, ASegmentRewrittenAfterItsBytesWentOutIsNotCheckpointed) {
+  StartShipper(/*inline_sends=*/false);
+  EnterFirstSegment(100000);
+  std::string changed = contents_[0];
+  changed[70000] ^= 0x01;
+  testing::WriteFile(dir_ + "/seg1", changed);
+  Publish(kSegmentBytes, /*seg1_complete=*/true, 10);
+  absl::Status s = WaitForRun();
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_EQ(ReasonOf(s), Reason::kSourceFailed) << s;
+  EXPECT_NE(s.ToString().find("bytes [65536, 131072) of"), std::string::npos) << s;
+  EXPECT_TRUE(events_.checkpoints().empty());
+}
+
+// Resumed inside a segment: the prefix the handshake verified is part of
+// what the completion check compares.
+TEST_F(ShipperTest, AResumedSegmentIsCheckedFromItsVerifiedPrefix) {
+  const uint64_t at = 5000;
+  catalog_.Publish({{"seg1", kSegmentBytes, true}, {"seg2", 10, false}});
+  StartShipper(/*inline_sends=*/false, Position{"seg1", at},
+               wire::Crc32c(contents_[0].data(), at));
+  EXPECT_EQ(ReadFrame().payload, "seg1");
+  for (uint64_t got = at; got < kSegmentBytes;) got += ReadFrame().payload.size();
+  EXPECT_EQ(ReadFrame().payload, "seg2");
+  std::vector<RecordingEvents::Checkpoint> cps = events_.checkpoints();
+  ASSERT_EQ(cps.size(), 1u);
+  EXPECT_EQ(cps[0].crc32c, wire::Crc32c(contents_[0].data(), kSegmentBytes));
+}
+
+TEST_F(ShipperTest, AResumedSegmentWhosePrefixChangedIsNotCheckpointed) {
+  catalog_.Publish({{"seg1", kSegmentBytes, true}, {"seg2", 10, false}});
+  StartShipper(/*inline_sends=*/false, Position{"seg1", 5000},
+               wire::Crc32c(contents_[0].data(), 4999));
+  absl::Status s = WaitForRun();
+  EXPECT_EQ(ReasonOf(s), Reason::kSourceFailed) << s;
+  EXPECT_NE(s.ToString().find("bytes [0, 5000) of"), std::string::npos) << s;
+  EXPECT_TRUE(events_.checkpoints().empty());
 }
 
 }  // namespace
