@@ -61,6 +61,16 @@ def parse(data):
     return best
 
 
+def encode(stream, segment, offset, complete=False, prefix_crc=0, seq=1):
+    """A whole walship.state file (version 3, the record in slot 0), as
+    replica/state_store.h specifies: for tests that set up a destination."""
+    body = ("walship-replica-state 3\nseq=%d\nstream=%s\nsegment=%s\noffset=%d\n"
+            "complete=%d\nprefix_crc=%08x\n" % (seq, stream, segment, offset,
+                                                  1 if complete else 0, prefix_crc))
+    record = (body + "crc=%08x\n" % wirelib.crc32c(body.encode())).encode()
+    return record.ljust(SLOT, b"\0") + b"\0" * SLOT
+
+
 STATE = "walship.state"
 PROGRESS = "walship.progress"
 

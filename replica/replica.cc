@@ -19,6 +19,7 @@
 #include "common/sys/transfer.h"
 #include "common/wire/frame.h"
 #include "proto/walship.grpc.pb.h"
+#include "replica/dest_lock.h"
 #include "replica/receive_policy.h"
 #include "replica/segment_writer.h"
 #include "replica/state_store.h"
@@ -155,7 +156,8 @@ void Replica::CountFailure(const absl::Status& s) {
   const bool checksum = absl::StrContains(s.message(), "checksum mismatch") ||
                         absl::StrContains(s.message(), "CRC32C");
   if (checksum) metrics_.Counter("walship_replica_checksum_failures_total", "").Add({}, 1);
-  if (absl::StrContains(s.message(), "divergent")) {
+  const Reason reason = ReasonOf(s);
+  if (reason == Reason::kDivergent || reason == Reason::kDamagedCopy) {
     metrics_.Counter("walship_replica_divergences_total", "").Add({}, 1);
   }
   if (absl::IsResourceExhausted(s)) metrics_.Counter("walship_replica_disk_full_total", "").Add({}, 1);
@@ -182,6 +184,11 @@ void Replica::Stop() {
 }
 
 absl::Status Replica::Run() {
+  absl::StatusOr<DestLock> lock = DestLock::Acquire(sys_, options_.dest);
+  if (!lock.ok()) {
+    spdlog::error("{}", lock.status().ToString());
+    return lock.status();
+  }
   absl::Duration backoff = options_.min_backoff;
   while (!stopping_.load()) {
     absl::Time began = absl::Now();
@@ -235,8 +242,13 @@ absl::Status Replica::RunOnce() {
     sync_seconds.Observe({}, absl::ToDoubleSeconds(d));
   };
   SegmentWriter writer(sys_, options_.dest, wo);
-  absl::StatusOr<DurablePoint> recovered =
-      RecoverFromStore(store, writer, &state, SegmentWriter::Tail::kKeep);
+  // After a failed flush, bytes past the last durable point (as
+  // walship.progress or walship.state name it) are not presented as a tail:
+  // the cache may hold them while the disk does not.
+  const bool distrust_tail = after_failed_flush_.exchange(false);
+  absl::StatusOr<DurablePoint> recovered = RecoverFromStore(
+      store, writer, &state,
+      distrust_tail ? SegmentWriter::Tail::kTruncate : SegmentWriter::Tail::kKeep);
   if (!recovered.ok()) return recovered.status();
   DurablePoint durable = *recovered;
   std::string stream_id = state.has_value() ? state->stream_id : std::string();
@@ -685,6 +697,7 @@ absl::Status Replica::RunOnce() {
   // less. The writer is still consistent: every error path truncated its
   // partial frame.
   absl::StatusOr<DurablePoint> last = writer.Flush();
+  if (writer.sync_failed()) after_failed_flush_.store(true);
   {
     // The record catches up with the last acknowledgement (or further).
     absl::Status s = record(last.ok() ? *last : latest, ++cycle_gen);

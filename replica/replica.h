@@ -18,8 +18,11 @@
 //      whole next frame is already waiting, and once the data socket is
 //      empty and no flush cycle is running it runs the cycle itself instead
 //      of waking the flusher (receive_policy.h); cycles never overlap.
-// Transient failures (network, agent restart, a corrupt frame) end the
-// session; the next one starts after a backoff from the durable position.
+// Transient failures (network, agent restart, a corrupt frame, a failed
+// fdatasync) end the session; the next one starts after a backoff from the
+// durable position. A refusal the agent proves (REASON_DIVERGENT) is the only
+// one that cuts bytes received before a stop and never recorded; any other
+// keeps them. Run() holds DEST/walship.lock (dest_lock.h) throughout.
 // Failures an operator must resolve (another stream, divergent history, a gap
 // behind the agent's retention) stop Run() with kFailedPrecondition.
 //
@@ -66,6 +69,9 @@ class Replica {
   std::atomic<bool> stopping_{false};
   // Set when a session reached the data socket; resets the backoff.
   std::atomic<bool> established_{false};
+  // Set when a session's writer failed a flush (SegmentWriter::Flush): the
+  // next session recovers without a tail.
+  std::atomic<bool> after_failed_flush_{false};
   absl::Mutex mu_;
   SessionRun* current_ ABSL_GUARDED_BY(mu_) = nullptr;
 };

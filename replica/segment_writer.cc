@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_crc.h"
+#include "common/reason.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
 #include "common/sys/file_util.h"
@@ -196,6 +197,22 @@ absl::StatusOr<DurablePoint> SegmentWriter::Recover(const std::optional<ReplicaS
   closedir(d);
   std::sort(complete.begin(), complete.end());
 
+  // A partial whose segment is published too is a leftover copy (a rename
+  // undone and redone across crashes): every acknowledged byte of that
+  // segment is in the published file, which was verified before its rename.
+  bool removed = false;
+  for (auto it = partial.begin(); it != partial.end();) {
+    if (!std::binary_search(complete.begin(), complete.end(), *it)) {
+      ++it;
+      continue;
+    }
+    spdlog::info("removing {}{}: {} is published", *it, kPartial, *it);
+    sys::SysResult r = sys_.Unlink(PathOf(*it, true).c_str());
+    if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("unlink ", PathOf(*it, true)));
+    removed = true;
+    it = partial.erase(it);
+  }
+
   // Flush() saves the record that moves past a segment (or calls it
   // complete) beside the directory fsync that makes its rename durable, so
   // a crash can leave that segment as NAME.partial with the record already
@@ -215,8 +232,11 @@ absl::StatusOr<DurablePoint> SegmentWriter::Recover(const std::optional<ReplicaS
       if (!sums.has_value()) sums = LoadSegmentSums(sys_, dir_);
       auto sum = sums->find(p);
       if (sum == sums->end()) {
-        // Never completed here (an ancestor timeline's last segment, say):
-        // not this case; it is removed below like any unpublished partial.
+        // No line to verify it against (an ancestor timeline's switch
+        // segment, or a line lost to damage): not this case. It lies before
+        // the durable position, so its bytes may have been acknowledged: it
+        // stays (never served by restore without a line), and is not removed
+        // below.
         ++it;
         continue;
       }
@@ -243,6 +263,7 @@ absl::StatusOr<DurablePoint> SegmentWriter::Recover(const std::optional<ReplicaS
 
   DurablePoint dp;
   uint64_t tail_size = 0;  // the partial's size when it keeps a tail
+  bool sync_dir = false;
   if (state.has_value() && !state->durable.segment.empty()) {
     const std::string& s = state->durable.segment;
     bool is_complete = std::binary_search(complete.begin(), complete.end(), s);
@@ -289,6 +310,9 @@ absl::StatusOr<DurablePoint> SegmentWriter::Recover(const std::optional<ReplicaS
         sys::SysResult r = sys_.Fdatasync(fd->get());
         if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", path));
         dp.position = state->durable;
+        // Nor need its directory entry be durable: the process may have died
+        // before the directory fsync meant for it. BeginSegment counts on it.
+        sync_dir = true;
       }
     }
   } else if (!complete.empty()) {
@@ -300,15 +324,24 @@ absl::StatusOr<DurablePoint> SegmentWriter::Recover(const std::optional<ReplicaS
     if (!fd.ok()) return fd.status();
     WALSHIP_ASSIGN_OR_RETURN(dp.position.offset, FileSize(sys_, fd->get(), complete.back()));
   }
-  bool removed = false;
   for (const std::string& p : partial) {
     if (!dp.complete && p == dp.position.segment) continue;
+    if (p < dp.position.segment || (p == dp.position.segment && dp.complete)) {
+      // Before the durable position: acknowledged, maybe. Nothing proves
+      // otherwise, so nothing of it is deleted.
+      spdlog::warn("keeping {}{}: it lies before the durable position {}, so its bytes may "
+                   "have been acknowledged, and {} has no line to verify it by",
+                   p, kPartial, dp.position.ToString(), kSumsFileName);
+      continue;
+    }
+    // After the recorded segment: no byte of a segment is acknowledged
+    // before the record names it (Flush), so these never were.
     spdlog::info("removing {}{}: never acknowledged as durable", p, kPartial);
     sys::SysResult r = sys_.Unlink(PathOf(p, true).c_str());
     if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("unlink ", PathOf(p, true)));
     removed = true;
   }
-  if (removed) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
+  if (removed || sync_dir) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
   if (!dp.position.segment.empty() && dp.position.offset > 0) {
     auto fd = sys::OpenFile(sys_, PathOf(dp.position.segment, !dp.complete), O_RDONLY);
     if (!fd.ok()) return fd.status();
@@ -362,9 +395,9 @@ absl::Status SegmentWriter::BeginSegment(const std::string& name, uint64_t handl
     }
     if (durable_.complete && name == durable_.position.segment) {
       if (start_offset != durable_.position.offset) {
-        return absl::FailedPreconditionError(absl::StrCat(
+        return WithReason(absl::FailedPreconditionError(absl::StrCat(
             "divergent history: ", name, " is complete here at ",
-            durable_.position.offset, " bytes but the agent resumes it at ", start_offset));
+            durable_.position.offset, " bytes but the agent resumes it at ", start_offset)), Reason::kDivergent);
       }
       handle_ = handle;
       handle_complete_ = true;
@@ -426,14 +459,15 @@ absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h) {
   uint32_t written_crc;
   {
     absl::MutexLock lock(&mu_);
+    if (!failed_.ok()) return failed_;
     if (h.segment_id != handle_ || handle_ == 0) {
       return absl::DataLossError(absl::StrCat("DATA for segment handle ", h.segment_id,
                                               " but the current handle is ", handle_));
     }
     if (handle_complete_) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      return WithReason(absl::FailedPreconditionError(absl::StrCat(
           "divergent history: agent sends bytes past the end of complete segment ",
-          last_begun_));
+          last_begun_)), Reason::kDivergent);
     }
     const Segment& seg = open_.back();
     name = seg.name;
@@ -461,9 +495,9 @@ absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h) {
       if (std::memcmp(buffer_.data(), disk.data(), n) != 0) {
         size_t at = 0;
         while (buffer_[at] == disk[at]) ++at;
-        return absl::FailedPreconditionError(absl::StrCat(
+        return WithReason(absl::FailedPreconditionError(absl::StrCat(
             "divergent history: resent bytes of ", name, " differ from the replica's at offset ",
-            off + done + at, "; refusing to overwrite"));
+            off + done + at, "; refusing to overwrite")), Reason::kDivergent);
       }
       crc = wire::Crc32cExtend(crc, buffer_.data(), n);
       done += n;
@@ -503,13 +537,37 @@ absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h) {
     }
     if (!s.ok()) {
       // Nothing of a failed or corrupt frame stays on disk.
-      sys_.Ftruncate(fd->get(), static_cast<off_t>(written));
+      sys::SysResult r = sys_.Ftruncate(fd->get(), static_cast<off_t>(written));
+      if (!r.ok()) {
+        s = absl::DataLossError(absl::StrCat(
+            s.message(), "; and removing the frame's bytes from ", path, " failed: ",
+            sys::ErrnoToStatus(r.err, "ftruncate").message()));
+        CutBackAfterFailure(s);
+      }
       return s;
     }
-    absl::MutexLock lock(&mu_);
-    open_.back().written = written + rest;
-    open_.back().written_crc = new_crc;
-    (zerocopy ? counters_.bytes_zerocopy : counters_.bytes_copy) += rest;
+    uint64_t cut_to = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      Segment* seg = FindOpen(name);
+      if (failed_.ok() && seg != nullptr) {
+        seg->written = written + rest;
+        seg->written_crc = new_crc;
+        (zerocopy ? counters_.bytes_zerocopy : counters_.bytes_copy) += rest;
+        return absl::OkStatus();
+      }
+      s = failed_.ok() ? absl::InternalError(absl::StrCat(name, " is no longer open")) : failed_;
+      if (seg == nullptr) return s;
+      cut_to = seg->flushed;
+    }
+    // A failed flush cut the file back while this frame was landing: its
+    // bytes past the durable offset go as well.
+    if (sys::SysResult r = sys_.Ftruncate(fd->get(), static_cast<off_t>(cut_to)); !r.ok()) {
+      spdlog::error("{}: cutting back to {} failed: {}; the next session resumes from the "
+                    "recorded position",
+                    path, cut_to, sys::ErrnoToStatus(r.err, "ftruncate").ToString());
+    }
+    return s;
   } else if (crc != h.payload_crc32c) {
     return absl::DataLossError(absl::StrCat("payload checksum mismatch in resent frame of ",
                                             name, " at offset ", off));
@@ -520,12 +578,25 @@ absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h) {
 absl::Status SegmentWriter::AppendSum(const std::string& name, uint64_t length,
                                      uint32_t crc32c) {
   const std::string path = absl::StrCat(dir_, "/", kSumsFileName);
+  std::string line = SegmentSumLine(name, length, crc32c);
   if (!sums_.valid()) {
     bool existed = access(path.c_str(), F_OK) == 0;
-    WALSHIP_ASSIGN_OR_RETURN(sums_, sys::OpenFile(sys_, path, O_WRONLY | O_CREAT | O_APPEND));
+    WALSHIP_ASSIGN_OR_RETURN(sums_, sys::OpenFile(sys_, path, O_RDWR | O_CREAT | O_APPEND));
     if (!existed) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
+    // A crash in the middle of an earlier append leaves a last line without
+    // its newline: end it, so that it stays one unreadable line (which
+    // LoadSegmentSums skips) instead of swallowing this one.
+    WALSHIP_ASSIGN_OR_RETURN(uint64_t size, FileSize(sys_, sums_.get(), path));
+    char last = '\n';
+    if (size > 0) {
+      WALSHIP_RETURN_IF_ERROR(sys::PreadFully(sys_, sums_.get(), &last, 1, size - 1));
+    }
+    if (last != '\n') {
+      spdlog::warn("{} ends in a torn line (a crash while a line was appended); ending it "
+                   "before the next line", path);
+      line.insert(0, "\n");
+    }
   }
-  const std::string line = SegmentSumLine(name, length, crc32c);
   WALSHIP_RETURN_IF_ERROR(sys::WriteFully(sys_, sums_.get(), line.data(), line.size()));
   sys::SysResult r = sys_.Fdatasync(sums_.get());
   if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", path));
@@ -544,21 +615,75 @@ absl::Status SegmentWriter::VerifyCompleteFile(const std::string& name, const Ch
   if (!fd.ok()) return fd.status();
   WALSHIP_ASSIGN_OR_RETURN(uint64_t size, FileSize(sys_, fd->get(), name));
   if (size != cp.length) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return WithReason(absl::FailedPreconditionError(absl::StrCat(
         "divergent history: complete segment ", name, " has ", size,
-        " bytes here but the agent's checkpoint says ", cp.length));
+        " bytes here but the agent's checkpoint says ", cp.length)), Reason::kDivergent);
   }
   WALSHIP_ASSIGN_OR_RETURN(uint32_t crc,
                            Crc32cOfFileRange(sys_, fd->get(), 0, size, PathOf(name, false)));
   if (crc != cp.crc32c) {
-    return absl::FailedPreconditionError(absl::StrFormat(
+    return WithReason(absl::FailedPreconditionError(absl::StrFormat(
         "divergent history: complete segment %s has CRC32C %08x here, the agent's is %08x",
-        name, crc, cp.crc32c));
+        name, crc, cp.crc32c)), Reason::kDivergent);
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!failed_.ok()) return failed_;
+  }
+  absl::StatusOr<DurablePoint> dp = FlushCycle(persist);
+  if (!dp.ok()) CutBackAfterFailure(dp.status());
+  return dp;
+}
+
+bool SegmentWriter::sync_failed() const {
+  absl::MutexLock lock(&mu_);
+  return !failed_.ok();
+}
+
+SegmentWriter::Segment* SegmentWriter::FindOpen(const std::string& name) {
+  for (Segment& s : open_) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+void SegmentWriter::CutBackAfterFailure(const absl::Status& why) {
+  struct Cut {
+    std::shared_ptr<sys::UniqueFd> fd;
+    std::string name;
+    uint64_t to;
+  };
+  std::vector<Cut> cuts;
+  {
+    absl::MutexLock lock(&mu_);
+    if (failed_.ok()) failed_ = why;
+    for (Segment& s : open_) {
+      if (s.written > s.flushed) cuts.push_back({s.fd, s.name, s.flushed});
+      s.written = s.flushed;
+      s.written_crc = s.flushed_crc;
+    }
+  }
+  for (const Cut& c : cuts) {
+    // Bytes past the last durable offset may be gone from the disk while
+    // still readable from the cache: none of them is kept.
+    sys::SysResult r = sys_.Ftruncate(c.fd->get(), static_cast<off_t>(c.to));
+    if (r.ok()) {
+      spdlog::warn("{}: cut back to its last durable offset {} after a failed flush ({})",
+                   PathOf(c.name, true), c.to, why.ToString());
+    } else {
+      spdlog::error("{}: cutting back to its last durable offset {} after a failed flush "
+                    "failed too: {}; the next session resumes from the recorded position",
+                    PathOf(c.name, true), c.to,
+                    sys::ErrnoToStatus(r.err, "ftruncate").ToString());
+    }
+  }
+}
+
+absl::StatusOr<DurablePoint> SegmentWriter::FlushCycle(const PersistFn& persist) {
   struct Pending {
     std::shared_ptr<sys::UniqueFd> fd;
     std::string name;
@@ -674,9 +799,9 @@ absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
       if (it == checkpoints_.end()) break;
       const Checkpoint cp = it->second;
       if (s.written > cp.length) {
-        return absl::FailedPreconditionError(absl::StrCat(
+        return WithReason(absl::FailedPreconditionError(absl::StrCat(
             "divergent history: ", s.name, " has ", s.written,
-            " bytes here but the agent says it is complete at ", cp.length));
+            " bytes here but the agent says it is complete at ", cp.length)), Reason::kDivergent);
       }
       if (s.flushed < cp.length) break;
       if (s.flushed_crc != cp.crc32c) {

@@ -166,7 +166,17 @@ class SegmentWriter {
   // walship.state lazily; state_store.h). Points are only ever persisted by
   // `persist` from this thread's cycle; the caller orders them against its
   // own saves.
+  //
+  // A failed cycle is never retried on the same writer: Linux reports a
+  // writeback error once and may have dropped the dirty pages, so a second
+  // fdatasync can succeed over lost bytes. The writer cuts every open
+  // segment back to its last durable offset (what earlier cycles returned)
+  // and fails every later Flush() and WriteData() with the same error; the
+  // caller ends the session and starts over from the last durable point
+  // (sync_failed()).
   absl::StatusOr<DurablePoint> Flush(const PersistFn& persist = nullptr);
+  // True once a Flush() failed (see above). Any thread.
+  bool sync_failed() const;
 
   // With drop_behind, drops the cached pages of segments that Flush()
   // published since the last call. One thread at a time, any thread: the
@@ -228,6 +238,13 @@ class SegmentWriter {
   absl::Status SyncOverlapped(int fd, const std::string& path, const PersistFn& persist,
                               const DurablePoint& target);
 
+  absl::StatusOr<DurablePoint> FlushCycle(const PersistFn& persist);
+  // After a failed cycle: records `why` and cuts every open segment back to
+  // its durable offset.
+  void CutBackAfterFailure(const absl::Status& why);
+  // The open segment named `name`, or null.
+  Segment* FindOpen(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   absl::Status SyncFile(int fd, const std::string& path);
   // Runs jobs[0] on this thread and the others on helper threads, all at
   // once; waits for all and returns the first error.
@@ -261,6 +278,8 @@ class SegmentWriter {
   WriterCounters counters_ ABSL_GUARDED_BY(mu_);
   // A segment file was created since the last directory fsync.
   bool dir_sync_needed_ ABSL_GUARDED_BY(mu_) = false;
+  // The error of the first failed Flush(); see Flush().
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);
 };
 
 // writer.Recover(*state) for the record `store` just loaded; when its bytes

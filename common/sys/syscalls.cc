@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <linux/sockios.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
@@ -96,6 +97,10 @@ SysResult RealSysCalls::Unlink(const char* path) {
 
 SysResult RealSysCalls::Mkdir(const char* path, mode_t mode) {
   return Capture(::mkdir(path, mode));
+}
+
+SysResult RealSysCalls::Flock(int fd, int operation) {
+  return Capture(::flock(fd, operation));
 }
 
 SysResult RealSysCalls::SendFile(int out_fd, int in_fd, off_t* offset,

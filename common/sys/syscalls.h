@@ -88,6 +88,10 @@ class SysCalls {
   virtual SysResult Rename(const char* from, const char* to) = 0;
   virtual SysResult Unlink(const char* path) = 0;
   virtual SysResult Mkdir(const char* path, mode_t mode) = 0;
+  // flock(2): an advisory lock on the open file, released when the last
+  // descriptor of the open file description closes (LOCK_NB: EWOULDBLOCK
+  // while another holds it).
+  virtual SysResult Flock(int fd, int operation) = 0;
 
   // Zero-copy transfer. `offset`, `off_in` and `off_out` follow the man
   // pages: when non-null the kernel reads the offset from, and writes the
@@ -163,6 +167,7 @@ class RealSysCalls : public SysCalls {
   SysResult Rename(const char* from, const char* to) override;
   SysResult Unlink(const char* path) override;
   SysResult Mkdir(const char* path, mode_t mode) override;
+  SysResult Flock(int fd, int operation) override;
   SysResult SendFile(int out_fd, int in_fd, off_t* offset,
                      size_t count) override;
   SysResult Splice(int fd_in, off_t* off_in, int fd_out, off_t* off_out,

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -72,6 +73,7 @@ void CrashSimSysCalls::SyncFd(int fd) {
     struct stat pst;
     if (stat(path.c_str(), &pst) == 0 && pst.st_ino == st.st_ino) {
       fs.synced_size = static_cast<uint64_t>(st.st_size);
+      if (fs.lost_from.has_value()) fs.synced_size = std::min(fs.synced_size, *fs.lost_from);
       fs.synced_content = SmallFileContents(path, fs.synced_size);
     }
   }
@@ -106,6 +108,26 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 }
 }  // namespace
 
+void CrashSimSysCalls::FailNextFdatasyncOf(const std::string& suffix) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_suffix_ = suffix;
+}
+
+sys::SysResult CrashSimSysCalls::Ftruncate(int fd, off_t len) {
+  sys::SysResult r = RealSysCalls::Ftruncate(fd, len);
+  if (!r.ok()) return r;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = fd_paths_.find(fd);
+  if (it == fd_paths_.end()) return r;
+  auto fs = files_.find(it->second);
+  if (fs == files_.end()) return r;
+  const uint64_t n = static_cast<uint64_t>(len);
+  if (fs->second.lost_from.has_value() && n <= *fs->second.lost_from) {
+    fs->second.lost_from.reset();
+  }
+  return r;
+}
+
 sys::SysResult CrashSimSysCalls::Fdatasync(int fd) {
   std::string path;
   {
@@ -113,6 +135,14 @@ sys::SysResult CrashSimSysCalls::Fdatasync(int fd) {
     if (dead_) return {-1, EIO};
     auto it = fd_paths_.find(fd);
     if (it != fd_paths_.end()) path = it->second;
+    if (EndsWith(path, fail_suffix_)) {
+      fail_suffix_.clear();
+      auto fs = files_.find(path);
+      if (fs != files_.end() && !fs->second.lost_from.has_value()) {
+        fs->second.lost_from = fs->second.synced_size;
+      }
+      return {-1, EIO};
+    }
     if (EndsWith(path, die_suffix_)) {
       if (!die_after_.empty()) {
         after_cv_.wait_for(lock, std::chrono::milliseconds(50),

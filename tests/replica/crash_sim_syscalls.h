@@ -36,6 +36,7 @@ class CrashSimSysCalls : public sys::RealSysCalls {
   sys::SysResult Fsync(int fd) override;
   sys::SysResult Rename(const char* from, const char* to) override;
   sys::SysResult Unlink(const char* path) override;
+  sys::SysResult Ftruncate(int fd, off_t len) override;
 
   // Applies the crash to the real files. Open descriptors must be closed by
   // the caller first (the writer objects are destroyed). Small files (at
@@ -55,6 +56,20 @@ class CrashSimSysCalls : public sys::RealSysCalls {
   void DieAtNextFdatasyncOf(const std::string& suffix, const std::string& after = "");
   // The same, for the next fsync of the root directory itself.
   void DieAtNextDirFsync(const std::string& after = "");
+  // The next Fdatasync of a file whose path ends in `suffix` fails once with
+  // EIO, and the machine lives on, as Linux does after a writeback error: the
+  // bytes the file held past its last sync are lost for good. A later
+  // Fdatasync of it succeeds but makes nothing past that point durable until
+  // the file is truncated back to it (Crash() then drops them), while reads
+  // still return them (the page cache keeps the pages).
+  void FailNextFdatasyncOf(const std::string& suffix);
+  // Ends a DieAt... death without a power loss: a process that crashed and
+  // restarts on a machine that kept running (the page cache, and so every
+  // write, survives; nothing more becomes durable).
+  void Revive() {
+    std::lock_guard<std::mutex> lock(mu_);
+    dead_ = false;
+  }
   // Machine deaths so far inside a directory fsync.
   int dir_fsync_deaths() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -73,6 +88,9 @@ class CrashSimSysCalls : public sys::RealSysCalls {
     bool entry_durable = false;
     // Contents at the last sync, kept for small files only.
     std::optional<std::string> synced_content;
+    // After a failed sync (FailNextFdatasyncOf): nothing from here on
+    // becomes durable until the file is cut back to it.
+    std::optional<uint64_t> lost_from;
   };
   bool Tracked(const std::string& path) const;
   void SyncFd(int fd);
@@ -85,6 +103,7 @@ class CrashSimSysCalls : public sys::RealSysCalls {
   // Rename targets that were overwritten, by target path, with their state.
   std::map<std::string, FileState> backups_;
   std::string die_suffix_;
+  std::string fail_suffix_;
   std::string die_after_;
   bool after_synced_ = false;
   bool die_dir_ = false;

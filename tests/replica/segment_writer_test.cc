@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -1045,6 +1046,135 @@ TEST_P(SegmentWriterTest, SimulatedCrashesNeverLoseAcknowledgedBytes) {
   for (const auto& [name, bytes] : source) {
     EXPECT_TRUE(ReadFile(dir + "/" + name) == bytes) << name;
   }
+}
+
+// A failed fdatasync is never retried on the same writer: Linux reports a
+// writeback error once and may drop the dirty pages, so the retry "succeeds"
+// over bytes the disk never got. Those bytes are cut back, never reported
+// durable, and the next session does not present them as a tail.
+TEST_P(SegmentWriterTest, AFailedFdatasyncIsNeverTrustedAgain) {
+  std::string dir = testing::FreshTempDir("eio");
+  testing::CrashSimSysCalls sim(dir);
+  std::mt19937_64 rng(11);
+  const std::string a = RandomBytes(rng, 3000);
+  Channel ch;
+  {
+    SegmentWriter w(sim, dir, Options());
+    ASSERT_TRUE(w.Recover(std::nullopt).ok());
+    ASSERT_TRUE(w.BeginSegment("seg-1", 1, 0).ok());
+    ch.Put(a.substr(0, 1000));
+    ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, 0, a.substr(0, 1000))).ok());
+    auto dp = w.Flush();
+    ASSERT_TRUE(dp.ok()) << dp.status();
+    ASSERT_EQ(dp->position, (Position{"seg-1", 1000}));
+    ch.Put(a.substr(1000));
+    ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, 1000, a.substr(1000))).ok());
+    sim.FailNextFdatasyncOf("seg-1.partial");
+    dp = w.Flush();
+    EXPECT_EQ(dp.status().code(), absl::StatusCode::kDataLoss) << dp.status();
+    // The same writer never syncs again and never reports those bytes.
+    dp = w.Flush();
+    EXPECT_FALSE(dp.ok()) << "a retry reported " << dp->position.ToString() << " durable";
+    EXPECT_TRUE(w.sync_failed());
+    EXPECT_EQ(w.written(), (Position{"seg-1", 1000}));
+    ch.Put(a.substr(1000, 10));
+    EXPECT_FALSE(w.WriteData(ch.out(), DataHeader(1, 1000, a.substr(1000, 10))).ok());
+  }
+  EXPECT_EQ(ReadFile(dir + "/seg-1.partial"), a.substr(0, 1000))
+      << "bytes past the last durable offset were not cut back";
+  // The next session starts from the last durable point, and a power loss
+  // then loses nothing it was told is durable.
+  const ReplicaState st{"stream", Position{"seg-1", 1000}, false,
+                        wire::Crc32c(a.data(), 1000)};
+  SegmentWriter w(sim, dir, Options());
+  auto dp = w.Recover(st, SegmentWriter::Tail::kKeep);
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  EXPECT_EQ(dp->position, (Position{"seg-1", 1000}));
+  EXPECT_FALSE(w.tail().has_value());
+  sim.Crash();
+  EXPECT_EQ(ReadFile(dir + "/seg-1.partial"), a.substr(0, 1000));
+}
+
+// A crash in the middle of appending a walship.sums line leaves it without
+// its newline. The next line must not be glued to it (and lost): restore
+// needs it, and so does the recovery that finishes a publication.
+TEST_P(SegmentWriterTest, ATornSumsLineDoesNotSwallowTheNext) {
+  std::string dir = testing::FreshTempDir("torn-sums");
+  std::mt19937_64 rng(12);
+  const std::string a = RandomBytes(rng, 4000), b = RandomBytes(rng, 100);
+  testing::WriteFile(dir + "/walship.sums", "seg-0 123 0000");  // torn, no newline
+  SegmentWriter w(sys_, dir, Options());
+  ASSERT_TRUE(w.Recover(std::nullopt).ok());
+  Channel ch;
+  ASSERT_TRUE(w.BeginSegment("seg-1", 1, 0).ok());
+  ch.Put(a);
+  ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, 0, a)).ok());
+  w.AddCheckpoint("seg-1", a.size(), wire::Crc32c(a.data(), a.size()));
+  ASSERT_TRUE(w.BeginSegment("seg-2", 2, 0).ok());
+  ch.Put(b);
+  ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(2, 0, b)).ok());
+  auto dp = w.Flush();
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  std::map<std::string, SegmentSum> sums = LoadSegmentSums(sys_, dir);
+  ASSERT_EQ(sums.count("seg-1"), 1u) << ReadFile(dir + "/walship.sums");
+  EXPECT_EQ(sums["seg-1"].length, a.size());
+  EXPECT_EQ(sums["seg-1"].crc32c, wire::Crc32c(a.data(), a.size()));
+}
+
+// A partial segment before the durable position that walship.sums has no
+// line for: nothing proves its bytes were never acknowledged, so recovery
+// keeps it (it deleted it before).
+TEST_P(SegmentWriterTest, RecoveryKeepsAPartialItCannotProveUnacknowledged) {
+  std::string dir = testing::FreshTempDir("keep-partial");
+  std::mt19937_64 rng(13);
+  const std::string a = RandomBytes(rng, 7000), b = RandomBytes(rng, 300);
+  testing::WriteFile(dir + "/seg-1.partial", a);
+  testing::WriteFile(dir + "/seg-2.partial", b);
+  testing::WriteFile(dir + "/seg-3.partial", b);
+  const ReplicaState st{"stream", Position{"seg-2", b.size()}, false,
+                        wire::Crc32c(b.data(), b.size())};
+  SegmentWriter w(sys_, dir, Options());
+  auto dp = w.Recover(st);
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  EXPECT_EQ(ReadFile(dir + "/seg-1.partial"), a);
+  // After the recorded segment: provably never acknowledged, removed.
+  EXPECT_FALSE(Exists(dir + "/seg-3.partial"));
+}
+
+// A process that died between saving a record naming a new segment and the
+// directory fsync meant for that segment's entry: the next process resumes
+// in that segment and acknowledges more of it without another directory
+// fsync, so recovery must make the entry durable itself.
+TEST_P(SegmentWriterTest, RecoveryMakesTheResumedSegmentsEntryDurable) {
+  std::string dir = testing::FreshTempDir("entry");
+  testing::CrashSimSysCalls sim(dir);
+  std::mt19937_64 rng(14);
+  const std::string a = RandomBytes(rng, 2000);
+  {
+    // The segment file exists and its first bytes are synced, but no
+    // directory fsync has covered its creation: what a process crash leaves
+    // when it dies inside that cycle.
+    sys::SysResult r = sim.Open((dir + "/seg-1.partial").c_str(), O_RDWR | O_CREAT, 0644);
+    ASSERT_TRUE(r.ok());
+    sys::UniqueFd fd(static_cast<int>(r.rc));
+    ASSERT_EQ(pwrite(fd.get(), a.data(), 1000, 0), 1000);
+    ASSERT_TRUE(sim.Fdatasync(fd.get()).ok());
+  }
+  const ReplicaState st{"stream", Position{"seg-1", 1000}, false, wire::Crc32c(a.data(), 1000)};
+  Channel ch;
+  {
+    SegmentWriter w(sim, dir, Options());
+    ASSERT_TRUE(w.Recover(st).ok());
+    ASSERT_TRUE(w.BeginSegment("seg-1", 1, 1000).ok());
+    ch.Put(a.substr(1000));
+    ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, 1000, a.substr(1000))).ok());
+    // The cycle that would let these bytes be acknowledged.
+    auto dp = w.Flush([](const DurablePoint&) { return absl::OkStatus(); });
+    ASSERT_TRUE(dp.ok()) << dp.status();
+    ASSERT_EQ(dp->position, (Position{"seg-1", 2000}));
+  }
+  sim.Crash();
+  EXPECT_EQ(ReadFile(dir + "/seg-1.partial"), a) << "acknowledged bytes lost with the entry";
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, SegmentWriterTest,

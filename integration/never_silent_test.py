@@ -1,0 +1,144 @@
+"""Never silent: refusals keep bytes, gaps are named, one replica per directory.
+
+Real walship-agent and walship-replica daemons over append-format
+directories; each case is a defect a review found, set up the way it was seen:
+
+1. unrecorded_tail_survives_a_refusal: a replica whose walship.state trails
+   the 500,000 bytes it acknowledged (walship.progress lost with a power
+   loss) meets an agent restarted over a directory that is empty for a
+   while. The agent cannot confirm the bytes yet; the replica must neither
+   cut them nor stop, and keeps them once the directory is back.
+2. gap_is_never_skipped: the replica is durable at the end of complete
+   seg-0001 when seg-0001..seg-0003 are removed from the source; shipping
+   must not resume at seg-0004. The replica stops with a gap naming seg-0002
+   (the agent saw it) and holds nothing of seg-0004.
+3. a second replica on the same --dest is refused with a clear message, and
+   the first keeps shipping.
+"""
+
+import os
+import random
+import shutil
+import time
+import unittest
+
+from integration import harness as h
+from integration import statefile
+from integration import wirelib
+
+STREAM = "never-silent-test"
+
+
+class NeverSilentTest(h.ClusterTestCase):
+
+    def test_unrecorded_tail_survives_a_refusal(self):
+        c = self.cluster
+        wal, aside = c.dir("wal"), c.dir("aside")
+        dest = c.dir("dest-r1")
+        rng = random.Random(23)
+        seg = rng.randbytes(501000)
+        with open(os.path.join(aside, "seg-0001"), "wb") as f:
+            f.write(seg)
+        # The replica acknowledged all 501,000 bytes (they are fdatasync'ed in
+        # its .partial); its record says 1,000; walship.progress is gone.
+        with open(os.path.join(dest, "seg-0001.partial"), "wb") as f:
+            f.write(seg)
+        with open(os.path.join(dest, statefile.STATE), "wb") as f:
+            f.write(statefile.encode(STREAM, "seg-0001", 1000,
+                                     prefix_crc=wirelib.crc32c(seg[:1000])))
+        agent = c.agent(wal, extra_args=["--stream-id=" + STREAM]).start()
+        replica = c.replica(agent, "r1", dest=dest).start()
+        # It asks, is told to wait, asks again.
+        agent.wait_log(r"not now, the replica retries: the WAL directory shows no segment", 20)
+        replica.wait_log(r"session ended: .*retrying", 20)
+        time.sleep(2)
+        self.assertTrue(replica.running(), "the replica stopped:\n" + replica.tail())
+        self.assertEqual(h.read_bytes(os.path.join(dest, "seg-0001.partial")), seg,
+                         "acknowledged bytes were cut while the agent could not compare")
+        self.assertEqual(replica.grep(r"discarding"), [])
+        # The directory is back: the agent confirms them and shipping goes on.
+        os.rename(os.path.join(aside, "seg-0001"), os.path.join(wal, "seg-0001"))
+        replica.wait_log(r"kept 500000 bytes of seg-0001 received before the last stop", 30)
+        with open(os.path.join(wal, "seg-0001"), "ab") as f:
+            f.write(rng.randbytes(7000))
+        self.wait_caught_up(agent, wal, ["r1"])
+        h.compare_dirs(wal, dest)
+        self.stop_all()
+
+    def test_gap_is_never_skipped(self):
+        c = self.cluster
+        wal = c.dir("wal")
+        rng = random.Random(24)
+        data = {n: rng.randbytes(300000) for n in ("seg-0001", "seg-0002", "seg-0003",
+                                                   "seg-0004")}
+
+        def put(name, n=None):
+            with open(os.path.join(wal, name), "ab") as f:
+                f.write(data[name] if n is None else data[name][:n])
+
+        put("seg-0001")
+        agent = c.agent(wal).start()
+        replica = c.replica(agent, "r1").start()
+        # seg-0002 appears, empty: seg-0001 is complete and the replica
+        # publishes it, holding nothing of seg-0002.
+        put("seg-0002", 0)
+        h.wait_until(lambda: os.path.exists(os.path.join(replica.dest, "seg-0001")), 30,
+                     "seg-0001 published on the replica")
+        h.wait_until(lambda: h.flushed(h.try_status(agent), "r1") == h.Pos("seg-0002", 0)
+                     or h.flushed(h.try_status(agent), "r1") == h.Pos("seg-0001", 300000),
+                     30, "the replica to acknowledge seg-0001 whole")
+        self.assertEqual(replica.stop(), 0)
+        st = statefile.read_durable(replica.dest)
+        self.assertEqual((st["segment"], st["offset"], st["complete"]),
+                         ("seg-0001", 300000, True), st)
+        # While it is down, the stream moves on and retention removes
+        # seg-0001..seg-0003.
+        put("seg-0002")
+        put("seg-0003")
+        put("seg-0004")
+        time.sleep(0.5)  # the agent sees seg-0002..seg-0004 (inotify)
+        for n in ("seg-0001", "seg-0002", "seg-0003"):
+            os.unlink(os.path.join(wal, n))
+        h.wait_until(lambda: h.try_status(agent) and
+                     h.pos_of(h.try_status(agent)["source_end"]) == h.Pos("seg-0004", 300000),
+                     10, "the agent to see the removals")
+        since = replica.log_size()
+        replica.start()
+        h.wait_until(lambda: not replica.running(), 30, "the replica to stop on the gap")
+        self.assertEqual(replica.returncode(), 3, replica.tail())
+        self.assertTrue(replica.grep(r"gap: segment seg-0002 \(after seg-0001", since),
+                        replica.tail())
+        agent_lines = agent.grep(r"gap: segment seg-0002")
+        self.assertTrue(agent_lines, agent.tail())
+        for n in os.listdir(replica.dest):
+            self.assertFalse(n.startswith("seg-0004"), "the replica skipped to " + n)
+        self.stop_all_but_failed_replica(replica)
+
+    def test_a_second_replica_on_the_same_dest_is_refused(self):
+        c = self.cluster
+        wal = c.dir("wal")
+        gen = c.generator(wal, rate=1e6, segment_size=1 << 20)
+        gen.write(50000)
+        agent = c.agent(wal).start()
+        first = c.replica(agent, "r1").start()
+        self.wait_caught_up(agent, wal, ["r1"])
+        second = c.replica(agent, "r2", dest=first.dest).start()
+        h.wait_until(lambda: not second.running(), 20, "the second replica to stop")
+        self.assertEqual(second.returncode(), 3, second.tail())
+        self.assertTrue(second.grep(r"another walship-replica \(pid %d\) is already following "
+                                    r"into" % first.pid), second.tail())
+        gen.write(50000)
+        self.wait_caught_up(agent, wal, ["r1"])
+        h.compare_dirs(wal, first.dest)
+        second.proc = None  # exited on its own, already reaped below
+        self.stop_all()
+
+    def stop_all_but_failed_replica(self, replica):
+        """stop_all(), for a test whose replica stopped on its own with 3."""
+        self.exit_codes = self.cluster.close()
+        bad = {k: v for k, v in self.exit_codes.items() if v != 0 and k != replica.label}
+        self.assertEqual(bad, {}, "daemons that did not exit 0 on SIGTERM")
+
+
+if __name__ == "__main__":
+    unittest.main()
