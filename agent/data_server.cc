@@ -1,23 +1,70 @@
 #include "agent/data_server.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
-#include "common/sys/transfer.h"
+#include "common/thread_name.h"
 #include "common/wire/frame.h"
 #include "spdlog/spdlog.h"
-#include "common/thread_name.h"
 
 namespace walship::agent {
 namespace {
-// HELLO payloads are tokens; anything longer is refused before it is read.
-constexpr uint32_t kMaxHelloPayload = 64;
+
+// New connections accepted per loop round: the HELLOs already arrived are
+// read first, so a burst of connections cannot starve them.
+constexpr int kAcceptsPerRound = 16;
+// How long to stop accepting after accept fails for want of resources
+// (EMFILE, ENOBUFS, ...), so the loop does not spin on the listening socket.
+constexpr absl::Duration kAcceptPause = absl::Milliseconds(50);
+// At most one "accept failed" line per this, with a count of the others.
+constexpr absl::Duration kAcceptErrorLogEvery = absl::Seconds(10);
+// Longest real-time wait in one poll; also how often log summaries are due.
+constexpr absl::Duration kMaxPollWait = absl::Seconds(1);
+
+// The rejection reason (metric label) for a refused HELLO.
+const char* ReasonFor(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable: return "closed";
+    case absl::StatusCode::kDeadlineExceeded: return "timeout";
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange: return "bad_frame";
+    case absl::StatusCode::kUnauthenticated: return "bad_token";
+    default: return "other";
+  }
+}
+
+// "ip" and "ip:port" ("[v6]:port") of an accepted peer.
+void DescribePeer(const sockaddr_storage& ss, std::string* address, std::string* peer) {
+  char buf[INET6_ADDRSTRLEN] = {0};
+  if (ss.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof(buf));
+    *address = buf;
+    *peer = absl::StrCat("[", buf, "]:", ntohs(a->sin6_port));
+  } else if (ss.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+    inet_ntop(AF_INET, &a->sin_addr, buf, sizeof(buf));
+    *address = buf;
+    *peer = absl::StrCat(buf, ":", ntohs(a->sin_port));
+  } else {
+    *address = "?";
+    *peer = "?";
+  }
+}
+
+absl::Duration Millis(absl::Duration d) { return absl::Trunc(d, absl::Milliseconds(1)); }
+
 }  // namespace
 
 DataServer::DataServer(sys::SysCalls& sys, DataServerOptions options,
@@ -25,20 +72,29 @@ DataServer::DataServer(sys::SysCalls& sys, DataServerOptions options,
     : sys_(sys),
       options_(std::move(options)),
       registry_(registry),
-      runner_(std::move(runner)) {}
+      runner_(std::move(runner)),
+      table_(options_.max_pending, options_.max_pending_per_address),
+      limiter_(options_.failure_limits),
+      rejects_(options_.reject_log, [](const std::string& line) { spdlog::warn("{}", line); }) {
+  if (!options_.clock) options_.clock = [] { return absl::Now(); };
+}
 
 DataServer::~DataServer() { Stop(); }
 
 absl::Status DataServer::Start() {
   WALSHIP_ASSIGN_OR_RETURN(listen_fd_, ListenTcp(sys_, options_.listen, 128, &port_));
+  // Non-blocking, so a connection that went away between poll and accept
+  // cannot stall the loop.
+  sys::SysResult r = sys_.Fcntl(listen_fd_.get(), F_SETFL, O_NONBLOCK);
+  if (!r.ok()) return sys::ErrnoToStatus(r.err, "fcntl O_NONBLOCK on the data port");
   int fds[2];
-  sys::SysResult r = sys_.Pipe2(fds, O_CLOEXEC | O_NONBLOCK);
+  r = sys_.Pipe2(fds, O_CLOEXEC | O_NONBLOCK);
   if (!r.ok()) return sys::ErrnoToStatus(r.err, "pipe2");
   wake_read_.reset(fds[0]);
   wake_write_.reset(fds[1]);
-  accept_thread_ = std::thread([this] {
-    NameThisThread("ws-data-accept");
-    AcceptLoop();
+  loop_thread_ = std::thread([this] {
+    NameThisThread("ws-data-port");
+    Loop();
   });
   return absl::OkStatus();
 }
@@ -49,77 +105,198 @@ void DataServer::Stop() {
     char c = 1;
     sys_.Write(wake_write_.get(), &c, 1);
   }
-  if (accept_thread_.joinable()) accept_thread_.join();
-  // Handshake threads are detached and bounded by hello_timeout; wait for
-  // them so none outlives the server.
-  absl::MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return pending_ == 0; };
-  mu_.AwaitWithTimeout(absl::Condition(&idle), options_.hello_timeout + absl::Seconds(1));
+  if (loop_thread_.joinable()) loop_thread_.join();
 }
 
-void DataServer::AcceptLoop() {
+int DataServer::PollTimeoutMs(absl::Time now) const {
+  absl::Time next = std::min(now + kMaxPollWait, table_.NextDeadline());
+  if (now < accept_paused_until_) next = std::min(next, accept_paused_until_);
+  if (next <= now) return 0;
+  return static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(next - now, absl::Milliseconds(1))));
+}
+
+void DataServer::Loop() {
+  std::vector<pollfd> fds;
+  std::vector<uint64_t> keys;
+  bool poll_error_logged = false;
   while (!stopping_.load()) {
-    pollfd pfds[2] = {{listen_fd_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
-    sys::SysResult r = sys_.Poll(pfds, 2, 1000);
+    absl::Time now = Now();
+    for (PendingHello& p : table_.TakeExpired(now)) {
+      absl::Status late = absl::DeadlineExceededError(absl::StrCat(
+          "timed out: no complete HELLO within ", absl::FormatDuration(options_.hello_timeout),
+          " of connecting (", p.have, " bytes received)"));
+      Reject(std::move(p), "timeout", late, now);
+    }
+    rejects_.Flush(now);
+    pending_count_.store(static_cast<int>(table_.size()));
+
+    fds.clear();
+    keys.clear();
+    fds.push_back({wake_read_.get(), POLLIN, 0});
+    const bool listening = now >= accept_paused_until_;
+    if (listening) fds.push_back({listen_fd_.get(), POLLIN, 0});
+    const size_t first_pending = fds.size();
+    for (uint64_t key : table_.Keys()) {
+      fds.push_back({table_.Find(key)->fd.get(), POLLIN, 0});
+      keys.push_back(key);
+    }
+    sys::SysResult r = sys_.Poll(fds.data(), fds.size(), PollTimeoutMs(now));
     if (stopping_.load()) break;
-    if (!r.ok() || !(pfds[0].revents & POLLIN)) continue;
-    // Non-blocking, so every wait on the socket (HELLO deadline, a replica
-    // that stops reading) is a bounded poll in the transfer loops.
-    r = sys_.Accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (!r.ok()) {
-      if (r.err != EAGAIN && r.err != EINTR && r.err != ECONNABORTED) {
-        spdlog::warn("data port: accept failed: {}",
-                     sys::ErrnoToStatus(r.err, "accept4").ToString());
-        absl::SleepFor(absl::Milliseconds(50));  // EMFILE and friends: do not spin
+      if (r.err != EINTR && !poll_error_logged) {
+        spdlog::error("data port: {}", sys::ErrnoToStatus(r.err, "poll").ToString());
+        poll_error_logged = true;
       }
+      if (r.err != EINTR) absl::SleepFor(kAcceptPause);
       continue;
     }
-    sys::UniqueFd fd(static_cast<int>(r.rc));
-    std::string peer = PeerName(fd.get());
-    {
-      absl::MutexLock lock(&mu_);
-      if (pending_ >= options_.max_pending) {
-        spdlog::warn("data port: rejected connection from {}: too many pending handshakes ({})",
-                     peer, pending_);
-        if (options_.on_reject) options_.on_reject("too_many_pending");
-        continue;
-      }
-      ++pending_;
+    if (r.rc == 0) continue;
+    now = Now();
+    // HELLOs first, then new connections: a replica whose HELLO has arrived
+    // is admitted before anything newer can evict it.
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (fds[first_pending + i].revents != 0) OnReadable(keys[i], now);
     }
-    std::thread([this, fd = std::move(fd), peer]() mutable {
-      NameThisThread("ws-data-hello");
-      Handshake(std::move(fd), peer);
-      absl::MutexLock lock(&mu_);
-      --pending_;
-    }).detach();
+    if (listening && (fds[1].revents & POLLIN)) AcceptSome(now);
+    pending_count_.store(static_cast<int>(table_.size()));
+  }
+  std::vector<PendingHello> left = table_.TakeAll();
+  if (!left.empty()) {
+    spdlog::info("data port: closing {} connections still sending their HELLO (shutting down)",
+                 left.size());
+  }
+  rejects_.FlushAll();
+  pending_count_.store(0);
+}
+
+void DataServer::AcceptSome(absl::Time now) {
+  for (int i = 0; i < kAcceptsPerRound; ++i) {
+    sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    std::memset(&ss, 0, sizeof(ss));
+    sys::SysResult r = sys_.Accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&ss), &len,
+                                    SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (!r.ok()) {
+      if (r.err == EAGAIN || r.err == EWOULDBLOCK) return;
+      if (r.err == EINTR || r.err == ECONNABORTED) continue;
+      // EMFILE and friends: pause accepting rather than spin.
+      ++accept_errors_;
+      if (now >= accept_error_logged_ + kAcceptErrorLogEvery) {
+        spdlog::warn("data port: accept failed ({} times since the last such line): {}; "
+                     "not accepting for {}",
+                     accept_errors_, sys::ErrnoToStatus(r.err, "accept4").ToString(),
+                     absl::FormatDuration(kAcceptPause));
+        accept_error_logged_ = now;
+        accept_errors_ = 0;
+      }
+      accept_paused_until_ = now + kAcceptPause;
+      return;
+    }
+    PendingHello p;
+    p.fd.reset(static_cast<int>(r.rc));
+    DescribePeer(ss, &p.address, &p.peer);
+    p.accepted = now;
+    p.deadline = now + options_.hello_timeout;
+    Admit(std::move(p), now);
   }
 }
 
-absl::Status DataServer::ReadHello(int fd, std::shared_ptr<ReplicaSession>* session) {
-  sys::TransferOptions io;
-  io.io_timeout = options_.hello_timeout;
-  uint8_t header[wire::kFrameHeaderSize];
-  absl::Status s = sys::ReadFully(sys_, fd, header, sizeof(header), io);
-  if (absl::IsOutOfRange(s)) return absl::UnavailableError("closed before sending a frame");
-  WALSHIP_RETURN_IF_ERROR(s);
-  WALSHIP_ASSIGN_OR_RETURN(
-      wire::FrameHeader h,
-      wire::DecodeFrameHeader(absl::MakeConstSpan(header, sizeof(header)), kMaxHelloPayload));
-  if (h.type != wire::FrameType::kHello) {
-    return absl::DataLossError(absl::StrCat(
-        "first frame is ", wire::FrameTypeName(h.type), ", expected HELLO"));
+void DataServer::Admit(PendingHello hello, absl::Time now) {
+  absl::Time until;
+  if (limiter_.Blocked(hello.address, now, &until)) {
+    absl::Status why = absl::UnavailableError(absl::StrCat(
+        "refused at accept: too many failed attempts from ", hello.address,
+        "; its connections are refused for another ", absl::FormatDuration(Millis(until - now))));
+    Reject(std::move(hello), "rate_limited", why, now);
+    return;
   }
-  std::vector<uint8_t> token(h.payload_length);
-  s = sys::ReadFully(sys_, fd, token.data(), token.size(), io);
-  if (absl::IsOutOfRange(s)) return absl::UnavailableError("closed inside the HELLO frame");
-  WALSHIP_RETURN_IF_ERROR(s);
+  if (table_.AddressFull(hello.address)) {
+    absl::Status why = absl::ResourceExhaustedError(absl::StrCat(
+        table_.CountFrom(hello.address), " connections from ", hello.address,
+        " are already sending their HELLO (the limit per address)"));
+    Reject(std::move(hello), "too_many_pending", why, now);
+    return;
+  }
+  std::optional<PendingHello> evicted;
+  table_.Add(std::move(hello), &evicted);
+  if (evicted) {
+    absl::Status why = absl::ResourceExhaustedError(absl::StrCat(
+        "evicted after ", absl::FormatDuration(Millis(now - evicted->accepted)),
+        " without a complete HELLO (", evicted->have, " bytes received): ",
+        options_.max_pending, " connections were waiting and a newer one needed the slot"));
+    Reject(std::move(*evicted), "evicted", why, now);
+  }
+}
+
+void DataServer::OnReadable(uint64_t key, absl::Time now) {
+  PendingHello* p = table_.Find(key);
+  if (p == nullptr) return;
+  absl::Status s;
+  bool complete = false;
+  if (now >= p->deadline) {
+    s = absl::DeadlineExceededError(absl::StrCat(
+        "timed out: no complete HELLO within ", absl::FormatDuration(options_.hello_timeout),
+        " of connecting (", p->have, " bytes received)"));
+  } else {
+    s = ReadSome(*p, &complete);
+    if (s.ok() && !complete) return;
+  }
+  PendingHello hello = table_.Take(key);
+  std::shared_ptr<ReplicaSession> session;
+  if (s.ok()) s = CheckHello(hello, &session);
+  if (!s.ok()) {
+    Reject(std::move(hello), ReasonFor(s), s, now);
+    return;
+  }
+  StartSession(std::move(hello), std::move(session));
+}
+
+absl::Status DataServer::ReadSome(PendingHello& p, bool* complete) {
+  for (;;) {
+    const size_t total =
+        wire::kFrameHeaderSize + (p.header ? p.header->payload_length : 0);
+    if (p.have == total) {
+      *complete = true;
+      return absl::OkStatus();
+    }
+    sys::SysResult r = sys_.Recv(p.fd.get(), p.bytes + p.have, total - p.have, 0);
+    if (!r.ok()) {
+      if (r.err == EINTR) continue;
+      if (r.err == EAGAIN || r.err == EWOULDBLOCK) return absl::OkStatus();
+      return sys::ErrnoToStatus(r.err, absl::StrCat("reading the HELLO, ", p.have, " of ",
+                                                    total, " bytes received"));
+    }
+    if (r.rc == 0) {
+      if (p.have == 0) return absl::UnavailableError("closed before sending a frame");
+      return absl::UnavailableError(
+          absl::StrCat("closed mid-read after ", p.have, " of ", total, " bytes"));
+    }
+    p.have += static_cast<size_t>(r.rc);
+    if (!p.header && p.have == wire::kFrameHeaderSize) {
+      WALSHIP_ASSIGN_OR_RETURN(
+          wire::FrameHeader h,
+          wire::DecodeFrameHeader(absl::MakeConstSpan(p.bytes, wire::kFrameHeaderSize),
+                                  wire::kMaxHelloPayloadLength));
+      if (h.type != wire::FrameType::kHello) {
+        return absl::DataLossError(absl::StrCat("first frame is ", wire::FrameTypeName(h.type),
+                                                ", expected HELLO"));
+      }
+      p.header = h;
+    }
+  }
+}
+
+absl::Status DataServer::CheckHello(const PendingHello& p,
+                                    std::shared_ptr<ReplicaSession>* session) {
+  const wire::FrameHeader& h = *p.header;
+  absl::Span<const uint8_t> token(p.bytes + wire::kFrameHeaderSize, h.payload_length);
   WALSHIP_RETURN_IF_ERROR(wire::VerifyPayload(h, token));
   std::shared_ptr<ReplicaSession> found = registry_.Find(h.segment_id);
   if (!found) {
     return absl::UnauthenticatedError(absl::StrCat("unknown session ", h.segment_id));
   }
-  absl::Status claim = found->ClaimToken(absl::string_view(
-      reinterpret_cast<const char*>(token.data()), token.size()));
+  absl::Status claim = found->ClaimToken(
+      absl::string_view(reinterpret_cast<const char*>(token.data()), token.size()));
   if (!claim.ok()) {
     return absl::UnauthenticatedError(absl::StrCat(
         "session ", h.segment_id, " (replica ", found->name(), "): ", claim.message()));
@@ -128,33 +305,27 @@ absl::Status DataServer::ReadHello(int fd, std::shared_ptr<ReplicaSession>* sess
   return absl::OkStatus();
 }
 
-void DataServer::Handshake(sys::UniqueFd fd, std::string peer) {
-  std::shared_ptr<ReplicaSession> session;
-  absl::Status s = ReadHello(fd.get(), &session);
-  if (!s.ok()) {
-    spdlog::warn("data port: rejected connection from {}: {}", peer, s.ToString());
-    if (options_.on_reject) {
-      const char* reason = "other";
-      switch (s.code()) {
-        case absl::StatusCode::kUnavailable: reason = "closed"; break;
-        case absl::StatusCode::kDeadlineExceeded: reason = "timeout"; break;
-        case absl::StatusCode::kDataLoss:
-        case absl::StatusCode::kInvalidArgument:
-        case absl::StatusCode::kOutOfRange: reason = "bad_frame"; break;
-        case absl::StatusCode::kUnauthenticated: reason = "bad_token"; break;
-        default: break;
-      }
-      options_.on_reject(reason);
-    }
-    return;
-  }
+void DataServer::StartSession(PendingHello p, std::shared_ptr<ReplicaSession> session) {
   int buf = options_.socket_buffer_bytes;
-  sys_.Setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
-  absl::Status nd = SetNoDelay(sys_, fd.get());
+  sys::SysResult r = sys_.Setsockopt(p.fd.get(), SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+  if (!r.ok()) {
+    spdlog::warn("data port: {}", sys::ErrnoToStatus(r.err, "setsockopt SO_SNDBUF").ToString());
+  }
+  absl::Status nd = SetNoDelay(sys_, p.fd.get());
   if (!nd.ok()) spdlog::warn("data port: {}", nd.ToString());
-  spdlog::info("replica {} (session {}) connected its data socket from {}",
-               session->name(), session->id(), peer);
-  session->StartShipping(std::move(fd), runner_);
+  spdlog::info("replica {} (session {}) connected its data socket from {}", session->name(),
+               session->id(), p.peer);
+  session->StartShipping(std::move(p.fd), runner_);
+}
+
+void DataServer::Reject(PendingHello p, const char* reason, const absl::Status& why,
+                        absl::Time now) {
+  if (options_.on_reject) options_.on_reject(reason);
+  rejects_.Record(p.address, p.peer, reason, why.ToString(), now);
+  if (std::strcmp(reason, "rate_limited") != 0) {
+    limiter_.RecordFailure(p.address, now);
+  }
+  // p.fd closes here, after the rejection is counted.
 }
 
 }  // namespace walship::agent

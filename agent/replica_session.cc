@@ -3,6 +3,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -29,14 +30,25 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
-std::string RandomToken() {
-  std::string t(32, '\0');
+// `n` bytes from the kernel's random source (getrandom blocks only until
+// the pool is first initialized, at boot).
+std::string RandomBytes(size_t n) {
+  std::string t(n, '\0');
   size_t got = 0;
   while (got < t.size()) {
-    ssize_t n = getrandom(&t[got], t.size() - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
+    ssize_t r = getrandom(&t[got], t.size() - got, 0);
+    if (r > 0) got += static_cast<size_t>(r);
   }
   return t;
+}
+
+std::string RandomToken() { return RandomBytes(32); }
+
+uint64_t RandomId() {
+  const std::string b = RandomBytes(sizeof(uint64_t));
+  uint64_t id;
+  std::memcpy(&id, b.data(), sizeof(id));
+  return id;
 }
 
 }  // namespace
@@ -62,11 +74,13 @@ absl::Status ReplicaSession::ClaimToken(absl::string_view token) {
   if (finished_) return absl::UnauthenticatedError("session has ended");
   if (token_used_) return absl::UnauthenticatedError("token already used (replayed)");
   if (absl::Now() > token_deadline_) return absl::UnauthenticatedError("token expired");
-  // Any attempt consumes the token, so it cannot be guessed by retrying.
-  const bool match = ConstantTimeEquals(token, token_);
+  // A wrong token consumes nothing: otherwise anyone who reaches the data
+  // port could end a replica's session with a forged HELLO. Guessing is
+  // hopeless anyway (256 random bits, and the data port rate-limits
+  // addresses that fail).
+  if (!ConstantTimeEquals(token, token_)) return absl::UnauthenticatedError("wrong token");
   token_used_ = true;
   token_.clear();
-  if (!match) return absl::UnauthenticatedError("wrong token");
   return absl::OkStatus();
 }
 
@@ -223,7 +237,7 @@ std::shared_ptr<ReplicaSession> SessionRegistry::Create(
   {
     absl::MutexLock lock(&mu_);
     *token_out = RandomToken();
-    s = std::make_shared<ReplicaSession>(next_id_++, name, start, *token_out,
+    s = std::make_shared<ReplicaSession>(NewIdLocked(), name, start, *token_out,
                                          absl::Now() + token_ttl, replica_transport);
     auto it = by_name_.find(name);
     if (it != by_name_.end()) old = it->second;
@@ -239,12 +253,23 @@ std::shared_ptr<ReplicaSession> SessionRegistry::Create(
   return s;
 }
 
-std::shared_ptr<ReplicaSession> SessionRegistry::Find(uint64_t id) const {
-  absl::MutexLock lock(&mu_);
+uint64_t SessionRegistry::NewIdLocked() const {
+  for (;;) {
+    const uint64_t id = RandomId();
+    if (id != 0 && FindLocked(id) == nullptr) return id;
+  }
+}
+
+std::shared_ptr<ReplicaSession> SessionRegistry::FindLocked(uint64_t id) const {
   for (const auto& [name, s] : by_name_) {
     if (s->id() == id) return s;
   }
   return nullptr;
+}
+
+std::shared_ptr<ReplicaSession> SessionRegistry::Find(uint64_t id) const {
+  absl::MutexLock lock(&mu_);
+  return FindLocked(id);
 }
 
 std::vector<std::shared_ptr<ReplicaSession>> SessionRegistry::All() const {

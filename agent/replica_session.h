@@ -58,8 +58,10 @@ class ReplicaSession final : public ShipperEvents {
   uint64_t id() const { return id_; }
   const std::string& name() const { return name_; }
 
-  // Consumes the token. kUnauthenticated for a wrong, expired or already
-  // used token (the message never echoes the token).
+  // Checks `token` and, if it is right, consumes it: OK once. kUnauthenticated
+  // for an expired or already used token, or a wrong one (the message never
+  // echoes the token). A wrong token consumes nothing, so a forged HELLO
+  // cannot take the token from the replica it was issued to.
   absl::Status ClaimToken(absl::string_view token);
 
   // Takes ownership of the data socket and starts shipping on a new thread.
@@ -124,8 +126,11 @@ class ReplicaSession final : public ShipperEvents {
 // All sessions, by id and by replica name.
 class SessionRegistry {
  public:
-  // Creates a session with a fresh random token, replacing (and closing) any
-  // earlier session of the same replica name.
+  // Creates a session with a fresh random token (32 bytes) and a random id
+  // (64 bits, never 0, unique among the registry's sessions), replacing (and
+  // closing) any earlier session of the same replica name. The id is no
+  // secret -- it travels in HELLO headers -- but the next one cannot be
+  // guessed from the last; the token is what admits a data socket.
   std::shared_ptr<ReplicaSession> Create(const std::string& name, const ShipStart& start,
                                          const std::string& replica_transport,
                                          absl::Duration token_ttl,
@@ -146,11 +151,14 @@ class SessionRegistry {
   void SetAckPacing(absl::Duration min_interval);
 
  private:
+  uint64_t NewIdLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<ReplicaSession> FindLocked(uint64_t id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   std::function<void()> ack_observer_;
   mutable absl::Mutex mu_;
   absl::Mutex pacing_mu_;  // SetAckPacing calls reach sessions in order
   absl::Duration ack_pacing_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, std::shared_ptr<ReplicaSession>> by_name_ ABSL_GUARDED_BY(mu_);
 };
 

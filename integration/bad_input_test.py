@@ -8,6 +8,13 @@ immediate close, and a connection that says nothing. Each must be closed by
 the agent without a byte sent back, with a "data port: rejected connection
 from <our address>: <reason>" line naming the reason, and the healthy
 replica must keep acknowledging new bytes throughout and end byte-identical.
+Then the port under attack, beside real replicas: a forger's HELLO for a
+live session consumes nothing, clients sending a HELLO a byte at a time do
+not keep a replica out, and a spray of bad connections is counted one by one
+but logged as summaries. Every probe and attacker connects from a loopback
+address of its own (127.0.0.2 and up; Linux routes all of 127/8 to lo), so
+the agent's per-address limits and log summaries never involve the replicas
+on 127.0.0.1.
 
 Towards a replica (its data socket routed through fault_proxy): one flipped
 DATA payload byte, a flipped header magic byte, a flipped header offset
@@ -16,9 +23,11 @@ for a while. The replica must log the reason, keep no wrong byte (checked
 when the error is logged and at the end), reconnect, and end identical.
 """
 
+import itertools
 import random
 import re
 import socket
+import threading
 import time
 import unittest
 
@@ -28,8 +37,12 @@ from integration import wirelib
 
 RATE = 1e6
 SEGMENT = 1 << 20
-HELLO_TIMEOUT = 5.0  # DataServerOptions::hello_timeout
+HELLO_TIMEOUT = 5.0  # DataServerOptions::hello_timeout, for the whole HELLO
 HEALTHY = "healthy"
+REJECTED = "walship_agent_data_connections_rejected_total"
+FORGER = "127.0.0.2"
+SPRAYER = "127.0.0.3"
+_probe_sources = ("127.0.2.%d" % i for i in itertools.count(1))
 
 
 def _hostport(text):
@@ -37,13 +50,38 @@ def _hostport(text):
     return host, int(port)
 
 
-class Probe(object):
-    """One client connection to the agent's data port."""
+def connect_from(agent, source, timeout=5):
+    """A connection to the agent's data port from loopback address `source`."""
+    return socket.create_connection(_hostport(agent.data), timeout=timeout,
+                                    source_address=(source, 0))
 
-    def __init__(self, agent):
+
+def rejected(agent, **labels):
+    """walship_agent_data_connections_rejected_total (by reason if given)."""
+    return h.metric_total(h.scrape(h.metrics_address(agent)), REJECTED, **labels)
+
+
+def wait_closed_quietly(sock, timeout=5):
+    """Reads until the peer closes (or resets); False if still open at `timeout`."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(4096):
+            pass
+    except socket.timeout:
+        return False
+    except OSError:
+        pass  # reset: closed with our bytes unread
+    return True
+
+
+class Probe(object):
+    """One client connection to the agent's data port, from a loopback
+    address no other probe uses unless `source` is given."""
+
+    def __init__(self, agent, source=None):
         self.agent = agent
         self.log_from = agent.log_size()
-        self.sock = socket.create_connection(_hostport(agent.data), timeout=5)
+        self.sock = connect_from(agent, source or next(_probe_sources))
         self.local = "%s:%d" % self.sock.getsockname()[:2]
         self.opened = time.monotonic()
 
@@ -93,6 +131,78 @@ def hello(session_id, token, **header_fields):
                                  **header_fields) + token
 
 
+class SlowClients(object):
+    """`count` connections to an agent's data port from `addresses` (round
+    robin), each sending the next byte of a HELLO every `every` seconds and
+    reconnecting within 0.1 s when the agent closes it; on one thread
+    between start() and stop()."""
+
+    def __init__(self, agent, addresses, count, every):
+        self.agent = agent
+        self.sources = [addresses[i % len(addresses)] for i in range(count)]
+        self.every = every
+        self.frame = hello(0x5EED, b"s" * 32)
+        self.opened = 0
+        self.closed = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="slow-clients", daemon=True)
+
+    def start(self):
+        self.started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def running(self):
+        return self._thread.is_alive()
+
+    def running_for(self):
+        return time.monotonic() - self.started
+
+    def stop(self):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(10)
+
+    @staticmethod
+    def _is_closed(sock):
+        try:
+            return sock.recv(1, socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
+    def _run(self):
+        conns = [None] * len(self.sources)  # [socket, bytes sent, next send time]
+        try:
+            while not self._stop.wait(0.1):
+                now = time.monotonic()
+                for i, source in enumerate(self.sources):
+                    c = conns[i]
+                    if c is not None and self._is_closed(c[0]):
+                        c[0].close()
+                        conns[i] = c = None
+                        self.closed += 1
+                    if c is None:
+                        try:
+                            sock = connect_from(self.agent, source, timeout=2)
+                        except OSError:
+                            continue
+                        conns[i] = c = [sock, 0, now]
+                        self.opened += 1
+                    if now >= c[2]:
+                        try:
+                            c[0].send(self.frame[c[1] % len(self.frame):][:1])
+                        except OSError:
+                            continue  # closed: found on the next round
+                        c[1] += 1
+                        c[2] = now + self.every
+        finally:
+            for c in conns:
+                if c is not None:
+                    c[0].close()
+
+
 class DataPortTest(h.ClusterTestCase):
     """Bad connections to the agent's data port."""
 
@@ -103,7 +213,7 @@ class DataPortTest(h.ClusterTestCase):
         self.wal = c.dir("wal")
         self.gen = c.generator(self.wal, seed=self.rng.randrange(1 << 32), rate=RATE,
                                segment_size=SEGMENT).start()
-        self.agent = c.agent(self.wal).start()
+        self.agent = c.agent(self.wal, extra_args=["--metrics-listen=127.0.0.1:0"]).start()
         self.healthy = c.replica(self.agent, HEALTHY).start()
         entry = h.wait_until(lambda: self._connected_entry(HEALTHY), 15,
                              "the healthy replica to connect")
@@ -126,10 +236,11 @@ class DataPortTest(h.ClusterTestCase):
                          "the healthy replica's session was disturbed by %s" % why)
         self.assertTrue(e["connected"], e)
 
-    def reject(self, what, data, reason, close_write=False, within=3.0):
-        """Sends `data` on a new connection; asserts the agent closes it
-        within `within` seconds, sends nothing, and logs `reason`."""
-        p = Probe(self.agent)
+    def reject(self, what, data, reason, close_write=False, within=3.0, source=None):
+        """Sends `data` on a new connection (from `source`, else an address
+        of its own); asserts the agent closes it within `within` seconds,
+        sends nothing, and logs `reason`."""
+        p = Probe(self.agent, source)
         try:
             p.send(data, close_write)
             got, took = p.wait_closed(within)
@@ -188,13 +299,17 @@ class DataPortTest(h.ClusterTestCase):
         self.reject("close at once", b"", r"closed before sending a frame", close_write=True)
         self.finish()
 
-    def test_wrong_and_replayed_tokens(self):
+    def test_forged_hello_consumes_nothing(self):
         """A second replica's data socket goes through a proxy that holds its
-        HELLO back 3 s (within the agent's 5 s hello timeout): meanwhile a
-        HELLO with its session id and a wrong token consumes the token, so
-        its real HELLO is refused as replayed and it starts over; once it
-        follows, its captured HELLO is replayed on a new connection and
-        refused, without disturbing it."""
+        HELLO back 3 s (within the agent's 5 s HELLO deadline). Meanwhile a
+        forger on another address sends a HELLO with its session id and a
+        wrong token: refused, and it consumes nothing, so the real HELLO is
+        then accepted and the replica follows in its first session. The
+        forger then sprays HELLOs with random ids and with the real one: all
+        refused and counted, and once it has failed often enough its
+        connections are refused at accept (rate_limited), while both
+        replicas keep shipping. The real HELLO replayed later is refused: a
+        token is used once. Session ids are random, not the next number."""
         proxy = fault_proxy.FaultProxy(self.agent.data, seed=self.rng.randrange(1 << 32))
         self.cluster.on_close(proxy.close)
         proxy.start()
@@ -207,35 +322,64 @@ class DataPortTest(h.ClusterTestCase):
         first = h.wait_until(pending_session, 10, "the probe's handshake")
         proxy.wait_connections(1, 10)
         sid = int(first["session_id"])
-        self.reject("wrong token for a live session", hello(sid, self.rng.randbytes(32)),
-                    r"UNAUTHENTICATED.*session %d \(replica probe\): wrong token" % sid)
+        self.reject("forged HELLO: a live session's id, a wrong token",
+                    hello(sid, self.rng.randbytes(32)),
+                    r"UNAUTHENTICATED.*session %d \(replica probe\): wrong token" % sid,
+                    source=FORGER)
         proxy.clear()  # the next attempt passes straight through
 
         held = proxy.connections[0]
-        line = self.agent.wait_log(r"data port: rejected connection from %s: "
-                                   % re.escape(held.server_local), 10)
-        self.assertRegex(line, r"session %d .*token already used" % sid,
-                         "the real HELLO after a wrong one: the token is consumed by the "
-                         "first HELLO, accepted or not")
-        h.log("held HELLO refused: %s", line)
 
-        def following():
+        def outcome():
+            refused = self.agent.grep(r"data port: rejected connection from %s: "
+                                      % re.escape(held.server_local))
+            if refused:
+                return "refused", refused[0]
             e = self._connected_entry("probe")
-            return e if e and e["session_id"] != first["session_id"] else None
-        second = h.wait_until(following, 20, "the probe to start over and follow")
-        conns = proxy.wait_connections(2, 5)
-        captured = bytes(conns[-1].head[fault_proxy.C2S])
+            return ("connected", e) if e else None
+        kind, what = h.wait_until(outcome, 20, "the probe's held HELLO to be decided")
+        self.assertEqual(kind, "connected", "the real HELLO, arriving after a forged one, "
+                         "was refused: %s" % what)
+        self.assertEqual(what["session_id"], first["session_id"],
+                         "the probe had to start over: the forged HELLO consumed its token")
+        h.log("held HELLO accepted after a forged one: session %s", sid)
+
+        # The spray: random ids and the real one, wrong tokens, one address.
+        bad_token, limited = rejected(self.agent, reason="bad_token"), \
+            rejected(self.agent, reason="rate_limited")
+        since = self.agent.log_size()
+        sprayed = 0
+        while rejected(self.agent, reason="rate_limited") == limited:
+            self.assertLess(sprayed, 500, "500 forged HELLOs from %s and it is still not "
+                            "rate-limited" % FORGER)
+            for _ in range(20):
+                sock = connect_from(self.agent, FORGER)
+                sid_or_random = sid if sprayed % 2 else self.rng.randrange(1, 1 << 64)
+                try:
+                    sock.sendall(hello(sid_or_random, self.rng.randbytes(32)))
+                except OSError:
+                    pass  # already refused at accept
+                self.assertTrue(wait_closed_quietly(sock), "a forged HELLO was left open")
+                sock.close()
+                sprayed += 1
+        self.assertGreater(rejected(self.agent, reason="bad_token"), bad_token)
+        line = self.agent.wait_log(r"data port: rejected connection from %s:\d+: .*"
+                                   r"failed attempts" % re.escape(FORGER), 5, since)
+        h.log("forger rate-limited after %d HELLOs: %s", sprayed, line)
+        e = h.replica_entry(h.status(self.agent), "probe")
+        self.assertEqual(e["session_id"], first["session_id"],
+                         "forged HELLOs disturbed the session they named")
+        self.assertTrue(e["connected"], e)
+        self.assert_healthy_advances("%d forged HELLOs" % sprayed)
+
+        captured = bytes(held.head[fault_proxy.C2S])
         self.assertEqual(len(captured), wirelib.HEADER_SIZE + 32, captured)
-        self.assertEqual(wirelib.decode_header(captured)["segment_id"],
-                         int(second["session_id"]))
+        self.assertEqual(wirelib.decode_header(captured)["segment_id"], sid)
         self.reject("replayed HELLO of a connected replica", captured,
                     r"UNAUTHENTICATED.*token already used \(replayed\)")
-        self.reject("replayed HELLO of an ended session",
-                    bytes(held.head[fault_proxy.C2S]), r"UNAUTHENTICATED.*unknown session %d" % sid)
-        e = h.replica_entry(h.status(self.agent), "probe")
-        self.assertEqual(e["session_id"], second["session_id"],
-                         "a replayed HELLO disturbed the session it was copied from")
-        self.assertTrue(e["connected"], e)
+        self.assertGreater(abs(sid - int(self.healthy_session)), 1 << 32,
+                           "session ids %s and %s: the next id is guessable"
+                           % (self.healthy_session, sid))
         self.gen.stop()
         self.wait_caught_up(self.agent, self.wal, [HEALTHY, "probe"], timeout=30)
         h.compare_dirs(self.wal, probe.dest)
@@ -259,24 +403,101 @@ class DataPortTest(h.ClusterTestCase):
             silent.close()
         self.finish()
 
-    def test_many_silent_connections_do_not_lock_out_replicas(self):
-        """More silent clients than the agent's pending-handshake limit (64)
-        may hold the port only until their hello timeout: a replica that
-        starts meanwhile must be following within the timeout plus a margin."""
-        probes = [Probe(self.agent) for _ in range(70)]
+    def test_slow_clients_do_not_keep_a_replica_out(self):
+        """96 clients from 24 addresses (4 each, under the per-address cap:
+        only the total bound and eviction stand between them and the port)
+        send a HELLO one byte every 3 s -- each byte well within any
+        per-read timeout -- and reconnect whenever closed. Once they have
+        held the port for longer than a HELLO deadline, a new replica must
+        get in and follow, and the healthy one, restarted, must get back in;
+        the slow clients are closed and counted."""
+        slow = SlowClients(self.agent, ["127.0.1.%d" % i for i in range(1, 25)], 96, 3.0)
+        self.cluster.on_close(slow.stop)
+        before = rejected(self.agent)
+        slow.start()
         try:
+            h.wait_until(lambda: (slow.running_for() > HELLO_TIMEOUT + 1 and
+                                  rejected(self.agent) > before),
+                         HELLO_TIMEOUT + 15,
+                         lambda: "96 slow clients to fill the pending table (%d opened)"
+                         % slow.opened, interval=0.2)
             late = self.cluster.replica(self.agent, "late").start()
-            h.wait_until(lambda: self._connected_entry("late"), HELLO_TIMEOUT + 15,
-                         "a replica to connect while 70 silent clients sit on the data port")
+            h.wait_until(lambda: self._connected_entry("late"), 20,
+                         "a replica to connect while 96 slow clients sit on the data port")
+            self.healthy.stop()
+            self.healthy.start()
+            e = h.wait_until(lambda: (self._connected_entry(HEALTHY) or {}).get("session_id")
+                             not in (None, self.healthy_session) and
+                             self._connected_entry(HEALTHY), 20,
+                             "the restarted healthy replica to get back in")
+            self.healthy_session = e["session_id"]
+            self.assert_healthy_advances("96 slow clients")
+            self.assertTrue(slow.running(), "the slow clients stopped early")
         finally:
-            for p in probes:
-                p.close()
-        self.assert_healthy_advances("70 silent connections")
+            slow.stop()
+        h.log("slow clients: %d connections opened, %d closed by the agent in %.1fs",
+              slow.opened, slow.closed, slow.running_for())
+        self.assertGreater(rejected(self.agent, reason="timeout") +
+                           rejected(self.agent, reason="evicted"), 0)
         self.gen.stop()
         self.wait_caught_up(self.agent, self.wal, [HEALTHY, "late"], timeout=30)
         h.compare_dirs(self.wal, late.dest)
         self.gen.start()
         self.finish()
+
+    def test_rejections_are_counted_not_logged_one_by_one(self):
+        """2000 bad connections from one address (garbage, HELLOs for
+        unknown sessions, immediate closes), each waited out until the agent
+        closes it: every one is counted in the rejection metric, but the
+        agent logs only a few lines about them -- the first of each reason
+        and a summary per interval ("rejected N connections from ADDRESS in
+        10s (...)") -- not one each."""
+        n, threads = 2000, 4
+        before = rejected(self.agent)
+        since = self.agent.log_size()
+        errors = []
+
+        def spray(seed):
+            rng = random.Random(seed)
+            try:
+                for i in range(n // threads):
+                    sock = connect_from(self.agent, SPRAYER)
+                    kind = i % 3
+                    try:
+                        if kind == 0:
+                            sock.sendall(b"\x00" * 40)
+                        elif kind == 1:
+                            sock.sendall(hello(rng.randrange(1, 1 << 64), rng.randbytes(32)))
+                        else:
+                            sock.shutdown(socket.SHUT_WR)
+                    except OSError:
+                        pass  # already refused at accept
+                    if not wait_closed_quietly(sock):
+                        errors.append("connection %d was left open" % i)
+                    sock.close()
+            except Exception as e:  # pylint: disable=broad-except
+                errors.append(repr(e))
+        workers = [threading.Thread(target=spray, args=(self.rng.randrange(1 << 32),))
+                   for _ in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        self.assertEqual(errors, [])
+        counted = h.wait_until(lambda: rejected(self.agent) - before >= n and
+                               rejected(self.agent) - before, 10,
+                               "every rejected connection to be counted")
+        self.assertEqual(counted, n, "rejections counted")
+        lines = [l for l in self.agent.log_lines(since) if SPRAYER + ":" in l
+                 or " from %s " % SPRAYER in l]
+        self.assertLessEqual(len(lines), 12, "%d log lines about %d rejected connections "
+                             "from one address, e.g. %s" % (len(lines), n, lines[:3]))
+        summary = self.agent.wait_log(r"data port: rejected \d+ connections from %s in "
+                                      % re.escape(SPRAYER), 15, since)
+        h.log("%d rejections, %d log lines; summary: %s", n, len(lines), summary)
+        self.assert_healthy_advances("a spray of %d bad connections" % n)
+        self.finish()
+
 
 
 class ReplicaSideTest(h.ClusterTestCase):

@@ -403,14 +403,21 @@ TEST_F(AgentTest, GarbageAndWrongTokensAreClosed) {
     char c;
     EXPECT_LE(read(fd.get(), &c, 1), 0);
   }
-  // The wrong attempt consumed the token: the right one no longer works.
+  // The wrong attempt consumed nothing: the right token still opens the
+  // data socket (its first frame is a SEGMENT), once.
+  std::string hello = wire::EncodeFrame(wire::FrameType::kHello, resp.session_id(), 0,
+                                        resp.data_token());
+  sys::UniqueFd fd = Connect();
+  ASSERT_EQ(write(fd.get(), hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
+  auto frame = ReadFrame(fd.get());
+  ASSERT_TRUE(frame.ok()) << frame.status();
+  EXPECT_EQ(frame->first.type, wire::FrameType::kSegment);
   {
-    sys::UniqueFd fd = Connect();
-    std::string hello = wire::EncodeFrame(wire::FrameType::kHello, resp.session_id(), 0,
-                                          resp.data_token());
-    ASSERT_EQ(write(fd.get(), hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
+    sys::UniqueFd again = Connect();
+    ASSERT_EQ(write(again.get(), hello.data(), hello.size()),
+              static_cast<ssize_t>(hello.size()));
     char c;
-    EXPECT_LE(read(fd.get(), &c, 1), 0);
+    EXPECT_LE(read(again.get(), &c, 1), 0);
   }
 }
 

@@ -1,0 +1,66 @@
+// The session's data token and id: what a HELLO may consume, and whether the
+// next session's id can be guessed.
+#include "agent/replica_session.h"
+
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace walship::agent {
+namespace {
+
+std::shared_ptr<ReplicaSession> NewSession(SessionRegistry& registry, const std::string& name,
+                                           std::string* token) {
+  return registry.Create(name, ShipStart{Position{"seg-001", 0}, 0}, "zerocopy", absl::Seconds(30), token);
+}
+
+TEST(ReplicaSessionTest, ForgedHelloConsumesNothing) {
+  SessionRegistry registry;
+  std::string token;
+  auto session = NewSession(registry, "r1", &token);
+  std::string forged = token;
+  forged[0] ^= 1;
+
+  absl::Status s = session->ClaimToken(forged);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+  EXPECT_NE(s.message().find("wrong token"), std::string::npos) << s;
+  s = session->ClaimToken(std::string(token.size() + 1, 'x'));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+
+  // The real replica's HELLO, after the forged ones, still gets in...
+  s = session->ClaimToken(token);
+  EXPECT_TRUE(s.ok()) << "a wrong token consumed the session's token: " << s;
+  // ... and only once: the same token replayed is refused.
+  s = session->ClaimToken(token);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+  EXPECT_NE(s.message().find("already used"), std::string::npos) << s;
+  registry.CloseAll();
+}
+
+TEST(ReplicaSessionTest, SessionIdsAreRandomNotTheNextNumber) {
+  SessionRegistry registry;
+  std::set<uint64_t> ids;
+  uint64_t previous = 0;
+  for (int i = 0; i < 200; ++i) {
+    std::string token;
+    auto s = NewSession(registry, absl::StrCat("r", i), &token);
+    EXPECT_NE(s->id(), 0u);
+    EXPECT_TRUE(ids.insert(s->id()).second) << "id " << s->id() << " given twice";
+    EXPECT_EQ(registry.Find(s->id()), s);
+    EXPECT_EQ(token.size(), 32u);
+    if (i > 0) {
+      // Random 64-bit ids: two consecutive ones within 2^32 of each other
+      // happen with probability 2^-31; sequential ids always are.
+      const uint64_t gap = s->id() > previous ? s->id() - previous : previous - s->id();
+      ASSERT_GT(gap, uint64_t{1} << 32)
+          << "session " << i << " has id " << s->id() << " after " << previous;
+    }
+    previous = s->id();
+  }
+  registry.CloseAll();
+}
+
+}  // namespace
+}  // namespace walship::agent
