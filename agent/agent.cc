@@ -204,6 +204,7 @@ absl::Status Agent::Start() {
     AppendSourceOptions so;
     so.wal_dir = options_.wal_dir;
     so.stream_id = options_.stream_id;
+    so.segment_pattern = options_.segment_pattern;
     source_ = std::make_unique<AppendSource>(sys_, so, *catalog_);
     WALSHIP_RETURN_IF_ERROR(source_->Start());
     // Nothing waits for an append-format replica's acknowledgements.

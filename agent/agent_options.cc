@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "agent/append_source.h"
 #include "common/net.h"
 #include "common/wire/frame.h"
 
@@ -19,6 +20,15 @@ absl::Status AgentOptions::Validate() const {
   }
   if (format != "postgres" && !pg_conninfo.empty()) {
     return absl::InvalidArgumentError("--pg-conninfo is only for --format=postgres");
+  }
+  if (!segment_pattern.empty()) {
+    if (format != "append") {
+      return absl::InvalidArgumentError("--segment-pattern is only for --format=append");
+    }
+    if (auto p = SegmentPattern::Compile(segment_pattern); !p.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--segment-pattern: ", p.status().message()));
+    }
   }
   if (pg_feed_name.empty() || pg_feed_name.size() > 63 ||
       !std::all_of(pg_feed_name.begin(), pg_feed_name.end(),

@@ -44,6 +44,10 @@ struct AgentOptions {
   // feed's status updates to the primary (zero: each at once, as while a
   // primary may wait).
   absl::Duration ack_interval = absl::ZeroDuration();
+  // append: regular expression (ECMAScript) a segment's name matches in
+  // full; group 1, if any, is its sequence number (AppendSourceOptions::
+  // segment_pattern). Empty: the names of the directory's one shape.
+  std::string segment_pattern;
   std::string stream_id;  // empty: derived from the WAL directory
   std::string listen = "127.0.0.1:0";
   std::string data_listen = "127.0.0.1:0";

@@ -8,18 +8,106 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "common/sys/errors.h"
+#include "common/sys/file_util.h"
+#include "common/sys/transfer.h"
+#include "common/thread_name.h"
 #include "common/wire/crc32c.h"
 #include "common/wire/segment_name.h"
 #include "spdlog/spdlog.h"
-#include "common/thread_name.h"
 
 namespace walship::agent {
+namespace {
+
+bool IsDigit(char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); }
+
+// True when the last kPreallocatedZeroRun bytes of the file's first `size`
+// bytes are all zero (one byte read first: usually it is not zero).
+// kOutOfRange when the file is shorter than `size` by now.
+absl::StatusOr<bool> EndsInZeroRun(sys::SysCalls& sys, int fd, uint64_t size) {
+  if (size < kPreallocatedZeroRun) return false;
+  char last = 0;
+  WALSHIP_RETURN_IF_ERROR(sys::PreadFully(sys, fd, &last, 1, static_cast<off_t>(size - 1)));
+  if (last != 0) return false;
+  std::string buf(kPreallocatedZeroRun, '\0');
+  WALSHIP_RETURN_IF_ERROR(sys::PreadFully(sys, fd, buf.data(), buf.size(),
+                                          static_cast<off_t>(size - buf.size())));
+  return std::all_of(buf.begin(), buf.end(), [](char c) { return c == 0; });
+}
+
+// The offset just past the last non-zero byte among the file's first `end`
+// bytes; 0 if they are all zero.
+absl::StatusOr<uint64_t> DataEnd(sys::SysCalls& sys, int fd, uint64_t end) {
+  std::string buf(kPreallocatedZeroRun, '\0');
+  while (end > 0) {
+    const uint64_t n = std::min<uint64_t>(end, buf.size());
+    WALSHIP_RETURN_IF_ERROR(sys::PreadFully(sys, fd, buf.data(), n, static_cast<off_t>(end - n)));
+    for (uint64_t i = n; i > 0; --i) {
+      if (buf[i - 1] != 0) return end - n + i;
+    }
+    end -= n;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string NameShape(absl::string_view name) {
+  std::string shape;
+  bool in_digits = false;
+  for (char c : name) {
+    if (!IsDigit(c)) {
+      shape += c;
+    } else if (!in_digits) {
+      shape += 'N';
+    }
+    in_digits = IsDigit(c);
+  }
+  return shape;
+}
+
+absl::StatusOr<SegmentPattern> SegmentPattern::Compile(const std::string& pattern) {
+  if (pattern.empty()) return absl::InvalidArgumentError("the segment pattern is empty");
+  try {
+    return SegmentPattern(pattern,
+                          std::make_shared<const std::regex>(pattern, std::regex::ECMAScript));
+  } catch (const std::regex_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "segment pattern \"", pattern, "\" is not a valid regular expression: ", e.what()));
+  }
+}
+
+bool SegmentPattern::Matches(const std::string& name) const {
+  return std::regex_match(name, *re_);
+}
+
+std::optional<std::string> SegmentPattern::Successor(const std::string& name) const {
+  std::smatch m;
+  if (!has_sequence() || !std::regex_match(name, m, *re_) || !m[1].matched) {
+    return std::nullopt;
+  }
+  std::string seq = m.str(1);
+  if (seq.empty() || !std::all_of(seq.begin(), seq.end(), IsDigit)) return std::nullopt;
+  size_t i = seq.size();
+  while (i > 0 && seq[i - 1] == '9') seq[--i] = '0';
+  if (i == 0) return std::nullopt;  // the increment overflows the width
+  ++seq[i - 1];
+  const size_t at = static_cast<size_t>(m.position(1));
+  std::string next = absl::StrCat(name.substr(0, at), seq, name.substr(at + m.length(1)));
+  if (!Matches(next) || !wire::ValidateSegmentName(next).ok()) return std::nullopt;
+  return next;
+}
 
 absl::StatusOr<std::string> DeriveStreamId(sys::SysCalls& sys,
                                            const std::string& dir,
@@ -41,11 +129,26 @@ absl::StatusOr<std::string> DeriveStreamId(sys::SysCalls& sys,
 
 AppendSource::AppendSource(sys::SysCalls& sys, AppendSourceOptions options,
                            SegmentCatalog& catalog)
-    : sys_(sys), options_(std::move(options)), catalog_(catalog) {}
+    : sys_(sys), options_(std::move(options)), catalog_(catalog) {
+  if (!options_.segment_pattern.empty()) {
+    auto pattern = SegmentPattern::Compile(options_.segment_pattern);
+    if (pattern.ok()) {
+      pattern_ = *std::move(pattern);
+    } else {
+      pattern_status_ = pattern.status();
+    }
+  }
+}
 
 AppendSource::~AppendSource() { Stop(); }
 
+std::optional<std::string> AppendSource::Successor(const std::string& name) const {
+  if (!pattern_.has_value()) return std::nullopt;
+  return pattern_->Successor(name);
+}
+
 absl::Status AppendSource::Start() {
+  if (!pattern_status_.ok()) return pattern_status_;
   if (options_.stream_id.empty()) {
     auto id = DeriveStreamId(sys_, options_.wal_dir, "append");
     if (!id.ok()) return id.status();
@@ -61,6 +164,19 @@ absl::Status AppendSource::Start() {
   watch_.emplace(std::move(*watch));
   absl::Status s = Rescan();
   if (!s.ok()) return s;
+  if (pattern_.has_value()) {
+    std::vector<std::string> shapes;
+    for (const auto& [shape, n] : skipped_shapes_) {
+      shapes.push_back(absl::StrCat(shape, " (", n, ")"));
+    }
+    spdlog::info("following the files of {} whose names match the segment pattern {}; "
+                 "skipping the others{}{}",
+                 options_.wal_dir, pattern_->text(), shapes.empty() ? "" : ": ",
+                 absl::StrJoin(shapes, ", "));
+  } else if (!shape_.empty()) {
+    spdlog::info("following the files of {} named like {} (N: digits)", options_.wal_dir,
+                 shape_);
+  }
   thread_ = std::thread([this] {
     NameThisThread("ws-source");
     Loop();
@@ -120,24 +236,98 @@ void AppendSource::Loop() {
 }
 
 absl::Status AppendSource::Rescan() {
+  WALSHIP_ASSIGN_OR_RETURN(auto sizes, ListSegments());
+  return PublishChecked(std::move(sizes));
+}
+
+absl::StatusOr<std::map<std::string, uint64_t>> AppendSource::ListSegments() {
   DIR* d = opendir(options_.wal_dir.c_str());
   if (d == nullptr) {
     return sys::ErrnoToStatus(errno, absl::StrCat("open WAL directory ", options_.wal_dir));
   }
   std::map<std::string, uint64_t> sizes;
+  std::map<std::string, std::vector<std::string>> by_shape;
+  std::set<std::string> seen;
+  absl::Status unshippable;
+  skipped_shapes_.clear();
   while (dirent* e = readdir(d)) {
     std::string name = e->d_name;
     if (name.empty() || name[0] == '.') continue;
-    if (!wire::ValidateSegmentName(name).ok()) continue;
-    struct stat st;
+    seen.insert(name);
     std::string path = absl::StrCat(options_.wal_dir, "/", name);
-    sys::SysResult r = sys_.Stat(path.c_str(), &st);
-    if (!r.ok()) continue;  // deleted between readdir and stat
-    if (!S_ISREG(st.st_mode)) continue;
+    struct stat st;
+    if (!sys_.Lstat(path.c_str(), &st).ok()) continue;  // deleted since readdir
+    if (S_ISLNK(st.st_mode)) {
+      NoteOnce(name, true, absl::StrCat(path, " is a symbolic link: not followed (only "
+                                              "regular files are segments)"));
+      continue;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      NoteOnce(name, false, absl::StrCat(path, " is not a regular file: skipped"));
+      continue;
+    }
+    absl::Status valid = wire::ValidateSegmentName(name);
+    if (pattern_.has_value()) {
+      if (!pattern_->Matches(name)) {
+        ++skipped_shapes_[NameShape(name)];
+        NoteOnce(name, false, absl::StrCat(path, " does not match the segment pattern ",
+                                           pattern_->text(), ": skipped"));
+        continue;
+      }
+      if (!valid.ok()) {
+        unshippable = absl::FailedPreconditionError(
+            absl::StrCat(path, " matches the segment pattern ", pattern_->text(),
+                         " but cannot be shipped: ", valid.message()));
+        continue;
+      }
+    } else if (!valid.ok()) {
+      NoteOnce(name, false, absl::StrCat(path, " is not a segment: ", valid.message()));
+      continue;
+    } else {
+      by_shape[NameShape(name)].push_back(name);
+    }
     sizes[name] = static_cast<uint64_t>(st.st_size);
   }
   closedir(d);
-  return PublishChecked(std::move(sizes));
+  for (auto it = noted_.begin(); it != noted_.end();) {
+    it = seen.count(*it) ? std::next(it) : noted_.erase(it);
+  }
+  if (!unshippable.ok()) return unshippable;
+  if (!pattern_.has_value()) WALSHIP_RETURN_IF_ERROR(CheckShapes(by_shape));
+  return sizes;
+}
+
+absl::Status AppendSource::CheckShapes(
+    const std::map<std::string, std::vector<std::string>>& by_shape) {
+  if (by_shape.empty()) return absl::OkStatus();
+  if (by_shape.size() == 1 && (shape_.empty() || by_shape.begin()->first == shape_)) {
+    shape_ = by_shape.begin()->first;
+    return absl::OkStatus();
+  }
+  std::vector<std::string> shapes;
+  if (!shape_.empty() && by_shape.count(shape_) == 0) {
+    shapes.push_back(absl::StrCat(shape_, " (followed so far; no such file now)"));
+  }
+  for (const auto& [shape, names] : by_shape) {
+    const std::string& example = *std::min_element(names.begin(), names.end());
+    shapes.push_back(absl::StrCat(shape, " (", names.size(), names.size() == 1 ? " file" : " files",
+                                  example == shape ? "" : absl::StrCat(", e.g. ", example),
+                                  shape == shape_ ? "; followed so far" : "", ")"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the WAL directory ", options_.wal_dir, " holds files whose names have ", shapes.size(),
+      " shapes (N: digits): ", absl::StrJoin(shapes, ", "),
+      "; which of them are segments is not clear: give a segment pattern "
+      "(--segment-pattern=REGEX) that only the segments' names match"));
+}
+
+void AppendSource::NoteOnce(const std::string& name, bool warn, const std::string& what) {
+  if (!noted_.insert(name).second) return;
+  if (warn) {
+    spdlog::warn("{}", what);
+  } else {
+    spdlog::debug("{}", what);
+  }
 }
 
 absl::Status AppendSource::RefreshTail() {
@@ -147,11 +337,10 @@ absl::Status AppendSource::RefreshTail() {
   if (!r.ok() || st.st_nlink == 0) return Rescan();
   std::map<std::string, uint64_t> sizes = published_;
   sizes[tail_name_] = static_cast<uint64_t>(st.st_size);
-  return PublishChecked(std::move(sizes));
+  return PublishChecked(std::move(sizes), /*tail_sized_by_fd=*/true);
 }
 
-absl::Status AppendSource::PublishChecked(std::map<std::string, uint64_t> sizes) {
-  std::string last = sizes.empty() ? std::string() : sizes.rbegin()->first;
+absl::Status AppendSource::CheckAppendOnly(const std::map<std::string, uint64_t>& sizes) const {
   for (const auto& [name, size] : sizes) {
     auto it = published_.find(name);
     if (it == published_.end()) continue;
@@ -160,31 +349,127 @@ absl::Status AppendSource::PublishChecked(std::map<std::string, uint64_t> sizes)
           "segment ", name, " in ", options_.wal_dir, " shrank from ", it->second,
           " to ", size, " bytes: the directory is not append-only"));
     }
-    bool was_complete = name != published_.rbegin()->first;
+    bool was_complete = name < published_tail_;
     if (was_complete && size != it->second) {
       return absl::DataLossError(absl::StrCat(
           "segment ", name, " grew from ", it->second, " to ", size,
           " bytes after a later segment appeared: the directory is not append-only"));
     }
   }
-  if (sizes == published_ && !published_.empty()) return absl::OkStatus();
-  std::vector<SegmentInfo> segs;
-  segs.reserve(sizes.size());
+  return absl::OkStatus();
+}
+
+absl::Status AppendSource::PublishChecked(std::map<std::string, uint64_t> sizes,
+                                          bool tail_sized_by_fd) {
+  WALSHIP_RETURN_IF_ERROR(CheckAppendOnly(sizes));
+  const std::string last = sizes.empty() ? std::string() : sizes.rbegin()->first;
+  UpdateTail(last, tail_sized_by_fd);
+  // What may be published: new bytes only once they are known to be written.
+  std::map<std::string, uint64_t> shippable;
   for (const auto& [name, size] : sizes) {
-    segs.push_back(SegmentInfo{name, size, name != last});
-  }
-  if (last != tail_name_) {
-    tail_fd_.reset();
-    tail_name_ = last;
-    if (!last.empty()) {
-      std::string path = absl::StrCat(options_.wal_dir, "/", last);
-      sys::SysResult r = sys_.Open(path.c_str(), O_RDONLY | O_CLOEXEC, 0);
-      if (r.ok()) tail_fd_.reset(static_cast<int>(r.rc));
+    auto it = published_.find(name);
+    const uint64_t from = it == published_.end() ? 0 : it->second;
+    const int fd = tail_sized_by_fd && name == tail_name_ ? tail_fd_.get() : -1;
+    WALSHIP_ASSIGN_OR_RETURN(bool written, CheckWritten(name, fd, from, size, name != last));
+    if (written) {
+      shippable[name] = size;
+    } else if (it != published_.end()) {
+      shippable[name] = from;
     }
   }
-  published_ = std::move(sizes);
+  if (shippable == published_ && last == published_tail_ && !published_.empty()) {
+    return absl::OkStatus();
+  }
+  std::vector<SegmentInfo> segs;
+  segs.reserve(shippable.size());
+  for (const auto& [name, size] : shippable) {
+    segs.push_back(SegmentInfo{name, size, name != last});
+  }
+  published_ = std::move(shippable);
+  published_tail_ = last;
   catalog_.Publish(std::move(segs));
   return absl::OkStatus();
+}
+
+void AppendSource::UpdateTail(const std::string& last, bool tail_sized_by_fd) {
+  if (last == tail_name_ && tail_fd_.valid()) {
+    // Still the file of that name (not one renamed over it)?
+    struct stat st;
+    if (tail_sized_by_fd || (sys_.Fstat(tail_fd_.get(), &st).ok() && st.st_nlink > 0)) return;
+  }
+  tail_fd_.reset();
+  tail_name_ = last;
+  if (last.empty()) return;
+  // Not a regular file any more: the next scan logs and skips it.
+  auto fd = sys::OpenRegularFile(sys_, absl::StrCat(options_.wal_dir, "/", last));
+  if (fd.ok()) tail_fd_ = *std::move(fd);
+}
+
+absl::StatusOr<bool> AppendSource::CheckWritten(const std::string& name, int fd, uint64_t from,
+                                                uint64_t size, bool complete) {
+  if (size <= from) return true;
+  const std::string path = absl::StrCat(options_.wal_dir, "/", name);
+  sys::UniqueFd own;
+  if (fd < 0) {
+    absl::StatusOr<sys::UniqueFd> opened = sys::OpenRegularFile(sys_, path);
+    // Gone, or no longer a regular file, since it was listed: the next scan
+    // tells.
+    if (absl::IsNotFound(opened.status()) || absl::IsFailedPrecondition(opened.status())) {
+      return false;
+    }
+    if (!opened.ok()) return opened.status();
+    own = *std::move(opened);
+    fd = own.get();
+  }
+  // A hole (sparse, or preallocated and never written) before `size`.
+  sys::SysResult hole = sys_.Lseek(fd, static_cast<off_t>(from), SEEK_HOLE);
+  if (hole.ok() && static_cast<uint64_t>(hole.rc) < size) {
+    return RefusePreallocated(name, fd, from, size, static_cast<uint64_t>(hole.rc), true);
+  }
+  // ENXIO: shorter than `from` by now; the next look reports the shrink.
+  // Other errors: the file system cannot tell; the zeros still can.
+  if (!hole.ok() && hole.err == ENXIO) return false;
+  absl::StatusOr<bool> zeros = EndsInZeroRun(sys_, fd, size);
+  if (zeros.status().code() == absl::StatusCode::kOutOfRange) return false;  // shrank
+  if (!zeros.ok()) return zeros.status();
+  if (!*zeros) {
+    if (zero_tail_.has_value() && zero_tail_->name == name) zero_tail_.reset();
+    return true;
+  }
+  const uint64_t run_from = size - kPreallocatedZeroRun;
+  if (complete) return RefusePreallocated(name, fd, from, size, run_from, false);
+  const absl::Time now = absl::Now();
+  if (zero_tail_.has_value() && zero_tail_->name == name && zero_tail_->size == size) {
+    if (now - zero_tail_->since < options_.zero_tail_grace) return false;
+    return RefusePreallocated(name, fd, from, size, run_from, false);
+  }
+  spdlog::debug("segment {} ends in {} zero bytes at {} bytes: not shipped past {} unless data "
+                "follows them within {}",
+                path, kPreallocatedZeroRun, size, from,
+                absl::FormatDuration(options_.zero_tail_grace));
+  zero_tail_ = ZeroTail{name, size, now};
+  return false;
+}
+
+absl::Status AppendSource::RefusePreallocated(const std::string& name, int fd, uint64_t from,
+                                              uint64_t size, uint64_t unwritten_from,
+                                              bool hole) {
+  WALSHIP_ASSIGN_OR_RETURN(uint64_t data_end, DataEnd(sys_, fd, unwritten_from));
+  std::string why =
+      hole ? absl::StrCat("its bytes from offset ", unwritten_from,
+                          " were never written (a hole, or a range preallocated with "
+                          "fallocate) although the file is ",
+                          size, " bytes long")
+           : absl::StrCat("it ends in ", size - data_end, " zero bytes, from offset ", data_end,
+                          " to its size ", size,
+                          ": the zeros of a preallocated file past its written data");
+  return absl::FailedPreconditionError(absl::StrCat(
+      "segment ", name, " in ", options_.wal_dir, " looks preallocated: ", why,
+      "; its data ends at offset ", data_end,
+      ". walship ships only files that grow by appends, never a preallocated file's zeros "
+      "(writers that preallocate and write in place, as etcd does, are not supported); "
+      "nothing of it past offset ",
+      from, " was published"));
 }
 
 }  // namespace walship::agent

@@ -34,6 +34,12 @@ int main(int argc, char** argv) {
                "grow only by appends; a segment is complete once a later one exists. "
                "postgres: --wal-dir is PGDATA/pg_wal; ships only WAL the primary has "
                "flushed, page headers validated, timeline history files included.");
+  flags.String("segment-pattern", &o.segment_pattern,
+               "append: regular expression (ECMAScript, matched against the whole name) "
+               "that only segment files' names match, e.g. 'mysql-bin\\.([0-9]{6})'; other "
+               "files are skipped. A capturing group is the sequence number: consecutive "
+               "segments must have consecutive numbers. Default: every file, if all names "
+               "have one shape (digits aside); names of several shapes stop the agent.");
   flags.String("pg-conninfo", &o.pg_conninfo,
                "postgres: libpq connection string of the primary, e.g. 'host=/run/postgresql "
                "port=5432 user=postgres dbname=postgres'.");

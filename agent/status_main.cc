@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "agent/status_watch.h"
 #include "common/flags.h"
+#include "common/logging.h"
 #include "common/tls.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/walship.grpc.pb.h"
@@ -151,6 +152,12 @@ int main(int argc, char** argv) {
   }
   if (!problem.empty()) {
     std::fprintf(stderr, "walship-status: %s\n", problem.c_str());
+    return 1;
+  }
+  // Warnings (a certificate about to expire, ...) go to stderr: stdout
+  // carries only the status, which --json makes machine-read.
+  if (absl::Status s = walship::InitLogging("walship-status", "info"); !s.ok()) {
+    std::fprintf(stderr, "walship-status: %s\n", std::string(s.message()).c_str());
     return 1;
   }
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = walship::MakeChannel(agent, tls);

@@ -3,11 +3,23 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 
 namespace walship {
+namespace {
+
+// Whatever logs before InitLogging (a warning while flags are read) goes to
+// stderr too.
+const bool kDefaultLoggerOnStderr = [] {
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("", std::make_shared<spdlog::sinks::stderr_sink_mt>()));
+  return true;
+}();
+
+}  // namespace
 
 absl::Status InitLogging(absl::string_view program, absl::string_view level) {
   spdlog::level::level_enum lvl = spdlog::level::from_str(std::string(level));

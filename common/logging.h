@@ -1,4 +1,11 @@
 // logging.h: process-wide spdlog set-up for the walship binaries.
+//
+// Every log line of every walship binary goes to stderr; stdout carries only
+// the output a command was asked for (walship-status --json, --help,
+// --print-config). spdlog's own default logger writes to stdout, so linking
+// this library replaces it, before main() runs, with one that writes to
+// stderr; InitLogging then sets the program name, format and level. A
+// binary that logs must depend on this library and call InitLogging.
 #ifndef WALSHIP_COMMON_LOGGING_H_
 #define WALSHIP_COMMON_LOGGING_H_
 

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <utility>
 
@@ -54,6 +55,25 @@ absl::StatusOr<UniqueFd> OpenFile(SysCalls& sys, const std::string& path,
     if (r.err == EINTR) continue;  // Possible on FIFOs and some NFS mounts.
     return sys::ErrnoToStatus(r.err, absl::StrCat("open ", path));
   }
+}
+
+absl::StatusOr<UniqueFd> OpenRegularFile(SysCalls& sys, const std::string& path) {
+  SysResult r;
+  do {
+    r = sys.Open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
+  } while (!r.ok() && r.err == EINTR);
+  if (!r.ok() && r.err == ELOOP) {  // O_NOFOLLOW met a symbolic link
+    return absl::FailedPreconditionError(absl::StrCat(path, " is a symbolic link: not followed"));
+  }
+  if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("open ", path));
+  UniqueFd fd(static_cast<int>(r.rc));
+  struct stat st;
+  const SysResult s = sys.Fstat(fd.get(), &st);
+  if (!s.ok()) return sys::ErrnoToStatus(s.err, absl::StrCat("fstat ", path));
+  if (!S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
+  }
+  return fd;
 }
 
 absl::Status FsyncDir(SysCalls& sys, const std::string& dir) {

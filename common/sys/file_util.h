@@ -40,6 +40,17 @@ namespace sys {
 absl::StatusOr<UniqueFd> OpenFile(SysCalls& sys, const std::string& path,
                                   int flags, mode_t mode = 0644);
 
+// OpenRegularFile()
+//
+// Opens `path` for reading only if it is a regular file: never through a
+// symbolic link in its last component (O_NOFOLLOW), and without blocking
+// should it be a FIFO (O_NONBLOCK, which changes nothing for reads of a
+// regular file). kFailedPrecondition naming the path when it is a symbolic
+// link or not a regular file; otherwise as OpenFile (kNotFound, ...). For
+// files a directory listing named, e.g. WAL segments: a link planted in the
+// directory must never make its target shippable.
+absl::StatusOr<UniqueFd> OpenRegularFile(SysCalls& sys, const std::string& path);
+
 // FsyncDir()
 //
 // fsync(2)s the directory `dir`, making previously created, renamed or

@@ -66,6 +66,14 @@ SysResult RealSysCalls::Stat(const char* path, struct stat* st) {
   return Capture(::stat(path, st));
 }
 
+SysResult RealSysCalls::Lstat(const char* path, struct stat* st) {
+  return Capture(::lstat(path, st));
+}
+
+SysResult RealSysCalls::Lseek(int fd, off_t off, int whence) {
+  return Capture(::lseek(fd, off, whence));
+}
+
 SysResult RealSysCalls::Fcntl(int fd, int cmd, long arg) {  // NOLINT
   return Capture(::fcntl(fd, cmd, arg));
 }

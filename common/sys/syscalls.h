@@ -77,6 +77,12 @@ class SysCalls {
   virtual SysResult Pwrite(int fd, const void* buf, size_t n, off_t off) = 0;
   virtual SysResult Fstat(int fd, struct stat* st) = 0;
   virtual SysResult Stat(const char* path, struct stat* st) = 0;
+  // lstat(2): a symbolic link is described, not followed.
+  virtual SysResult Lstat(const char* path, struct stat* st) = 0;
+  // lseek(2); rc is the resulting offset. SEEK_DATA / SEEK_HOLE find the
+  // next data / hole at or after `off` (ENXIO when `off` is at or past the
+  // end); file systems report preallocated, never written ranges as holes.
+  virtual SysResult Lseek(int fd, off_t off, int whence) = 0;
   // `arg` is long because fcntl(2)'s third argument is.
   virtual SysResult Fcntl(int fd, int cmd, long arg) = 0;  // NOLINT
   virtual SysResult Fdatasync(int fd) = 0;
@@ -158,6 +164,8 @@ class RealSysCalls : public SysCalls {
   SysResult Pwrite(int fd, const void* buf, size_t n, off_t off) override;
   SysResult Fstat(int fd, struct stat* st) override;
   SysResult Stat(const char* path, struct stat* st) override;
+  SysResult Lstat(const char* path, struct stat* st) override;
+  SysResult Lseek(int fd, off_t off, int whence) override;
   SysResult Fcntl(int fd, int cmd, long arg) override;  // NOLINT
   SysResult Fdatasync(int fd) override;
   SysResult Fsync(int fd) override;

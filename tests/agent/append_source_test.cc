@@ -2,9 +2,11 @@
 // shipped; SegmentCatalog hands out snapshots and wakes waiters.
 #include "agent/append_source.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -12,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "agent/segment_catalog.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/log_capture.h"
 #include "tests/fakes/temp_dir.h"
 
 namespace walship::agent {
@@ -60,7 +63,8 @@ TEST(AppendSourceTest, FollowsGrowthAndNewSegments) {
   EXPECT_EQ((*s.segments)[0].shippable, 150u);
 
   Append(dir + "/seg-002", 7);
-  s = WaitFor(catalog, [](const CatalogSnapshot& c) { return c.segments->size() == 2; });
+  // (The file may be seen empty first, between its creation and the write.)
+  s = WaitFor(catalog, [](const CatalogSnapshot& c) { return c.End().offset == 7; });
   ASSERT_EQ(s.segments->size(), 2u);
   EXPECT_TRUE((*s.segments)[0].complete);
   EXPECT_FALSE((*s.segments)[1].complete);
@@ -119,6 +123,374 @@ TEST(AppendSourceTest, StreamIdIsStableAndDistinct) {
   ASSERT_TRUE(ia.ok() && ia2.ok() && ib.ok());
   EXPECT_EQ(*ia, *ia2);
   EXPECT_NE(*ia, *ib);
+}
+
+// As etcd makes a WAL file: `size` bytes preallocated with fallocate, then
+// `data` written in place at offset 0.
+void Preallocate(const std::string& path, off_t size, const std::string& data) {
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << path;
+  ASSERT_EQ(fallocate(fd, 0, 0, size), 0) << path;
+  if (!data.empty()) {
+    ASSERT_EQ(pwrite(fd, data.data(), data.size(), 0), static_cast<ssize_t>(data.size()));
+  }
+  close(fd);
+}
+
+// The catalog's entry for `name`, or null.
+const SegmentInfo* Entry(const CatalogSnapshot& s, const std::string& name) {
+  int i = s.Find(name);
+  return i < 0 ? nullptr : &(*s.segments)[i];
+}
+
+TEST(AppendSourceTest, PreallocatedSegmentIsRefused) {
+  std::string dir = testing::FreshTempDir("prealloc");
+  Append(dir + "/seg-001", 100);
+  Preallocate(dir + "/seg-002", 4 << 20, std::string(3000, 'r'));
+  testing::LogCapture logs;
+  SegmentCatalog catalog;
+  AppendSourceOptions o;
+  o.wal_dir = dir;
+  AppendSource source(sys::DefaultSysCalls(), o, catalog);
+  absl::Status s = source.Start();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("seg-002"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("looks preallocated"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("data ends at offset 3000"), std::string::npos) << s;
+  const SegmentInfo* e = Entry(catalog.Get(), "seg-002");
+  EXPECT_TRUE(e == nullptr || e->shippable == 0) << e->shippable;
+}
+
+TEST(AppendSourceTest, SegmentPreallocatedAfterItsBeginningWasPublishedIsRefused) {
+  std::string dir = testing::FreshTempDir("prealloc-late");
+  Append(dir + "/seg-001", 100);
+  testing::LogCapture logs;
+  SegmentCatalog catalog;
+  AppendSourceOptions o;
+  o.wal_dir = dir;
+  AppendSource source(sys::DefaultSysCalls(), o, catalog);
+  ASSERT_TRUE(source.Start().ok());
+  // The writer appends, then extends the open segment by preallocation (to
+  // go on writing in place).
+  Append(dir + "/seg-001", 200, 'y');
+  Preallocate(dir + "/seg-001", 4 << 20, "");
+  CatalogSnapshot s =
+      WaitFor(catalog, [](const CatalogSnapshot& c) { return !c.source_status.ok(); });
+  EXPECT_EQ(s.source_status.code(), absl::StatusCode::kFailedPrecondition) << s.source_status;
+  EXPECT_NE(s.source_status.message().find("seg-001"), std::string::npos);
+  EXPECT_NE(s.source_status.message().find("data ends at offset 300"), std::string::npos)
+      << s.source_status;
+  // Publications only grow: the last one is the most ever published.
+  ASSERT_NE(Entry(s, "seg-001"), nullptr);
+  EXPECT_LE(Entry(s, "seg-001")->shippable, 300u);
+  EXPECT_TRUE(logs.Logged("WAL source failed", "looks preallocated"));
+  source.Stop();
+}
+
+TEST(AppendSourceTest, SparseSegmentIsRefused) {
+  std::string dir = testing::FreshTempDir("sparse");
+  Append(dir + "/seg-001", 5000);
+  ASSERT_EQ(truncate((dir + "/seg-001").c_str(), 1 << 20), 0);
+  SegmentCatalog catalog;
+  AppendSourceOptions o;
+  o.wal_dir = dir;
+  AppendSource source(sys::DefaultSysCalls(), o, catalog);
+  absl::Status s = source.Start();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("data ends at offset 5000"), std::string::npos) << s;
+}
+
+TEST(AppendSourceTest, CompleteSegmentEndingInZerosIsRefused) {
+  // Zeros written out (no holes): only the trailing run tells.
+  std::string dir = testing::FreshTempDir("zeros");
+  Append(dir + "/seg-001", 1000);
+  Append(dir + "/seg-001", 256 << 10, '\0');
+  Append(dir + "/seg-002", 10);
+  SegmentCatalog catalog;
+  AppendSourceOptions o;
+  o.wal_dir = dir;
+  AppendSource source(sys::DefaultSysCalls(), o, catalog);
+  absl::Status s = source.Start();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("data ends at offset 1000"), std::string::npos) << s;
+}
+
+TEST(AppendSourceTest, ShortRunsOfZerosAreData) {
+  std::string dir = testing::FreshTempDir("few-zeros");
+  Append(dir + "/seg-001", 1000);
+  Append(dir + "/seg-001", 1000, '\0');
+  Append(dir + "/seg-002", 10);
+  Append(dir + "/seg-002", 1000, '\0');
+  SegmentCatalog catalog;
+  AppendSourceOptions o;
+  o.wal_dir = dir;
+  AppendSource source(sys::DefaultSysCalls(), o, catalog);
+  ASSERT_TRUE(source.Start().ok());
+  CatalogSnapshot s = catalog.Get();
+  ASSERT_EQ(s.segments->size(), 2u);
+  EXPECT_EQ((*s.segments)[0].shippable, 2000u);
+  EXPECT_EQ((*s.segments)[1].shippable, 1010u);
+  source.Stop();
+}
+
+TEST(AppendSourceTest, SymlinksAreNotFollowed) {
+  std::string dir = testing::FreshTempDir("symlink");
+  std::string outside = testing::FreshTempDir("symlink-outside");
+  Append(outside + "/hostname", 20);
+  Append(dir + "/seg-001", 100);
+  ASSERT_EQ(symlink((outside + "/hostname").c_str(), (dir + "/seg-002").c_str()), 0);
+  testing::LogCapture logs;
+  SegmentCatalog catalog;
+  AppendSourceOptions o;
+  o.wal_dir = dir;
+  o.rescan_interval = absl::Milliseconds(50);
+  AppendSource source(sys::DefaultSysCalls(), o, catalog);
+  ASSERT_TRUE(source.Start().ok());
+  CatalogSnapshot s = catalog.Get();
+  ASSERT_EQ(s.segments->size(), 1u);
+  EXPECT_EQ((*s.segments)[0].name, "seg-001");
+  EXPECT_FALSE((*s.segments)[0].complete);
+  EXPECT_TRUE(logs.Logged("seg-002", "symbolic link"));
+  // A link made later is skipped too; the real segment after it is followed.
+  ASSERT_EQ(symlink((outside + "/hostname").c_str(), (dir + "/seg-003").c_str()), 0);
+  Append(dir + "/seg-004", 7);
+  s = WaitFor(catalog, [](const CatalogSnapshot& c) { return c.Find("seg-004") >= 0; });
+  EXPECT_EQ(s.Find("seg-002"), -1);
+  EXPECT_EQ(s.Find("seg-003"), -1);
+  ASSERT_EQ(s.segments->size(), 2u);
+  EXPECT_TRUE((*s.segments)[0].complete);
+  EXPECT_TRUE(logs.Logged("seg-003", "symbolic link"));
+  EXPECT_TRUE(s.source_status.ok()) << s.source_status;
+  source.Stop();
+}
+
+TEST(AppendSourceTest, NamesOfSeveralShapesAreRefusedWithoutAPattern) {
+  std::string dir = testing::FreshTempDir("shapes");
+  Append(dir + "/mysql-bin.000001", 100);
+  Append(dir + "/mysql-bin.000002", 100);
+  Append(dir + "/mysql-bin.index", 40);
+  SegmentCatalog catalog;
+  AppendSourceOptions o;
+  o.wal_dir = dir;
+  AppendSource source(sys::DefaultSysCalls(), o, catalog);
+  absl::Status s = source.Start();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("mysql-bin.N (2 files"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("mysql-bin.index (1 file"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("segment pattern"), std::string::npos) << s;
+}
+
+TEST(AppendSourceTest, AFileOfAnotherShapeFailsTheSourceWithoutAPattern) {
+  std::string dir = testing::FreshTempDir("new-shape");
+  Append(dir + "/000004.log", 100);
+  testing::LogCapture logs;
+  SegmentCatalog catalog;
+  AppendSourceOptions o;
+  o.wal_dir = dir;
+  AppendSource source(sys::DefaultSysCalls(), o, catalog);
+  ASSERT_TRUE(source.Start().ok());
+  Append(dir + "/000005.log", 10);
+  WaitFor(catalog, [](const CatalogSnapshot& c) { return c.segments->size() == 2; });
+  Append(dir + "/LOG", 10);  // RocksDB's info log
+  CatalogSnapshot s =
+      WaitFor(catalog, [](const CatalogSnapshot& c) { return !c.source_status.ok(); });
+  EXPECT_EQ(s.source_status.code(), absl::StatusCode::kFailedPrecondition) << s.source_status;
+  EXPECT_NE(s.source_status.message().find("LOG (1 file"), std::string::npos)
+      << s.source_status;
+  EXPECT_NE(s.source_status.message().find("N.log (2 files"), std::string::npos)
+      << s.source_status;
+  EXPECT_EQ(s.Find("LOG"), -1);
+  EXPECT_TRUE(logs.Logged("WAL source failed", "LOG"));
+  source.Stop();
+}
+
+// Counts the source's looks for holes.
+class CountingSysCalls : public sys::RealSysCalls {
+ public:
+  sys::SysResult Lseek(int fd, off_t off, int whence) override {
+    if (whence == SEEK_HOLE) hole_seeks_++;
+    return sys::RealSysCalls::Lseek(fd, off, whence);
+  }
+  int hole_seeks() const { return hole_seeks_.load(); }
+
+ private:
+  std::atomic<int> hole_seeks_{0};
+};
+
+// 1000 bytes of data, then 100 KiB of zeros: the end of a preallocated file,
+// or a writer in the middle of a record whose last bytes are zeros.
+std::string DataThenZeros() { return std::string(1000, 'd') + std::string(100 << 10, '\0'); }
+
+TEST(AppendSourceTest, OpenSegmentEndingInZerosIsHeldUntilDataFollows) {
+  std::string dir = testing::FreshTempDir("zero-tail");
+  Append(dir + "/seg-001", 500);
+  testing::WriteFile(dir + "/seg-002", DataThenZeros());
+  CountingSysCalls sys;
+  SegmentCatalog catalog;
+  AppendSourceOptions o;
+  o.wal_dir = dir;
+  o.rescan_interval = absl::Milliseconds(20);
+  o.zero_tail_grace = absl::Hours(1);  // held, not refused, while the test looks
+  AppendSource source(sys, o, catalog);
+  ASSERT_TRUE(source.Start().ok());
+  const int looks = sys.hole_seeks();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (sys.hole_seeks() < looks + 3 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_GE(sys.hole_seeks(), looks + 3) << "the source did not look at the zeros again";
+  CatalogSnapshot s = catalog.Get();
+  ASSERT_EQ(s.segments->size(), 1u);  // seg-002 held back; seg-001 complete
+  EXPECT_TRUE((*s.segments)[0].complete);
+  EXPECT_TRUE(s.source_status.ok()) << s.source_status;
+  // The record ends: the zeros were data after all.
+  Append(dir + "/seg-002", 10);
+  s = WaitFor(catalog, [](const CatalogSnapshot& c) { return c.Find("seg-002") >= 0; });
+  ASSERT_GE(s.Find("seg-002"), 0);
+  EXPECT_EQ(Entry(s, "seg-002")->shippable, DataThenZeros().size() + 10);
+  EXPECT_TRUE(s.source_status.ok()) << s.source_status;
+  source.Stop();
+}
+
+TEST(AppendSourceTest, OpenSegmentStillEndingInZerosAfterTheGraceIsRefused) {
+  std::string dir = testing::FreshTempDir("zero-tail-refused");
+  testing::WriteFile(dir + "/seg-001", DataThenZeros());
+  SegmentCatalog catalog;
+  AppendSourceOptions o;
+  o.wal_dir = dir;
+  o.rescan_interval = absl::Milliseconds(20);
+  o.zero_tail_grace = absl::ZeroDuration();  // refused at the second look
+  AppendSource source(sys::DefaultSysCalls(), o, catalog);
+  ASSERT_TRUE(source.Start().ok());  // the first look holds it back
+  CatalogSnapshot s =
+      WaitFor(catalog, [](const CatalogSnapshot& c) { return !c.source_status.ok(); });
+  EXPECT_EQ(s.source_status.code(), absl::StatusCode::kFailedPrecondition) << s.source_status;
+  EXPECT_NE(s.source_status.message().find("data ends at offset 1000"), std::string::npos)
+      << s.source_status;
+  EXPECT_EQ(s.Find("seg-001"), -1);
+  source.Stop();
+}
+
+TEST(AppendSourceTest, ZerosAtTheEndOfTheOpenSegmentAreRefusedWhenItCompletes) {
+  std::string dir = testing::FreshTempDir("zero-tail-complete");
+  testing::WriteFile(dir + "/seg-001", DataThenZeros());
+  SegmentCatalog catalog;
+  AppendSourceOptions o;
+  o.wal_dir = dir;
+  o.zero_tail_grace = absl::Hours(1);
+  AppendSource source(sys::DefaultSysCalls(), o, catalog);
+  ASSERT_TRUE(source.Start().ok());
+  Append(dir + "/seg-002", 10);
+  CatalogSnapshot s =
+      WaitFor(catalog, [](const CatalogSnapshot& c) { return !c.source_status.ok(); });
+  EXPECT_EQ(s.source_status.code(), absl::StatusCode::kFailedPrecondition) << s.source_status;
+  EXPECT_NE(s.source_status.message().find("seg-001"), std::string::npos) << s.source_status;
+  EXPECT_EQ(s.Find("seg-001"), -1);
+  source.Stop();
+}
+
+TEST(NameShapeTest, DigitRunsBecomeN) {
+  EXPECT_EQ(NameShape("mysql-bin.000001"), "mysql-bin.N");
+  EXPECT_EQ(NameShape("mysql-bin.index"), "mysql-bin.index");
+  EXPECT_EQ(NameShape("000005.log"), "N.log");
+  EXPECT_EQ(NameShape("LOG"), "LOG");
+  EXPECT_EQ(NameShape("MANIFEST-000004"), "MANIFEST-N");
+  EXPECT_EQ(NameShape("0000000000000001-0000000000000000.wal"), "N-N.wal");
+  EXPECT_EQ(NameShape("seg-99999999"), NameShape("seg-100000000"));
+}
+
+TEST(SegmentPatternTest, SuccessorIncrementsGroupOneAtTheSameWidth) {
+  auto p = SegmentPattern::Compile(R"(mysql-bin\.([0-9]{6}))");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->has_sequence());
+  EXPECT_EQ(p->Successor("mysql-bin.000001"), "mysql-bin.000002");
+  EXPECT_EQ(p->Successor("mysql-bin.000009"), "mysql-bin.000010");
+  EXPECT_EQ(p->Successor("mysql-bin.099999"), "mysql-bin.100000");
+  EXPECT_EQ(p->Successor("mysql-bin.999999"), std::nullopt);  // overflows the width
+  EXPECT_EQ(p->Successor("mysql-bin.index"), std::nullopt);   // not a segment
+  auto wal = SegmentPattern::Compile(R"(([0-9]{16})-[0-9]{16}\.wal)");
+  ASSERT_TRUE(wal.ok());
+  EXPECT_EQ(wal->Successor("0000000000000009-0000000000000123.wal"),
+            "0000000000000010-0000000000000123.wal");
+  // Group 1 is the sequence number even when other digits follow it.
+  auto rocks = SegmentPattern::Compile(R"(([0-9]+)\.log)");
+  ASSERT_TRUE(rocks.ok());
+  EXPECT_EQ(rocks->Successor("000129.log"), "000130.log");
+}
+
+TEST(SegmentPatternTest, NoSuccessorWithoutADecimalGroup) {
+  auto p = SegmentPattern::Compile(R"(mysql-bin\.[0-9]{6})");
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->has_sequence());
+  EXPECT_TRUE(p->Matches("mysql-bin.000001"));
+  EXPECT_FALSE(p->Matches("mysql-bin.000001.tmp"));  // a full match only
+  EXPECT_FALSE(p->Matches("x-mysql-bin.000001"));
+  EXPECT_EQ(p->Successor("mysql-bin.000001"), std::nullopt);
+  auto hex = SegmentPattern::Compile(R"(seg-([0-9a-f]{4}))");
+  ASSERT_TRUE(hex.ok());
+  EXPECT_EQ(hex->Successor("seg-00a1"), std::nullopt);  // not decimal
+  EXPECT_EQ(hex->Successor("seg-0001"), "seg-0002");
+  // The successor must be a name the pattern matches.
+  auto minutes = SegmentPattern::Compile(R"(log-([0-5][0-9]))");
+  ASSERT_TRUE(minutes.ok());
+  EXPECT_EQ(minutes->Successor("log-58"), "log-59");
+  EXPECT_EQ(minutes->Successor("log-59"), std::nullopt);
+}
+
+TEST(SegmentPatternTest, BadPatternIsInvalidArgument) {
+  auto p = SegmentPattern::Compile("mysql-bin\\.[0-9{6}");
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << p.status();
+  EXPECT_NE(p.status().message().find("mysql-bin"), std::string::npos) << p.status();
+  EXPECT_EQ(SegmentPattern::Compile("").status().code(), absl::StatusCode::kInvalidArgument);
+
+  SegmentCatalog catalog;
+  AppendSourceOptions o;
+  o.wal_dir = testing::FreshTempDir("bad-pattern");
+  o.segment_pattern = "(unclosed";
+  AppendSource source(sys::DefaultSysCalls(), o, catalog);
+  EXPECT_EQ(source.Start().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(source.Successor("anything"), std::nullopt);
+}
+
+TEST(AppendSourceTest, APatternSelectsTheSegments) {
+  std::string dir = testing::FreshTempDir("pattern");
+  Append(dir + "/mysql-bin.000001", 100);
+  Append(dir + "/mysql-bin.000002", 50);
+  Append(dir + "/mysql-bin.index", 40);
+  testing::LogCapture logs;
+  SegmentCatalog catalog;
+  AppendSourceOptions o;
+  o.wal_dir = dir;
+  o.segment_pattern = R"(mysql-bin\.([0-9]{6}))";
+  AppendSource source(sys::DefaultSysCalls(), o, catalog);
+  ASSERT_TRUE(source.Start().ok());
+  EXPECT_TRUE(logs.Logged("segment pattern", "mysql-bin.index (1)"));
+  EXPECT_EQ(source.Successor("mysql-bin.000002"), "mysql-bin.000003");
+  CatalogSnapshot s = catalog.Get();
+  ASSERT_EQ(s.segments->size(), 2u);
+  EXPECT_EQ((*s.segments)[1].name, "mysql-bin.000002");
+  EXPECT_FALSE((*s.segments)[1].complete);
+  Append(dir + "/mysql-bin.state", 10);  // written at shutdown: not a segment
+  Append(dir + "/mysql-bin.000002", 5);
+  s = WaitFor(catalog, [](const CatalogSnapshot& c) { return c.End().offset == 55; });
+  ASSERT_EQ(s.segments->size(), 2u);
+  EXPECT_FALSE((*s.segments)[1].complete);
+  EXPECT_TRUE(s.source_status.ok()) << s.source_status;
+  source.Stop();
+}
+
+TEST(AppendSourceTest, AMatchingNameThatCannotBeShippedFailsTheSource) {
+  std::string dir = testing::FreshTempDir("pattern-unshippable");
+  Append(dir + "/wal-1", 10);
+  Append(dir + "/wal-2.tmp", 10);
+  SegmentCatalog catalog;
+  AppendSourceOptions o;
+  o.wal_dir = dir;
+  o.segment_pattern = R"(wal-[0-9]+.*)";
+  AppendSource source(sys::DefaultSysCalls(), o, catalog);
+  absl::Status s = source.Start();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("wal-2.tmp"), std::string::npos) << s;
 }
 
 TEST(SegmentCatalogTest, WaitWakesOnPublishAndShutdown) {

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <map>
 #include <string>
@@ -182,6 +183,25 @@ TEST_F(FileUtilTest, OpenFileAddsCloexec) {
 TEST_F(FileUtilTest, OpenFileMissingIsNotFound) {
   EXPECT_EQ(OpenFile(real_, Path("nope"), O_RDONLY).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+TEST_F(FileUtilTest, OpenRegularFileRefusesLinksAndOtherFiles) {
+  ASSERT_TRUE(WriteFileAtomically(real_, dir_, "target", "secret").ok());
+  absl::StatusOr<UniqueFd> fd = OpenRegularFile(real_, Path("target"));
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  EXPECT_TRUE(::fcntl(fd->get(), F_GETFD) & FD_CLOEXEC);
+
+  ASSERT_EQ(::symlink(Path("target").c_str(), Path("link").c_str()), 0);
+  absl::Status s = OpenRegularFile(real_, Path("link")).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr(Path("link") + " is a symbolic link"));
+
+  ASSERT_EQ(::mkfifo(Path("fifo").c_str(), 0600), 0);  // must not block
+  s = OpenRegularFile(real_, Path("fifo")).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("not a regular file"));
+
+  EXPECT_EQ(OpenRegularFile(real_, Path("nope")).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(FileUtilTest, FsyncDir) {
