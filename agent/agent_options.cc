@@ -20,6 +20,9 @@ absl::Status AgentOptions::Validate() const {
   if (format != "postgres" && !pg_conninfo.empty()) {
     return absl::InvalidArgumentError("--pg-conninfo is only for --format=postgres");
   }
+  if (format != "postgres" && !pg_data.empty()) {
+    return absl::InvalidArgumentError("--pg-data is only for --format=postgres");
+  }
   if (pg_feed_name.empty() || pg_feed_name.size() > 63 ||
       !std::all_of(pg_feed_name.begin(), pg_feed_name.end(),
                    [](char c) { return c > ' ' && c < 127; })) {

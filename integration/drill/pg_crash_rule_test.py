@@ -21,7 +21,8 @@ agent given the real path, or whose agent runs in another PID namespace:
    postmaster makes it apply the crash rule.
 3. pg_data_of_another_directory_is_refused_at_start: --pg-data naming another
    directory, or a --wal-dir that is not --pg-data's pg_wal, stops the agent
-   at start with a message naming both.
+   at start with a message naming both; --pg-data without --format=postgres
+   is a usage error.
 """
 import os
 import shutil
@@ -266,6 +267,12 @@ class PgCrashRuleTest(unittest.TestCase):
             self.assertEqual(rc, 1, text)
             self.assertIn(expect, text)
             self.assertIn(pg_data if "data directory" in expect else wal_dir, text)
+        # Nothing to check it against without PostgreSQL: a usage error.
+        p = dk.Proc(self.env, "agent-append", [
+            self.env.binaries["walship-agent"], "--wal-dir=%s" % other,
+            "--pg-data=%s" % self.data, "--insecure"], log_path)
+        self.assertEqual(p.wait(30), 2)
+        self.assertIn("--pg-data is only for --format=postgres", self.log_text(log_path))
 
 
 if __name__ == "__main__":
