@@ -157,6 +157,7 @@ absl::Status Agent::Start() {
     PostgresSourceOptions po;
     po.wal_dir = options_.wal_dir;
     po.conninfo = options_.pg_conninfo;
+    po.pg_data = options_.pg_data;
     po.stream_id = options_.stream_id;
     po.feed = options_.pg_feed;
     po.feed_name = options_.pg_feed_name;

@@ -30,6 +30,9 @@ absl::Status AgentOptions::Validate() const {
           absl::StrCat("--segment-pattern: ", p.status().message()));
     }
   }
+  if (format != "postgres" && !pg_data.empty()) {
+    return absl::InvalidArgumentError("--pg-data is only for --format=postgres");
+  }
   if (pg_feed_name.empty() || pg_feed_name.size() > 63 ||
       !std::all_of(pg_feed_name.begin(), pg_feed_name.end(),
                    [](char c) { return c > ' ' && c < 127; })) {

@@ -20,6 +20,9 @@ struct AgentOptions {
   std::string format = "append";
   // postgres: libpq connection string of the primary.
   std::string pg_conninfo;
+  // postgres: the primary's data directory (PGDATA). With it, and only with
+  // it, the crash rule runs (PostgresSourceOptions::pg_data); empty: off.
+  std::string pg_data;
   // postgres: physical replication slot that keeps unshipped WAL; empty for
   // none.
   std::string pg_slot = "walship";

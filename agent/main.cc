@@ -43,6 +43,14 @@ int main(int argc, char** argv) {
   flags.String("pg-conninfo", &o.pg_conninfo,
                "postgres: libpq connection string of the primary, e.g. 'host=/run/postgresql "
                "port=5432 user=postgres dbname=postgres'.");
+  flags.String("pg-data", &o.pg_data,
+               "postgres: the primary's data directory (PGDATA), checked at start against the "
+               "cluster's data_directory (the role needs pg_read_all_settings) and --wal-dir "
+               "against its pg_wal. Only with it does the crash rule run: once the postmaster "
+               "named in PGDATA/postmaster.pid (verified as the parent of the agent's backend, "
+               "so the agent must share its PID namespace and OS user) has exited, the agent "
+               "ships the valid WAL past the last flush position, as crash recovery replays "
+               "it. Empty: after a crash the agent waits for PostgreSQL to come back.");
   flags.String("pg-slot", &o.pg_slot,
                "postgres: physical replication slot the agent creates and advances to the "
                "oldest position every replica has flushed, so unshipped WAL is kept; empty "

@@ -3,13 +3,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -44,16 +42,29 @@ bool SameSegments(const std::vector<SegmentInfo>& a, const std::vector<SegmentIn
   return true;
 }
 
+// libpq's messages run over several lines; a log line is one.
+std::string OneLine(absl::string_view text) {
+  std::string out;
+  for (char c : absl::StripAsciiWhitespace(text)) {
+    const bool space = c == ' ' || c == '\n' || c == '\t';
+    if (!space) {
+      out.push_back(c);
+    } else if (out.back() != ' ') {
+      out.push_back(' ');
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 PostgresSource::PostgresSource(sys::SysCalls& sys, PostgresSourceOptions options,
                                SegmentCatalog& catalog)
-    : sys_(sys), options_(std::move(options)), catalog_(catalog), pg_(options_.conninfo) {
-  std::string dir = options_.wal_dir;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  size_t slash = dir.rfind('/');
-  pgdata_ = slash == std::string::npos ? "." : dir.substr(0, slash);
-}
+    : sys_(sys),
+      options_(std::move(options)),
+      catalog_(catalog),
+      pg_(options_.conninfo),
+      postmaster_(sys_, options_.pg_data) {}
 
 PostgresSource::~PostgresSource() { Stop(); }
 
@@ -83,6 +94,7 @@ absl::Status PostgresSource::Start() {
                                           : options_.stream_id;
   spdlog::info("PostgreSQL cluster {}: WAL segments of {} bytes, pages of {} bytes, in {}",
                exp_.system_id, exp_.segment_size, exp_.block_size, options_.wal_dir);
+  WALSHIP_RETURN_IF_ERROR(CheckPgData());
 
   auto watch = sys::DirWatch::Open(sys_, options_.wal_dir, WatchMask(false));
   if (!watch.ok()) return watch.status();
@@ -332,13 +344,62 @@ void PostgresSource::Loop() {
   }
 }
 
-bool PostgresSource::PostmasterRunning() const {
-  std::ifstream f(pgdata_ + "/postmaster.pid");
-  if (!f) return false;
-  long pid = 0;
-  f >> pid;
-  if (pid <= 0) return false;
-  return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+absl::Status PostgresSource::CheckPgData() {
+  if (!postmaster_.enabled()) {
+    spdlog::warn("without --pg-data the crash rule is off: after a crash of PostgreSQL the "
+                 "agent waits for it to come back instead of shipping the valid WAL past the "
+                 "last flush position");
+    return absl::OkStatus();
+  }
+  auto rows = pg_.Query("SELECT current_setting('data_directory')");
+  if (!rows.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--pg-data ", options_.pg_data, " cannot be checked against the cluster's "
+        "data_directory (", rows.status().message(), "): the agent's role needs "
+        "pg_read_all_settings; or leave --pg-data out to run without the crash rule"));
+  }
+  if (rows->size() != 1 || (*rows)[0].size() != 1) {
+    return absl::FailedPreconditionError("unexpected answer to the data_directory query");
+  }
+  WALSHIP_RETURN_IF_ERROR(postmaster_.CheckDataDirectory((*rows)[0][0], options_.wal_dir));
+  spdlog::info("--pg-data {} is the cluster's data directory and --wal-dir its pg_wal",
+               options_.pg_data);
+  return absl::OkStatus();
+}
+
+void PostgresSource::VerifyPostmaster(int backend_pid) {
+  if (!postmaster_.enabled() || backend_pid == verified_backend_) return;
+  verified_backend_ = backend_pid;
+  if (absl::Status s = postmaster_.Verify(backend_pid); !s.ok()) {
+    armed_logged_ = 0;
+    if (s.message() != disarmed_logged_) {
+      disarmed_logged_ = std::string(s.message());
+      spdlog::warn("crash rule disarmed: {}; while PostgreSQL cannot be queried the agent "
+                   "waits for it",
+                   disarmed_logged_);
+    }
+    return;
+  }
+  disarmed_logged_.clear();
+  if (postmaster_.postmaster_pid() != armed_logged_) {
+    armed_logged_ = postmaster_.postmaster_pid();
+    spdlog::info("crash rule armed: postmaster PID {} of {} serves the agent; once it has "
+                 "exited, the valid WAL left in {} is shipped",
+                 armed_logged_, options_.pg_data, options_.wal_dir);
+  }
+}
+
+void PostgresSource::LogNoCrashRule(const absl::Status& failed,
+                                    const PostmasterWatch::Evidence& e) {
+  if (e.why == no_crash_rule_logged_ &&
+      absl::Now() - last_no_crash_rule_log_ < absl::Seconds(10)) {
+    return;
+  }
+  spdlog::warn("cannot query the flush position ({}); the crash rule does not run ({}): "
+               "waiting for PostgreSQL",
+               OneLine(failed.message()), e.why);
+  no_crash_rule_logged_ = e.why;
+  last_no_crash_rule_log_ = absl::Now();
 }
 
 absl::Status PostgresSource::Poll() {
@@ -348,32 +409,27 @@ absl::Status PostgresSource::Poll() {
       "walship_flush_position",
       "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_flush_lsn() END, "
       "CASE WHEN pg_is_in_recovery() THEN NULL "
-      "ELSE pg_walfile_name(pg_current_wal_flush_lsn()) END");
+      "ELSE pg_walfile_name(pg_current_wal_flush_lsn()) END, pg_backend_pid()");
   if (!rows.ok()) {
-    if (!PostmasterRunning()) {
-      if (!primary_down_) {
-        primary_down_ = true;
-        spdlog::warn("PostgreSQL is down (no running postmaster in {}): applying the crash rule",
-                     pgdata_);
-        return ApplyCrashRule(/*first=*/true);
-      }
-      // Backends outlive a killed postmaster until they next wait: one may
-      // still be writing and committing. Recovery would replay what they
-      // write, so every write in pg_wal while the primary is down is
-      // scanned for.
-      if (wal_written_ && absl::Now() - last_crash_scan_ >= kCrashRescanSpacing) {
-        return ApplyCrashRule(/*first=*/false);
-      }
-      if (crash_logged_ < flush_ && absl::Now() - last_crash_log_ >= absl::Seconds(1)) {
-        LogCrashRuleProgress(/*first=*/false);
-      }
+    const PostmasterWatch::Evidence e = postmaster_.Check();
+    if (e.state != PostmasterWatch::State::kGone) {
+      LogNoCrashRule(rows.status(), e);
       return absl::OkStatus();
     }
-    static absl::Time last_warn = absl::InfinitePast();
-    if (absl::Now() - last_warn > absl::Seconds(10)) {
-      spdlog::warn("cannot query the flush position (postmaster is running): {}",
-                   rows.status().ToString());
-      last_warn = absl::Now();
+    if (!primary_down_) {
+      primary_down_ = true;
+      spdlog::warn("PostgreSQL is down ({}): applying the crash rule", e.why);
+      return ApplyCrashRule(/*first=*/true);
+    }
+    // Backends outlive a killed postmaster until they next wait: one may
+    // still be writing and committing. Recovery would replay what they
+    // write, so every write in pg_wal while the primary is down is
+    // scanned for.
+    if (wal_written_ && absl::Now() - last_crash_scan_ >= kCrashRescanSpacing) {
+      return ApplyCrashRule(/*first=*/false);
+    }
+    if (crash_logged_ < flush_ && absl::Now() - last_crash_log_ >= absl::Seconds(1)) {
+      LogCrashRuleProgress(/*first=*/false);
     }
     return absl::OkStatus();
   }
@@ -381,9 +437,12 @@ absl::Status PostgresSource::Poll() {
     spdlog::info("PostgreSQL is back");
     primary_down_ = false;
   }
-  if (rows->size() != 1 || (*rows)[0].size() != 2) {
+  int backend_pid = 0;
+  if (rows->size() != 1 || (*rows)[0].size() != 3 ||
+      !absl::SimpleAtoi((*rows)[0][2], &backend_pid)) {
     return absl::FailedPreconditionError("unexpected answer to the flush position query");
   }
+  VerifyPostmaster(backend_pid);
   const std::string& lsn_text = (*rows)[0][0];
   const std::string& file = (*rows)[0][1];
   in_recovery_ = lsn_text.empty();

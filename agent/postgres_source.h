@@ -23,13 +23,26 @@
 //     pg_hba.conf line, max_wal_senders reached) or breaks, the source logs
 //     why and follows the flush position by query, woken by inotify, until
 //     the feed can be opened again.
-//   * When the primary process dies but its host does not (no connection and
-//     no live postmaster per PGDATA/postmaster.pid), PostgreSQL's crash
-//     recovery would replay every valid record left in pg_wal. The source
-//     then ships exactly those: it scans from the segment holding the last
-//     flush position and publishes up to the end of the last record whose
-//     header and CRC are valid (common/pgwal/wal_scan.h). It never ships a
-//     record PostgreSQL itself would discard.
+//   * When the primary process dies but its host does not, PostgreSQL's
+//     crash recovery would replay every valid record left in pg_wal. The
+//     source then ships exactly those (the crash rule): it scans from the
+//     segment holding the last flush position and publishes up to the end
+//     of the last record whose header and CRC are valid
+//     (common/pgwal/wal_scan.h). It never ships a record PostgreSQL itself
+//     would discard.
+//   * The crash rule runs only on positive evidence that the postmaster is
+//     gone (postmaster_watch.h), never because a query failed: it needs
+//     `pg_data` (--pg-data), checked at Start() against the cluster's
+//     data_directory (and `wal_dir` against its pg_wal; a mismatch fails
+//     Start() with kFailedPrecondition); the postmaster named in
+//     PGDATA/postmaster.pid verified, after each new query connection, as
+//     the parent of the agent's own backend working in PGDATA (so the agent
+//     shares its PID namespace); and, when a query fails, that PID gone
+//     while postmaster.pid still names it. Without `pg_data` the rule is off
+//     (logged at start). Any doubt (no lock file, another PID in it, a
+//     failed verification, the postmaster running) means waiting for
+//     PostgreSQL, never shipping past the flush position; the reason is
+//     logged when it changes and at most every 10 s.
 //
 // The stream identity is "pg-<system identifier>"; the timeline is part of
 // every segment name.
@@ -54,6 +67,7 @@
 #include "absl/time/time.h"
 #include "agent/pg_client.h"
 #include "agent/pg_flush_feed.h"
+#include "agent/postmaster_watch.h"
 #include "agent/segment_catalog.h"
 #include "agent/wal_source.h"
 #include "common/pgwal/wal_names.h"
@@ -66,8 +80,11 @@
 namespace walship::agent {
 
 struct PostgresSourceOptions {
-  // PGDATA/pg_wal.
+  // PGDATA/pg_wal (or the directory it links to).
   std::string wal_dir;
+  // PGDATA, for the crash rule's evidence (see above); empty: the crash rule
+  // is off.
+  std::string pg_data;
   std::string conninfo;
   std::string stream_id;  // override; default pg-<system identifier>
   // Longest pause between flush-position queries; inotify wakes it sooner.
@@ -178,7 +195,15 @@ class PostgresSource final : public WalSource {
   // are valid.
   uint64_t ValidatePages(const std::string& name, pg::Lsn seg_start, uint64_t from,
                          uint64_t to);
-  bool PostmasterRunning() const;
+  // Start(): checks pg_data against the cluster (or says that the crash
+  // rule is off).
+  absl::Status CheckPgData();
+  // After a successful query on the connection whose backend is
+  // `backend_pid`: verifies the postmaster when the connection is new.
+  void VerifyPostmaster(int backend_pid);
+  // A failed query while the evidence is not kGone: says why the crash
+  // rule does not run, when the reason changes and at most every 10 s.
+  void LogNoCrashRule(const absl::Status& failed, const PostmasterWatch::Evidence& e);
   // Ships the valid WAL past flush_ that crash recovery would replay; `first`
   // when the primary has just been found down, false for a rescan after a
   // write in pg_wal while it stays down.
@@ -192,7 +217,7 @@ class PostgresSource final : public WalSource {
   PgClient pg_;
   std::string stream_id_;
   pg::WalExpectations exp_;
-  std::string pgdata_;
+  PostmasterWatch postmaster_;
 
   std::optional<sys::DirWatch> watch_;
   std::thread thread_;
@@ -208,6 +233,11 @@ class PostgresSource final : public WalSource {
   absl::Time last_crash_log_ = absl::InfinitePast();
   pg::Lsn crash_logged_ = 0;  // where the last crash-rule log line ended
   std::string crash_stop_reason_;
+  int verified_backend_ = 0;  // the backend VerifyPostmaster() last saw
+  int armed_logged_ = 0;      // the postmaster PID last logged as verified
+  std::string disarmed_logged_;
+  std::string no_crash_rule_logged_;
+  absl::Time last_no_crash_rule_log_ = absl::InfinitePast();
   // Written by the source thread, read by Readiness().
   std::atomic<bool> in_recovery_{false};
   absl::Time next_feed_attempt_ = absl::InfinitePast();

@@ -81,7 +81,8 @@ class PgFeedTest(unittest.TestCase):
         except OSError:
             return ""
 
-    def start_pair(self, conninfo=None, slot="walship_feed", extra=()):
+    def start_pair(self, conninfo=None, slot="walship_feed", extra=(), pg_data=True):
+        """An agent (with --pg-data unless `pg_data` is false) and a replica."""
         ports = os.path.join(self.dir, "agent.ports")
         self.agent_log = os.path.join(self.logs, "agent.log")
         self.replica_log = os.path.join(self.logs, "replica.log")
@@ -91,7 +92,8 @@ class PgFeedTest(unittest.TestCase):
             "--wal-dir=%s" % self.pg.pg_wal, "--pg-conninfo=%s" % (conninfo or self.pg.conninfo()),
             "--pg-slot=%s" % slot, "--pg-feed-query-interval-ms=600000",
             "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0", "--port-file=%s" % ports,
-            "--metrics-listen=127.0.0.1:0", "--insecure"] + list(extra), self.agent_log)
+            "--metrics-listen=127.0.0.1:0", "--insecure"] +
+            (["--pg-data=%s" % self.pg.datadir] if pg_data else []) + list(extra), self.agent_log)
 
         def port_file():
             try:
@@ -388,7 +390,8 @@ class PgFeedTest(unittest.TestCase):
         self.pg.psql("CREATE ROLE plain LOGIN")
         conninfo = self.pg.conninfo().replace("user=%s" % dk.PG_SUPERUSER, "user=plain")
         self.assertIn("user=plain", conninfo)
-        self.start_pair(conninfo=conninfo, slot="")
+        # Without pg_read_all_settings --pg-data cannot be checked: left out.
+        self.start_pair(conninfo=conninfo, slot="", pg_data=False)
         dk.wait_until(lambda: "flush feed unavailable" in self.log_text(self.agent_log), 30,
                       0.1, "the agent to say why there is no feed")
         self.assertIn("REPLICATION attribute", self.log_text(self.agent_log))

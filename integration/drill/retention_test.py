@@ -49,7 +49,8 @@ class RetentionTest(unittest.TestCase):
         self.agent_log = os.path.join(self.logs, "agent.log")
         self.agent = dk.Proc(self.env, "agent", [
             self.env.binaries["walship-agent"], "--format=postgres",
-            "--wal-dir=%s" % self.pg.pg_wal, "--pg-conninfo=%s" % self.pg.conninfo(),
+            "--wal-dir=%s" % self.pg.pg_wal, "--pg-data=%s" % self.pg.datadir,
+            "--pg-conninfo=%s" % self.pg.conninfo(),
             "--pg-slot=walship_test", "--max-retained-bytes=%d" % BOUND,
             "--io-timeout-ms=2000", "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0",
             "--port-file=%s" % ports, "--insecure"], self.agent_log)

@@ -113,7 +113,7 @@ class Agent(_Daemon):
         if os.path.exists(self.port_file):
             os.unlink(self.port_file)
         argv = [self.ctx.env.binaries["walship-agent"], "--format=postgres",
-                "--wal-dir=%s" % self.cluster.pg_wal,
+                "--wal-dir=%s" % self.cluster.pg_wal, "--pg-data=%s" % self.cluster.datadir,
                 "--pg-conninfo=%s" % self.cluster.conninfo(),
                 "--pg-slot=walship", "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0",
                 "--port-file=%s" % self.port_file, "--insecure"]
