@@ -18,6 +18,10 @@ same with a small --max-retained-bytes: past the bound the agent releases
 the WAL it holds for r2, names r2 in its log, records r2 as released in its
 state file, and the slot then follows r1 (it does not hold the bound for r2
 forever).
+
+test_damaged_state_file_stops_the_agent_at_start: a replicas file that does
+not check out stops the agent at start with DATA_LOSS naming the file,
+instead of starting with no replica known.
 """
 import os
 import signal
@@ -188,6 +192,8 @@ class AgentRestartRetentionTest(unittest.TestCase):
         _, flush = self.slot()
         self.wait_acked("r1", flush, "both follow")
         self.wait_acked("r2", flush, "both follow")
+        dk.wait_until(lambda: self.slot()[0] >= flush, 20, 0.1,
+                      "the slot to follow both replicas")
         self.assertEqual(self.replicas["r2"].stop(signal.SIGTERM), 0, "r2 did not stop cleanly")
         held = self.flushed("r2")  # its last acknowledgement, read once it stopped
 
@@ -253,6 +259,23 @@ class AgentRestartRetentionTest(unittest.TestCase):
         acked = self.wait_acked("r1", flush, "after the release")
         dk.wait_until(lambda: self.slot()[0] >= acked, 20, 0.2,
                       "the slot to follow r1 once r2 was released")
+
+    def test_damaged_state_file_stops_the_agent_at_start(self):
+        path = os.path.join(self.state_dir, "replicas")
+        with open(path, "w") as f:
+            f.write("walship-agent-replicas 1\nstream pg-1\nreplica r2 0000000100")
+        self.agent = dk.Proc(self.env, "agent", [
+            self.env.binaries["walship-agent"], "--format=postgres",
+            "--wal-dir=%s" % self.pg.pg_wal, "--pg-conninfo=%s" % self.pg.conninfo(),
+            "--pg-slot=%s" % SLOT, "--state-dir=%s" % self.state_dir,
+            "--listen=%s" % self.control, "--data-listen=%s" % self.data, "--insecure"],
+            self.agent_log)
+        self.assertEqual(self.agent.wait(60), 1, "the agent started over a damaged state file")
+        log = self.log_text(self.agent_log)
+        self.assertIn("cannot start: DATA_LOSS: replica positions file %s: damaged" % path, log)
+        self.assertIsNone(self.pg.psql("SELECT 1 FROM pg_replication_slots "
+                                       "WHERE slot_name = '%s'" % SLOT) or None,
+                          "the slot was created before the state file was read")
 
 
 if __name__ == "__main__":
