@@ -17,11 +17,12 @@
 //     holds nothing for it until it acknowledges a new position (it is most
 //     likely to find a gap at its next handshake).
 //
-// When it is written: by the slot keeper, at most once per round (1 s) and
-// only when something changed, always BEFORE the slot is advanced, so that
-// every replica the slot was ever advanced for is in the file. A failed
-// save leaves the previous file whole (temp + fsync + rename + fsync dir,
-// sys::WriteFileAtomically).
+// When it is written: by the slot keeper, at start (which proves the
+// directory writable), at most once per round (1 s) and only when something
+// changed, always BEFORE the slot is advanced, so that every replica the
+// slot was ever advanced for is in the file, and once more when the agent
+// stops. A failed save leaves the previous file whole (temp + fsync +
+// rename + fsync dir, sys::WriteFileAtomically).
 //
 // Format version 1: text, one record per line, '\n' after every line:
 //   walship-agent-replicas 1
