@@ -103,6 +103,23 @@ void Agent::DeclareMetrics() {
       "primary through the flush feed; when=at_once (an acknowledgement, keepalive or "
       "server request called for it) or paced (a position held back while the primary "
       "lists the feed as async, sent when due).");
+  MetricsRegistry::Family slot_replicas = m.Gauge(
+      "walship_agent_slot_replicas",
+      "postgres: replicas the agent knows (connected since it started, or recorded in "
+      "--state-dir), by state: held (the slot keeps their WAL) or released (past "
+      "--max-retained-bytes; nothing held until they acknowledge a new position).");
+  MetricsRegistry::Family save_failures = m.Counter(
+      "walship_agent_replica_positions_save_failures_total",
+      "postgres: failed saves of the replica positions file in --state-dir (the slot is not "
+      "advanced meanwhile).");
+  m.AddCollector([this, slot_replicas, save_failures, saves_counted = uint64_t{0}]() mutable {
+    if (!slot_keeper_) return;
+    const SlotKeeper::Stats st = slot_keeper_->stats();
+    slot_replicas.Set({{"state", "held"}}, static_cast<double>(st.held));
+    slot_replicas.Set({{"state", "released"}}, static_cast<double>(st.released));
+    save_failures.Add({}, static_cast<double>(st.save_failures - saves_counted));
+    saves_counted = st.save_failures;
+  });
   m.AddCollector([this, lag_bytes, lag_seconds, backlog, connected, source_end, replicas,
                   feed, feed_sync, status_updates,
                   counted = PostgresSource::StatusUpdates{}]() mutable {
@@ -191,8 +208,11 @@ absl::Status Agent::Start() {
       ko.conninfo = options_.pg_conninfo;
       ko.slot = options_.pg_slot;
       ko.max_retained_bytes = options_.max_retained_bytes;
+      ko.state_dir = options_.state_dir;
+      ko.stream_id = raw->StreamId();
+      ko.allowed_replicas = options_.allow_replicas;
       slot_keeper_ = std::make_unique<SlotKeeper>(
-          ko,
+          sys_, ko,
           [registry] {
             std::vector<ReplicaFlush> out;
             for (const auto& s : registry->All()) out.push_back({s->name(), s->flushed()});

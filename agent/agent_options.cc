@@ -33,6 +33,17 @@ absl::Status AgentOptions::Validate() const {
   if (format != "postgres" && !pg_data.empty()) {
     return absl::InvalidArgumentError("--pg-data is only for --format=postgres");
   }
+  if (format == "postgres" && !pg_slot.empty() && state_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--format=postgres with a replication slot (--pg-slot) needs --state-dir: the agent "
+        "records there the position of every replica it has seen, so that the slot keeps "
+        "their WAL across its restarts (--pg-slot= runs without a slot)");
+  }
+  if (format != "postgres" && !state_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--state-dir is only for --format=postgres (it records replica positions for the "
+        "replication slot)");
+  }
   if (pg_feed_name.empty() || pg_feed_name.size() > 63 ||
       !std::all_of(pg_feed_name.begin(), pg_feed_name.end(),
                    [](char c) { return c > ' ' && c < 127; })) {

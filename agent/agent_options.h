@@ -26,6 +26,11 @@ struct AgentOptions {
   // postgres: physical replication slot that keeps unshipped WAL; empty for
   // none.
   std::string pg_slot = "walship";
+  // postgres with a slot: the agent's own state directory (created if
+  // missing, one level). Its file `replicas` records every replica's last
+  // acknowledged flushed position, so that the slot keeps their WAL across
+  // the agent's restarts (replica_positions.h). Required with a slot.
+  std::string state_dir;
   // postgres: most WAL the slot may hold back for lagging replicas.
   uint64_t max_retained_bytes = 4ull << 30;
   // postgres: a walsender pushes each new flush position and takes the

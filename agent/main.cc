@@ -55,6 +55,12 @@ int main(int argc, char** argv) {
                "postgres: physical replication slot the agent creates and advances to the "
                "oldest position every replica has flushed, so unshipped WAL is kept; empty "
                "disables it.");
+  flags.String("state-dir", &o.state_dir,
+               "postgres with a slot (required then): the agent's state directory (created "
+               "if missing). Its file 'replicas' records every replica's last acknowledged "
+               "position, so that the slot keeps the WAL of a replica that is down across an "
+               "agent restart. Delete it (agent stopped) to forget every replica, or take a "
+               "replica out of --allow-replicas to forget that one.");
   flags.Uint("max-retained-bytes", &o.max_retained_bytes,
              "postgres: most WAL the slot may hold back for lagging replicas; past it the "
              "agent releases WAL and logs which replicas are at risk (alert at 80%).");

@@ -882,7 +882,7 @@ def run_pg_walship(ctx, pg, start, target, transport="zerocopy"):
     r, dest = run_walship_catchup(
         ctx, os.path.join(pg.data, "pg_wal"), transport, until,
         agent_args=["--format=postgres", "--pg-data=" + pg.data, "--pg-conninfo=" + pg.conninfo,
-                    "--pg-slot=walship"],
+                    "--pg-slot=walship", "--state-dir=" + ctx.fresh_dir("agent-state")],
         extra=backends)
     rm(dest)
     nbytes = target - start
@@ -1193,6 +1193,7 @@ def run_pgbench(ctx, pg, variant):
                                   extra_args=["--format=postgres", "--pg-data=" + pg.data,
                                               "--pg-conninfo=" + pg.conninfo,
                                               "--pg-slot=walship",
+                                              "--state-dir=" + ctx.fresh_dir("agent-state"),
                                               "--pg-feed=%s" % ("true" if feed else "false")] +
                                   (["--ack-interval-ms=100"] if variant.endswith("-paced")
                                    else []) +

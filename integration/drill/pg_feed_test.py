@@ -90,7 +90,8 @@ class PgFeedTest(unittest.TestCase):
         self.agent = dk.Proc(self.env, "agent", [
             self.env.binaries["walship-agent"], "--format=postgres",
             "--wal-dir=%s" % self.pg.pg_wal, "--pg-conninfo=%s" % (conninfo or self.pg.conninfo()),
-            "--pg-slot=%s" % slot, "--pg-feed-query-interval-ms=600000",
+            "--pg-slot=%s" % slot, "--state-dir=%s" % self.env.mkdir("feed", "agent-state"),
+            "--pg-feed-query-interval-ms=600000",
             "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0", "--port-file=%s" % ports,
             "--metrics-listen=127.0.0.1:0", "--insecure"] +
             (["--pg-data=%s" % self.pg.datadir] if pg_data else []) + list(extra), self.agent_log)

@@ -52,6 +52,7 @@ class RetentionTest(unittest.TestCase):
             "--wal-dir=%s" % self.pg.pg_wal, "--pg-data=%s" % self.pg.datadir,
             "--pg-conninfo=%s" % self.pg.conninfo(),
             "--pg-slot=walship_test", "--max-retained-bytes=%d" % BOUND,
+            "--state-dir=%s" % self.env.mkdir("retention", "agent-state"),
             "--io-timeout-ms=2000", "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0",
             "--port-file=%s" % ports, "--insecure"], self.agent_log)
 

@@ -105,6 +105,7 @@ class Agent(_Daemon):
     def __init__(self, ctx, setup, cluster, name):
         self.ctx, self.setup, self.cluster, self.name = ctx, setup, cluster, name
         self.port_file = os.path.join(setup.dir, "%s.ports" % name)
+        self.state_dir = os.path.join(setup.dir, "%s-state" % name)
         self.log_path = os.path.join(setup.logs, "%s.log" % name)
         self.proc = None
         self.control = self.data = None
@@ -115,7 +116,8 @@ class Agent(_Daemon):
         argv = [self.ctx.env.binaries["walship-agent"], "--format=postgres",
                 "--wal-dir=%s" % self.cluster.pg_wal, "--pg-data=%s" % self.cluster.datadir,
                 "--pg-conninfo=%s" % self.cluster.conninfo(),
-                "--pg-slot=walship", "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0",
+                "--pg-slot=walship", "--state-dir=%s" % self.state_dir,
+                "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0",
                 "--port-file=%s" % self.port_file, "--insecure"]
         self.proc = dk.Proc(self.ctx.env, self.name, argv, self.log_path)
 
