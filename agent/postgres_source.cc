@@ -508,7 +508,7 @@ uint64_t PostgresSource::ValidatePages(const std::string& name, pg::Lsn seg_star
                                        uint64_t from, uint64_t to) {
   if (from >= to) return from;
   if (validate_name_ != name || !validate_fd_.valid()) {
-    auto fd = sys::OpenFile(sys_, absl::StrCat(options_.wal_dir, "/", name), O_RDONLY);
+    auto fd = sys::OpenRegularFile(sys_, absl::StrCat(options_.wal_dir, "/", name));
     if (!fd.ok()) return from;
     validate_fd_ = *std::move(fd);
     validate_name_ = name;
@@ -711,7 +711,7 @@ absl::StatusOr<std::optional<Position>> PostgresSource::RedirectMissing(
     }
     const std::string copy = pg::SegmentName(ranges[i + 1].timeline, id->segno, seg_size);
     const std::string path = absl::StrCat(options_.wal_dir, "/", copy);
-    absl::StatusOr<sys::UniqueFd> fd = sys::OpenFile(sys_, path, O_RDONLY);
+    absl::StatusOr<sys::UniqueFd> fd = sys::OpenRegularFile(sys_, path);
     if (fd.ok()) {
       WALSHIP_ASSIGN_OR_RETURN(uint32_t crc,
                                Crc32cOfFileRange(sys_, fd->get(), 0, durable.offset, path));

@@ -36,7 +36,7 @@ void SegmentChecksums::Put(const std::string& name, uint64_t length, uint32_t cr
 absl::StatusOr<uint32_t> SegmentChecksums::Prefix(const std::string& name,
                                                   uint64_t length) {
   std::string path = absl::StrCat(wal_dir_, "/", name);
-  auto fd = sys::OpenFile(sys_, path, O_RDONLY);
+  auto fd = sys::OpenRegularFile(sys_, path);
   if (!fd.ok()) return fd.status();
   return Crc32cOfFileRange(sys_, fd->get(), 0, length, path);
 }

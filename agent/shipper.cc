@@ -37,7 +37,13 @@ Shipper::Shipper(sys::SysCalls& sys, SegmentCatalog& catalog, const StreamOrder&
 
 absl::Status Shipper::EnterSegment(const std::string& name) {
   std::string path = absl::StrCat(wal_dir_, "/", name);
-  WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd file, sys::OpenFile(sys_, path, O_RDONLY));
+  absl::StatusOr<sys::UniqueFd> opened = sys::OpenRegularFile(sys_, path);
+  if (absl::IsFailedPrecondition(opened.status())) {
+    // Replaced by a link or another kind of file since it was listed.
+    return absl::AbortedError(absl::StrCat("segment ", name, " was replaced: ",
+                                           opened.status().message()));
+  }
+  WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd file, std::move(opened));
   struct stat st;
   if (sys::SysResult r = sys_.Fstat(file.get(), &st); !r.ok()) {
     return sys::ErrnoToStatus(r.err, absl::StrCat("fstat ", path));
@@ -70,7 +76,7 @@ absl::Status Shipper::CheckSameFile(const std::string& path) const {
   // still points at it: PostgreSQL recycles a segment by renaming it before
   // overwriting it, so an unchanged name means unrecycled content.
   struct stat by_name;
-  sys::SysResult r = sys_.Stat(path.c_str(), &by_name);
+  sys::SysResult r = sys_.Lstat(path.c_str(), &by_name);
   if (!r.ok() || by_name.st_ino != segment_ino_ || by_name.st_dev != segment_dev_) {
     return absl::AbortedError(absl::StrCat(
         "segment ", pos_.segment, " was recycled or replaced while being shipped (at offset ",
