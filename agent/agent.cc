@@ -16,7 +16,9 @@
 #include "agent/segment_checksums.h"
 #include "agent/shipper.h"
 #include "agent/stream_order.h"
+#include "agent/replica_state.h"
 #include "common/net.h"
+#include "common/thread_name.h"
 #include "common/status_macros.h"
 #include "common/sys/file_util.h"
 #include "common/tls.h"
@@ -88,6 +90,16 @@ void Agent::DeclareMetrics() {
   MetricsRegistry::Family source_end = m.Gauge(
       "walship_agent_source_bytes", "Total shippable bytes the source currently shows.");
   MetricsRegistry::Family replicas = m.Gauge("walship_agent_replicas", "Known replicas.");
+  MetricsRegistry::Family stalled = m.Gauge(
+      "walship_agent_replica_stalled",
+      "1 while a replica needs attention, by replica and reason: stalled (its session is "
+      "live but it cannot advance: source_failed, not_primary, not_ready, no_progress, "
+      "position_not_in_source) or stopped (its session ended with an error: gap, "
+      "divergent, damaged_copy, source_failed, ...). See walship-status's STATE column.");
+  MetricsRegistry::Family source_up = m.Gauge(
+      "walship_agent_source_up",
+      "1 while the WAL source serves (it has not failed and, for postgres, its server is a "
+      "primary); 0 otherwise, when the health check also says NOT_SERVING.");
   MetricsRegistry::Family feed = m.Gauge(
       "walship_agent_pg_flush_feed_up",
       "postgres: 1 while the flush feed (a walsender) pushes flush positions and carries "
@@ -121,7 +133,7 @@ void Agent::DeclareMetrics() {
     saves_counted = st.save_failures;
   });
   m.AddCollector([this, lag_bytes, lag_seconds, backlog, connected, source_end, replicas,
-                  feed, feed_sync, status_updates,
+                  stalled, source_up, feed, feed_sync, status_updates,
                   counted = PostgresSource::StatusUpdates{}]() mutable {
     if (pg_source_ != nullptr) {
       feed.Set({}, pg_source_->feed_active() ? 1 : 0);
@@ -132,12 +144,16 @@ void Agent::DeclareMetrics() {
       status_updates.Add({{"when", "paced"}}, static_cast<double>(u.paced - counted.paced));
       counted = u;
     }
-    if (!catalog_ || !registry_) return;
+    if (!catalog_ || !registry_ || !source_) return;
     CatalogSnapshot snap = catalog_->Get();
     lag_bytes.Clear();
     lag_seconds.Clear();
     backlog.Clear();
     connected.Clear();
+    stalled.Clear();
+    const absl::Status readiness = source_->Readiness();
+    source_up.Set({}, snap.source_status.ok() && readiness.ok() ? 1 : 0);
+    const absl::Time now = absl::Now();
     uint64_t total = 0;
     if (snap.segments) {
       for (const SegmentInfo& s : *snap.segments) total += s.shippable;
@@ -148,12 +164,17 @@ void Agent::DeclareMetrics() {
     for (const auto& session : all) {
       MetricLabels l = {{"replica", session->name()}};
       walship::v1::ReplicaStatus st = session->Snapshot();
-      uint64_t lag = snap.BytesAfter(session->flushed());
+      const ReplicaCondition c =
+          Classify(session->Facts(), snap, readiness, now, options_.stall_timeout);
+      if (NeedsAttention(c.state)) {
+        stalled.Set({{"replica", session->name()}, {"reason", c.reason}}, 1);
+      }
+      uint64_t lag = c.lag_bytes;
       lag_bytes.Set(l, static_cast<double>(lag));
       std::optional<absl::Time> since = catalog_->ShippableSince(session->flushed());
       lag_seconds.Set(l, lag == 0 || !since.has_value()
                              ? 0.0
-                             : absl::ToDoubleSeconds(absl::Now() - *since));
+                             : absl::ToDoubleSeconds(now - *since));
       backlog.Set(l, static_cast<double>(
                          snap.BytesAfter(Position{st.sent().segment(), st.sent().offset()})));
       connected.Set(l, st.connected() ? 1 : 0);
@@ -298,6 +319,10 @@ absl::Status Agent::Start() {
   if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
     health->SetServingStatus(true);
     health->SetServingStatus(walship::v1::Control::service_full_name(), true);
+    health_thread_ = std::thread([this, health] {
+      NameThisThread("ws-health");
+      WatchHealth(health);
+    });
   }
   WALSHIP_ASSIGN_OR_RETURN(HostPort control, ParseHostPort(options_.listen));
   WALSHIP_ASSIGN_OR_RETURN(HostPort data, ParseHostPort(options_.data_listen));
@@ -332,7 +357,28 @@ absl::Status Agent::Start() {
   return absl::OkStatus();
 }
 
+void Agent::WatchHealth(grpc::HealthCheckServiceInterface* health) {
+  std::string last;  // why not serving; empty while serving
+  do {
+    absl::Status why = catalog_->Get().source_status;
+    if (why.ok()) why = source_->Readiness();
+    const std::string now = why.ok() ? std::string() : why.ToString();
+    if (now != last) {
+      health->SetServingStatus(why.ok());
+      health->SetServingStatus(walship::v1::Control::service_full_name(), why.ok());
+      if (why.ok()) {
+        spdlog::info("health: SERVING (the WAL source serves again)");
+      } else {
+        spdlog::error("health: NOT_SERVING: {}", now);
+      }
+      last = now;
+    }
+  } while (!health_stop_.WaitForNotificationWithTimeout(absl::Seconds(1)));
+}
+
 void Agent::Shutdown() {
+  if (!health_stop_.HasBeenNotified()) health_stop_.Notify();
+  if (health_thread_.joinable()) health_thread_.join();
   if (metrics_server_) metrics_server_->Stop();
   if (server_) {
     if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {

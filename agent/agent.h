@@ -1,8 +1,9 @@
 // agent.h: walship-agent, assembled.
 //
 // Owns the WAL source, the segment catalog, the session registry, the data
-// server, the gRPC control server (with grpc.health.v1 health checking and
-// server reflection) and the metrics registry (served on /metrics when
+// server, the gRPC control server (with grpc.health.v1 health checking, which
+// says NOT_SERVING while the source has failed or cannot serve, and server
+// reflection) and the metrics registry (served on /metrics when
 // options.metrics_listen is set). Start() binds both ports (port 0 picks
 // a free one; the chosen ports are logged and returned); Shutdown() stops
 // accepting, ends every session and joins every thread.
@@ -14,13 +15,16 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
 #include "agent/agent_options.h"
 #include "common/metrics.h"
 #include "common/sys/syscalls.h"
 
 namespace grpc {
+class HealthCheckServiceInterface;
 class Server;
 }
 
@@ -52,6 +56,9 @@ class Agent {
 
  private:
   void DeclareMetrics();
+  // Until Shutdown: NOT_SERVING (and an error line) while the source has
+  // failed or cannot serve (WalSource::Readiness), SERVING otherwise.
+  void WatchHealth(grpc::HealthCheckServiceInterface* health);
 
   sys::SysCalls& sys_;
   const AgentOptions options_;
@@ -67,6 +74,8 @@ class Agent {
   std::unique_ptr<MetricsRegistry> metrics_;
   std::unique_ptr<MetricsServer> metrics_server_;
   uint16_t control_port_ = 0;
+  std::thread health_thread_;
+  absl::Notification health_stop_;
   // Referenced by the control service for handshake responses.
   uint16_t data_port_ = 0;
 };

@@ -89,6 +89,9 @@ absl::Status AgentOptions::Validate() const {
     return absl::InvalidArgumentError(
         "--max-rate must be 0 (unlimited) or at least 4096 bytes per second");
   }
+  if (stall_timeout < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError("--stall-timeout-ms must be at least 100");
+  }
   if (heartbeat < absl::Milliseconds(10)) {
     return absl::InvalidArgumentError("--heartbeat-ms must be at least 10");
   }

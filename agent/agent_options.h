@@ -62,6 +62,9 @@ struct AgentOptions {
   Transport transport = Transport::kZeroCopy;
   uint32_t max_payload = 1u << 20;
   absl::Duration heartbeat = absl::Seconds(1);
+  // A replica behind the source whose durable position has not moved for
+  // this long is reported stalled (status, walship_agent_replica_stalled).
+  absl::Duration stall_timeout = absl::Seconds(10);
   absl::Duration token_ttl = absl::Seconds(30);
   absl::Duration io_timeout = absl::Seconds(30);
   // Written (atomically) with the bound ports once listening, for scripts.

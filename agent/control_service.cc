@@ -470,18 +470,31 @@ grpc::Status ControlServiceImpl::Status(grpc::ServerContext*,
   resp->set_stream_id(source_.StreamId());
   resp->set_source_format(source_.FormatName());
   SetPos(endpos, resp->mutable_source_end());
+  const absl::Status readiness = source_.Readiness();
+  if (!snap.source_status.ok()) {
+    resp->set_source_error(snap.source_status.ToString());
+  } else if (!readiness.ok()) {
+    resp->set_source_error(readiness.ToString());
+  }
+  const absl::Time now = absl::Now();
   uint64_t zc = 0, cp = 0;
   for (const auto& session : registry_.All()) {
     walship::v1::ReplicaStatus* r = resp->add_replicas();
     *r = session->Snapshot();
-    Position flushed = session->flushed();
-    uint64_t lag = snap.BytesAfter(flushed);
+    const ReplicaFacts facts = session->Facts();
+    const ReplicaCondition c =
+        Classify(facts, snap, readiness, now, options_.stall_timeout);
+    r->set_state(std::string(StateName(c.state)));
+    r->set_state_reason(c.reason);
+    r->set_unchanged_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(now - facts.progress_at)));
+    const Position& flushed = facts.flushed;
+    const uint64_t lag = c.lag_bytes;
     r->set_lag_bytes(lag);
     // Age of the oldest shippable byte this replica has not flushed.
     std::optional<absl::Time> since = catalog_.ShippableSince(flushed);
     r->set_lag_ms(lag == 0 || !since.has_value()
                       ? 0
-                      : static_cast<uint64_t>(absl::ToInt64Milliseconds(absl::Now() - *since)));
+                      : static_cast<uint64_t>(absl::ToInt64Milliseconds(now - *since)));
     zc += r->agent_counters().bytes_zerocopy();
     cp += r->agent_counters().bytes_copy();
   }

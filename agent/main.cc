@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   std::string transport = "zerocopy";
   std::string log_level = "info";
   uint64_t max_frame = o.max_payload;
-  int64_t heartbeat_ms = 1000, io_timeout_ms = 30000;
+  int64_t heartbeat_ms = 1000, io_timeout_ms = 30000, stall_timeout_ms = 10000;
   int64_t pg_feed_query_ms = absl::ToInt64Milliseconds(o.pg_feed_query_interval);
   int64_t pg_query_ms = absl::ToInt64Milliseconds(o.pg_query_interval);
   int64_t ack_interval_ms = absl::ToInt64Milliseconds(o.ack_interval);
@@ -100,6 +100,9 @@ int main(int argc, char** argv) {
   flags.Uint("max-frame-bytes", &max_frame,
              "Largest DATA frame payload; appends are coalesced up to this size.");
   flags.Int("heartbeat-ms", &heartbeat_ms, "Heartbeat interval on each control stream.");
+  flags.Int("stall-timeout-ms", &stall_timeout_ms,
+            "A replica behind the source whose durable position has not moved for this long "
+            "is reported stalled (walship-status, walship_agent_replica_stalled).");
   flags.Int("io-timeout-ms", &io_timeout_ms,
             "Longest wait for a replica's socket to take bytes before its session is "
             "dropped (other replicas are unaffected).");
@@ -136,6 +139,7 @@ int main(int argc, char** argv) {
   }
   o.max_payload = static_cast<uint32_t>(std::min<uint64_t>(max_frame, UINT32_MAX));
   o.heartbeat = absl::Milliseconds(heartbeat_ms);
+  o.stall_timeout = absl::Milliseconds(stall_timeout_ms);
   o.pg_feed_query_interval = absl::Milliseconds(pg_feed_query_ms);
   o.pg_query_interval = absl::Milliseconds(pg_query_ms);
   o.ack_interval = absl::Milliseconds(ack_interval_ms);

@@ -65,6 +65,7 @@ ReplicaSession::ReplicaSession(uint64_t id, std::string name, ShipStart start,
   sent_ = start_.position;
   written_ = start_.position;
   flushed_ = start_.position;
+  progress_at_ = absl::Now();
 }
 
 ReplicaSession::~ReplicaSession() { Close(); }
@@ -141,7 +142,10 @@ void ReplicaSession::OnAck(const walship::v1::Ack& ack) {
   Position w = FromProto(ack.written());
   Position f = FromProto(ack.flushed());
   if (written_ < w) written_ = w;
-  if (flushed_ < f) flushed_ = f;
+  if (flushed_ < f) {
+    flushed_ = f;
+    progress_at_ = absl::Now();
+  }
   replica_counters_ = ack.counters();
 }
 
@@ -180,6 +184,11 @@ bool ReplicaSession::finished() const {
 bool ReplicaSession::has_data_socket() const {
   absl::MutexLock lock(&mu_);
   return data_fd_.valid();
+}
+
+ReplicaFacts ReplicaSession::Facts() const {
+  absl::MutexLock lock(&mu_);
+  return ReplicaFacts{finished_, data_fd_.valid(), failure_, flushed_, progress_at_};
 }
 
 walship::v1::ReplicaStatus ReplicaSession::Snapshot() const {

@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/replica_state.h"
 #include "agent/shipper.h"
 #include "common/position.h"
 #include "common/sys/unique_fd.h"
@@ -87,6 +88,8 @@ class ReplicaSession final : public ShipperEvents {
 
   // Fills everything but lag, which needs the catalog.
   walship::v1::ReplicaStatus Snapshot() const;
+  // What replica_state.h classifies.
+  ReplicaFacts Facts() const;
   Position written() const;
   Position flushed() const;
 
@@ -113,6 +116,8 @@ class ReplicaSession final : public ShipperEvents {
   Position sent_ ABSL_GUARDED_BY(mu_);
   Position written_ ABSL_GUARDED_BY(mu_);
   Position flushed_ ABSL_GUARDED_BY(mu_);
+  // When flushed_ last moved (or the session began).
+  absl::Time progress_at_ ABSL_GUARDED_BY(mu_);
   walship::v1::TransferCounters agent_counters_ ABSL_GUARDED_BY(mu_);
   walship::v1::TransferCounters replica_counters_ ABSL_GUARDED_BY(mu_);
   absl::Duration ack_pacing_ ABSL_GUARDED_BY(mu_) = absl::InfiniteDuration();  // none sent

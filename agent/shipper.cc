@@ -196,7 +196,7 @@ absl::Status Shipper::Run(const std::atomic<bool>& stop) {
 
 absl::StatusOr<std::optional<uint64_t>> Shipper::Step() {
   CatalogSnapshot snap = catalog_.Get();
-  if (!snap.source_status.ok()) return snap.source_status;
+  if (!snap.source_status.ok()) return WithReason(snap.source_status, Reason::kSourceFailed);
   const auto& segs = *snap.segments;
   if (pos_.segment.empty()) {
     if (segs.empty()) return snap.version;

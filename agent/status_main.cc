@@ -60,13 +60,19 @@ void PrintTable(const walship::v1::StatusResponse& resp,
                 const std::map<std::string, st::Progress>* progress) {
   std::printf("stream %s (%s), source end %s\n", resp.stream_id().c_str(),
               resp.source_format().c_str(), Pos(resp.source_end()).c_str());
-  std::printf("%-16s %-9s %-9s %-28s %-28s %12s %9s %14s %14s", "REPLICA", "CONNECTED",
-              "TRANSPORT", "SENT", "FLUSHED", "LAG_BYTES", "LAG_MS", "ZEROCOPY_BYTES",
-              "COPY_BYTES");
+  if (!resp.source_error().empty()) {
+    std::printf("SOURCE NOT SERVING: %s\n", resp.source_error().c_str());
+  }
+  std::printf("%-16s %-32s %-9s %-9s %-28s %-28s %12s %9s %14s %14s", "REPLICA", "STATE",
+              "CONNECTED", "TRANSPORT", "SENT", "FLUSHED", "LAG_BYTES", "LAG_MS",
+              "ZEROCOPY_BYTES", "COPY_BYTES");
   if (progress) std::printf(" %12s", "THROUGHPUT");
   std::printf("  %s\n", "LAST_ERROR");
   for (const auto& r : resp.replicas()) {
-    std::printf("%-16s %-9s %-9s %-28s %-28s %12llu %9llu %14llu %14llu", r.name().c_str(),
+    const std::string state =
+        r.state_reason().empty() ? r.state() : r.state() + " (" + r.state_reason() + ")";
+    std::printf("%-16s %-32s %-9s %-9s %-28s %-28s %12llu %9llu %14llu %14llu",
+                r.name().c_str(), state.c_str(),
                 r.connected() ? "yes" : "no", r.transport().c_str(), Pos(r.sent()).c_str(),
                 Pos(r.flushed()).c_str(), static_cast<unsigned long long>(r.lag_bytes()),
                 static_cast<unsigned long long>(r.lag_ms()),

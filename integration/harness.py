@@ -538,7 +538,22 @@ class Daemon(object):
         return rc
 
     def pause(self):
+        """SIGSTOP, and waits until every thread has stopped (kill(2) returns
+        before they all have)."""
         self.proc.send_signal(signal.SIGSTOP)
+
+        def all_stopped():
+            task_dir = "/proc/%d/task" % self.proc.pid
+            try:
+                for tid in os.listdir(task_dir):
+                    with open(os.path.join(task_dir, tid, "stat")) as f:
+                        if f.read().rsplit(")", 1)[1].split()[0] not in ("T", "t"):
+                            return False
+            except FileNotFoundError:
+                return True  # exited meanwhile
+            return True
+
+        wait_until(all_stopped, 10, "%s to stop" % self.label, interval=0.005)
         log("%s paused (SIGSTOP)", self.label)
 
     def resume(self):

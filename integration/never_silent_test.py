@@ -14,11 +14,16 @@ directories; each case is a defect a review found, set up the way it was seen:
    (the agent saw it) and holds nothing of seg-0004.
 3. a second replica on the same --dest is refused with a clear message, and
    the first keeps shipping.
+4. a replica that cannot advance never looks healthy: paused while the
+   source grows it is "stalled (no_progress)" with its lag; once the source
+   fails it is "stalled (source_failed)", the status names the source's
+   error, walship_agent_source_up is 0 and walship_agent_replica_stalled is 1.
 """
 
 import os
 import random
 import shutil
+import subprocess
 import time
 import unittest
 
@@ -131,6 +136,53 @@ class NeverSilentTest(h.ClusterTestCase):
         self.wait_caught_up(agent, wal, ["r1"])
         h.compare_dirs(wal, first.dest)
         second.proc = None  # exited on its own, already reaped below
+        self.stop_all()
+
+    def test_a_replica_that_cannot_advance_never_looks_healthy(self):
+        c = self.cluster
+        wal = c.dir("wal")
+        gen = c.generator(wal, rate=2e6, segment_size=1 << 20)
+        gen.write(100000)
+        agent = c.agent(wal, extra_args=["--stall-timeout-ms=1000",
+                                         "--metrics-listen=127.0.0.1:0"]).start()
+        replica = c.replica(agent, "r1").start()
+        self.wait_caught_up(agent, wal, ["r1"])
+        self.assertEqual(h.replica_entry(h.status(agent), "r1")["state"], "caught_up")
+
+        def state():
+            e = h.replica_entry(h.status(agent), "r1")
+            return (e["state"], e["state_reason"], int(e["lag_bytes"]))
+
+        # Paused: connected, behind, not moving.
+        replica.pause()
+        gen.write(200000)
+        h.wait_until(lambda: state()[:2] == ("stalled", "no_progress"), 15,
+                     lambda: "r1 stalled (no_progress), it is %s" % (state(),))
+        self.assertGreater(state()[2], 0)
+        metrics = h.scrape(h.metrics_address(agent))
+        self.assertEqual(h.metric_total(metrics, "walship_agent_replica_stalled", replica="r1",
+                                        reason="no_progress"), 1)
+        replica.resume()
+        self.wait_caught_up(agent, wal, ["r1"])
+        self.assertEqual(state(), ("caught_up", "", 0))
+        # The source fails (a segment shrinks: not append-only). Nothing is
+        # left to ship, yet the replica is not "caught up".
+        with open(os.path.join(wal, "seg-00000001"), "r+b") as f:
+            f.truncate(1000)
+        # Its session ends on the source's failure; it asks again and waits.
+        h.wait_until(lambda: state()[1] == "source_failed", 15,
+                     lambda: "r1 stalled or stopped (source_failed), it is %s" % (state(),))
+        self.assertIn(state()[0], ("stalled", "stopped"))
+        st = h.status(agent)
+        self.assertIn("shrank", st["source_error"])
+        metrics = h.scrape(h.metrics_address(agent))
+        self.assertEqual(h.metric_total(metrics, "walship_agent_source_up"), 0)
+        table = subprocess.run([h.binary(h.STATUS), "--agent=" + agent.control, "--insecure"],
+                               stdout=subprocess.PIPE, universal_newlines=True, timeout=10).stdout
+        self.assertIn("SOURCE NOT SERVING", table)
+        self.assertRegex(table, r"r1 +(stalled|stopped) \(source_failed\)")
+        time.sleep(1)
+        self.assertTrue(replica.running(), "the replica gave up on an agent-side failure")
         self.stop_all()
 
     def stop_all_but_failed_replica(self, replica):

@@ -166,6 +166,18 @@ void Replica::CountFailure(const absl::Status& s) {
 Replica::~Replica() = default;
 
 bool Replica::IsFatal(const absl::Status& s) {
+  switch (ReasonOf(s)) {
+    // Trouble on the agent's side that it may get over (its source failed,
+    // is not a primary, is behind us): the replica holds nothing wrong and
+    // keeps asking, loudly, every backoff.
+    case Reason::kSourceFailed:
+    case Reason::kNotPrimary:
+    case Reason::kNotReady:
+    case Reason::kSourceBehind:
+      return false;
+    default:
+      break;
+  }
   switch (s.code()) {
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kInvalidArgument:

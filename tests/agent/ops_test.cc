@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "agent/agent.h"
 #include "gtest/gtest.h"
 #include "proto/walship.grpc.pb.h"
@@ -183,6 +184,36 @@ TEST_F(OpsTest, MetricsAreServedOverHttp) {
   EXPECT_TRUE(absl::StrContains(reply, "walship_agent_replica_lag_bytes{replica=\"r1\"} 10007"))
       << reply;
   EXPECT_TRUE(absl::StrContains(reply, "walship_agent_source_bytes 10007")) << reply;
+}
+
+// A source that failed (here a segment shrank: the directory is not
+// append-only) cannot vouch for its bytes: the health check says so, and so
+// do the metrics (walship_agent_source_up, walship_agent_replica_stalled).
+TEST_F(OpsTest, AFailedSourceIsNotServing) {
+  AgentOptions o;
+  o.metrics_listen = "127.0.0.1:0";
+  StartAgent(o);
+  walship::v1::HandshakeResponse resp;
+  ASSERT_TRUE(Handshake("r1", &resp).ok());
+  testing::WriteFile(wal_ + "/seg-001", std::string(10, 'a'));
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  grpc::health::v1::HealthCheckResponse::ServingStatus status =
+      grpc::health::v1::HealthCheckResponse::SERVING;
+  for (int i = 0; i < 100 && status == grpc::health::v1::HealthCheckResponse::SERVING; ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service("walship.v1.Control");
+    grpc::health::v1::HealthCheckResponse r;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(health->Check(&ctx, req, &r).ok());
+    status = r.status();
+  }
+  EXPECT_EQ(status, grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  std::string reply = HttpGet(agent_->metrics_port(), "/metrics");
+  EXPECT_TRUE(absl::StrContains(reply, "walship_agent_source_up 0")) << reply;
+  EXPECT_TRUE(absl::StrContains(
+      reply, "walship_agent_replica_stalled{replica=\"r1\",reason=\"source_failed\"} 1"))
+      << reply;
 }
 
 }  // namespace
