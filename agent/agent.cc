@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/append_source.h"
+#include "agent/held_segments.h"
 #include "agent/postgres_source.h"
 #include "agent/rate_limiter.h"
 #include "agent/slot_keeper.h"
@@ -273,6 +274,10 @@ absl::Status Agent::Start() {
       throttled.emplace(events, &*limiter, stop);
       events = &*throttled;
     }
+    // The replica's complete segments first: a damaged copy ends the
+    // session before anything is shipped on top of it.
+    WALSHIP_RETURN_IF_ERROR(
+        CheckHeldSegments(start.held, catalog_->Get(), *checksums_, events, stop));
     const StreamOrder order(*source_, *catalog_);
     Shipper shipper(sys_, *catalog_, order, *checksums_, source_->wal_dir(), fd,
                     start.position, start.prefix_crc32c, ship, events);

@@ -269,6 +269,10 @@ grpc::Status ControlServiceImpl::Handshake(grpc::ServerContext* ctx,
   }
   absl::StatusOr<ShipStart> start = StartPosition(*req);
   if (!start.ok()) return Refuse(*ctx, *req, start.status());
+  for (const walship::v1::HeldSegment& h : req->held_segments()) {
+    if (!wire::ValidateSegmentName(h.name()).ok()) continue;
+    start->held.push_back(HeldSegment{h.name(), h.length(), h.crc32c(), h.unrecorded()});
+  }
   std::string token;
   auto session = registry_.Create(req->replica_name(), *start, req->transport(),
                                   options_.token_ttl, &token);

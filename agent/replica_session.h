@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/held_segments.h"
 #include "agent/replica_state.h"
 #include "agent/shipper.h"
 #include "common/position.h"
@@ -43,6 +44,8 @@ namespace walship::agent {
 struct ShipStart {
   Position position;
   uint32_t prefix_crc32c = 0;
+  // The complete segments the replica presented (held_segments.h).
+  std::vector<HeldSegment> held;
 };
 
 // Builds and runs the shipper for a session's data socket.

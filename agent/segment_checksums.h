@@ -1,8 +1,11 @@
-// segment_checksums.h: CRC32C of complete segments, computed once per agent.
+// segment_checksums.h: CRC32C of complete segments, computed once per file.
 //
-// Every replica receives a checkpoint (name, length, crc) for each complete
-// segment; the checksum is computed from the file (common/file_crc.h) on
-// first use and cached, so N replicas cost one pass over the segment, not N.
+// Handshakes check the complete segments a replica presents against the
+// source (held_segments.h); shippers record the CRC of each segment they
+// verified at its completion. A cached CRC is used only while the file under
+// the name is the one it was computed from (same inode, size and
+// modification time), so a file rewritten in place or replaced is read
+// again, never vouched for with an old checksum.
 //
 // Thread-safety: thread-safe. Memory: at most `capacity` entries (oldest
 // names evicted first).
@@ -13,6 +16,8 @@
 #include <map>
 #include <string>
 
+#include <sys/stat.h>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -22,13 +27,14 @@ namespace walship::agent {
 
 class SegmentChecksums {
  public:
-  SegmentChecksums(sys::SysCalls& sys, std::string wal_dir, size_t capacity = 256);
+  SegmentChecksums(sys::SysCalls& sys, std::string wal_dir, size_t capacity = 4096);
 
   // CRC32C of bytes [0, length) of segment `name`.
   absl::StatusOr<uint32_t> Get(const std::string& name, uint64_t length);
-  // Records a CRC a shipper computed while sending the whole segment, so no
-  // replica's checkpoint needs another pass over the file.
-  void Put(const std::string& name, uint64_t length, uint32_t crc32c);
+  // Records a CRC a shipper verified against the file whose fstat(2),
+  // taken before it read the file, is `st`: a write since changes the
+  // modification time, so the entry is not used for it.
+  void Put(const std::string& name, uint64_t length, uint32_t crc32c, const struct stat& st);
   // CRC32C of bytes [0, length) of segment `name`, uncached (prefixes of
   // growing segments, for divergence checks at handshake).
   absl::StatusOr<uint32_t> Prefix(const std::string& name, uint64_t length);
@@ -38,7 +44,14 @@ class SegmentChecksums {
   const std::string wal_dir_;
   const size_t capacity_;
   absl::Mutex mu_;
-  std::map<std::pair<std::string, uint64_t>, uint32_t> cache_ ABSL_GUARDED_BY(mu_);
+  struct Entry {
+    uint32_t crc32c;
+    uint64_t ino;
+    int64_t mtime_ns;
+  };
+  void Remember(const std::string& name, uint64_t length, uint32_t crc32c,
+                const struct stat& st);
+  std::map<std::pair<std::string, uint64_t>, Entry> cache_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace walship::agent

@@ -138,6 +138,12 @@ absl::Status Shipper::SendData(uint64_t length) {
 
 absl::StatusOr<uint32_t> Shipper::VerifySent(uint64_t length) {
   const std::string path = absl::StrCat(wal_dir_, "/", pos_.segment);
+  // Before reading: a write after this shows in the modification time, so
+  // the checksum cache never vouches for later contents.
+  struct stat before;
+  if (sys::SysResult r = sys_.Fstat(segment_file_.get(), &before); !r.ok()) {
+    return sys::ErrnoToStatus(r.err, absl::StrCat("fstat ", path));
+  }
   uint32_t whole = 0;
   uint64_t covered = 0;
   for (const Piece& p : sent_) {
@@ -163,6 +169,7 @@ absl::StatusOr<uint32_t> Shipper::VerifySent(uint64_t length) {
                                             pos_.segment, ", expected ", length));
   }
   WALSHIP_RETURN_IF_ERROR(CheckSameFile(path));
+  checksums_.Put(pos_.segment, length, whole, before);
   return whole;
 }
 
@@ -231,7 +238,6 @@ absl::StatusOr<std::optional<uint64_t>> Shipper::Step() {
   }
   if (seg.complete && static_cast<size_t>(i) + 1 < segs.size()) {
     WALSHIP_ASSIGN_OR_RETURN(uint32_t crc, VerifySent(seg.shippable));
-    checksums_.Put(seg.name, seg.shippable, crc);
     events_->OnCheckpoint(seg.name, seg.shippable, crc);
     WALSHIP_RETURN_IF_ERROR(order_.CheckNext(seg.name, segs[i + 1].name));
     pos_ = Position{segs[i + 1].name, 0};

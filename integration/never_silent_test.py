@@ -14,7 +14,11 @@ directories; each case is a defect a review found, set up the way it was seen:
    (the agent saw it) and holds nothing of seg-0004.
 3. a second replica on the same --dest is refused with a clear message, and
    the first keeps shipping.
-4. a replica that cannot advance never looks healthy: paused while the
+4. a damaged complete copy (a short seg-0001 on the replica's disk) is found
+   at the next connection and stops the replica naming it; a complete
+   segment whose walship.sums line was lost gets it back once the agent
+   confirms its bytes, and restore serves it.
+5. a replica that cannot advance never looks healthy: paused while the
    source grows it is "stalled (no_progress)" with its lag; once the source
    fails it is "stalled (source_failed)", the status names the source's
    error, walship_agent_source_up is 0 and walship_agent_replica_stalled is 1.
@@ -183,6 +187,52 @@ class NeverSilentTest(h.ClusterTestCase):
         self.assertRegex(table, r"r1 +(stalled|stopped) \(source_failed\)")
         time.sleep(1)
         self.assertTrue(replica.running(), "the replica gave up on an agent-side failure")
+        self.stop_all()
+
+    def test_a_damaged_complete_copy_is_found_at_the_next_connection(self):
+        c = self.cluster
+        wal = c.dir("wal")
+        rng = random.Random(25)
+        data = {"seg-0001": rng.randbytes(200000), "seg-0002": rng.randbytes(100000),
+                "seg-0003": rng.randbytes(5000)}
+        for name, b in data.items():
+            with open(os.path.join(wal, name), "wb") as f:
+                f.write(b)
+        agent = c.agent(wal).start()
+        replica = c.replica(agent, "r1").start()
+        self.wait_caught_up(agent, wal, ["r1"])
+        self.assertEqual(replica.stop(), 0)
+        copy = os.path.join(replica.dest, "seg-0001")
+        # A short copy: the file lost its last 100 bytes on the replica's disk.
+        with open(copy, "r+b") as f:
+            f.truncate(199900)
+        since = replica.log_size()
+        replica.start()
+        h.wait_until(lambda: not replica.running(), 30, "the replica to stop on its damaged copy")
+        self.assertEqual(replica.returncode(), 3, replica.tail())
+        self.assertTrue(replica.grep(r"complete segment seg-0001 has 199900 bytes on the replica "
+                                     r"but 200000 on the source", since), replica.tail())
+        e = h.replica_entry(h.status(agent), "r1")
+        self.assertEqual((e["state"], e["state_reason"]), ("stopped", "damaged_copy"))
+        # Mended, but seg-0002's walship.sums line is gone (damage to that
+        # file): the agent confirms the bytes and the line is recorded again.
+        with open(copy, "wb") as f:
+            f.write(data["seg-0001"])
+        sums = os.path.join(replica.dest, "walship.sums")
+        with open(sums) as f:
+            lines = [l for l in f if not l.startswith("seg-0002 ")]
+        with open(sums, "w") as f:
+            f.writelines(lines)
+        since = replica.log_size()
+        replica.start()
+        replica.wait_log(r"seg-0002 had no walship.sums line; the agent confirmed its 100000 "
+                         r"bytes, line recorded", 30, since)
+        target = os.path.join(c.dir("restore"), "seg-0002")
+        r = subprocess.run([h.binary(h.REPLICA), "restore", "--dest=" + replica.dest,
+                            "seg-0002", target], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertEqual(h.read_bytes(target), data["seg-0002"])
         self.stop_all()
 
     def stop_all_but_failed_replica(self, replica):

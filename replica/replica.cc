@@ -44,6 +44,9 @@ void SetPos(const Position& p, walship::v1::Position* out) {
 // on: a catch-up frame (1 MiB by default) goes to the flusher at once.
 constexpr uint64_t kMaxDeferredBytes = 1u << 20;
 
+// Complete segments presented at handshake (HandshakeRequest.held_segments).
+constexpr size_t kMaxHeldSegments = 4096;
+
 // A long wait is normal between frames: the primary may be idle. The agent's
 // heartbeats on the control stream detect a dead peer instead.
 constexpr absl::Duration kIdleFrameWait = absl::Hours(24 * 365);
@@ -264,6 +267,9 @@ absl::Status Replica::RunOnce() {
   if (!recovered.ok()) return recovered.status();
   DurablePoint durable = *recovered;
   std::string stream_id = state.has_value() ? state->stream_id : std::string();
+  // Presented at handshake: the agent checks each against the source.
+  WALSHIP_ASSIGN_OR_RETURN(std::vector<HeldCopy> held,
+                           ListHeldSegments(sys_, options_.dest, kMaxHeldSegments));
 
   // 2. Handshake.
   WALSHIP_ASSIGN_OR_RETURN(HostPort agent, ParseHostPort(options_.agent));
@@ -286,6 +292,13 @@ absl::Status Replica::RunOnce() {
     req.set_durable_prefix_crc32c(at.prefix_crc32c);
     req.set_durable_segment_complete(at.complete);
     req.set_durable_unrecorded(unrecorded);
+    for (const HeldCopy& h : held) {
+      walship::v1::HeldSegment* m = req.add_held_segments();
+      m->set_name(h.name);
+      m->set_length(h.length);
+      m->set_crc32c(h.crc32c);
+      m->set_unrecorded(h.unrecorded);
+    }
     req.set_transport(TransportName(options_.transport));
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));

@@ -683,7 +683,45 @@ void SegmentWriter::CutBackAfterFailure(const absl::Status& why) {
   }
 }
 
+absl::Status SegmentWriter::SettlePublished() {
+  // Checkpoints for segments already published here: the complete segment
+  // this session resumed at (verified once), or one whose walship.sums line
+  // was lost, presented at handshake and confirmed by the agent (its line is
+  // recorded again once the file matches).
+  std::vector<std::pair<std::string, Checkpoint>> resumed, confirmed;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = checkpoints_.begin(); it != checkpoints_.end();) {
+      const std::string& name = it->first;
+      if (durable_.complete && name == durable_.position.segment) {
+        resumed.emplace_back(name, it->second);
+      } else if (FindOpen(name) == nullptr && name < last_begun_) {
+        confirmed.emplace_back(name, it->second);
+      } else {
+        ++it;
+        continue;
+      }
+      it = checkpoints_.erase(it);
+    }
+  }
+  for (const auto& [name, cp] : resumed) WALSHIP_RETURN_IF_ERROR(VerifyCompleteFile(name, cp));
+  if (confirmed.empty()) return absl::OkStatus();
+  const std::map<std::string, SegmentSum> sums = LoadSegmentSums(sys_, dir_);
+  for (const auto& [name, cp] : confirmed) {
+    if (sums.count(name) > 0) continue;
+    if (absl::Status v = VerifyCompleteFile(name, cp); !v.ok()) {
+      spdlog::error("not recording the walship.sums line of {}: {}", name, v.ToString());
+      continue;
+    }
+    WALSHIP_RETURN_IF_ERROR(AppendSum(name, cp.length, cp.crc32c));
+    spdlog::info("{} had no walship.sums line; the agent confirmed its {} bytes, line recorded",
+                 name, cp.length);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<DurablePoint> SegmentWriter::FlushCycle(const PersistFn& persist) {
+  WALSHIP_RETURN_IF_ERROR(SettlePublished());
   struct Pending {
     std::shared_ptr<sys::UniqueFd> fd;
     std::string name;
@@ -706,19 +744,6 @@ absl::StatusOr<DurablePoint> SegmentWriter::FlushCycle(const PersistFn& persist)
   std::vector<std::string> snapshot;  // segments whose entries the dir fsync covers
   {
     absl::MutexLock lock(&mu_);
-    // A checkpoint for the complete segment we resumed at: verify it once.
-    if (durable_.complete) {
-      auto it = checkpoints_.find(durable_.position.segment);
-      if (it != checkpoints_.end()) {
-        Checkpoint cp = it->second;
-        checkpoints_.erase(it);
-        std::string name = durable_.position.segment;
-        mu_.Unlock();
-        absl::Status s = VerifyCompleteFile(name, cp);
-        mu_.Lock();
-        if (!s.ok()) return s;
-      }
-    }
     before = durable_;
     if (persist != nullptr && !open_.empty()) {
       const Segment& f = open_.front();

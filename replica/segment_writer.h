@@ -239,6 +239,8 @@ class SegmentWriter {
                               const DurablePoint& target);
 
   absl::StatusOr<DurablePoint> FlushCycle(const PersistFn& persist);
+  // Acts on checkpoints for segments already published (see the .cc).
+  absl::Status SettlePublished();
   // After a failed cycle: records `why` and cuts every open segment back to
   // its durable offset.
   void CutBackAfterFailure(const absl::Status& why);

@@ -1,6 +1,10 @@
 #include "replica/state_store.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
 
 #include <cstring>
 
@@ -8,7 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/file_crc.h"
 #include "common/status_macros.h"
+#include "common/wire/segment_name.h"
 #include "common/sys/errors.h"
 #include "common/sys/file_util.h"
 #include "common/sys/transfer.h"
@@ -197,6 +203,39 @@ std::map<std::string, SegmentSum> LoadSegmentSums(sys::SysCalls& sys, const std:
     }
   }
   return sums;
+}
+
+absl::StatusOr<std::vector<HeldCopy>> ListHeldSegments(sys::SysCalls& sys,
+                                                       const std::string& dir, size_t max) {
+  std::vector<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return sys::ErrnoToStatus(errno, absl::StrCat("open destination ", dir));
+  while (dirent* e = readdir(d)) {
+    if (wire::ValidateSegmentName(e->d_name).ok()) names.push_back(e->d_name);
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  if (names.size() > max) names.erase(names.begin(), names.end() - max);
+  const std::map<std::string, SegmentSum> sums = LoadSegmentSums(sys, dir);
+  std::vector<HeldCopy> held;
+  for (const std::string& name : names) {
+    const std::string path = absl::StrCat(dir, "/", name);
+    WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd fd, sys::OpenFile(sys, path, O_RDONLY));
+    struct stat st;
+    if (sys::SysResult r = sys.Fstat(fd.get(), &st); !r.ok()) {
+      return sys::ErrnoToStatus(r.err, absl::StrCat("fstat ", path));
+    }
+    HeldCopy h{name, static_cast<uint64_t>(st.st_size), 0, false};
+    auto sum = sums.find(name);
+    if (sum != sums.end()) {
+      h.crc32c = sum->second.crc32c;
+    } else {
+      h.unrecorded = true;
+      WALSHIP_ASSIGN_OR_RETURN(h.crc32c, Crc32cOfFileRange(sys, fd.get(), 0, h.length, path));
+    }
+    held.push_back(std::move(h));
+  }
+  return held;
 }
 
 ProgressFile::ProgressFile(sys::SysCalls& sys, std::string dir)

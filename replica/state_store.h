@@ -50,6 +50,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/position.h"
@@ -87,6 +88,21 @@ std::string SegmentSumLine(const std::string& name, uint64_t length, uint32_t cr
 // for a name wins, and lines that do not parse (a torn last line) are
 // skipped. Empty when the file is missing.
 std::map<std::string, SegmentSum> LoadSegmentSums(sys::SysCalls& sys, const std::string& dir);
+
+// A complete segment this destination holds (a published file), as the
+// replica presents it at handshake (walship.v1.HeldSegment).
+struct HeldCopy {
+  std::string name;
+  // The file's size.
+  uint64_t length = 0;
+  // Its walship.sums line's CRC32C, or, when the line is missing
+  // (`unrecorded`), the file's.
+  uint32_t crc32c = 0;
+  bool unrecorded = false;
+};
+// The newest `max` published segments of `dir`, oldest first.
+absl::StatusOr<std::vector<HeldCopy>> ListHeldSegments(sys::SysCalls& sys,
+                                                       const std::string& dir, size_t max);
 
 class StateStore {
  public:
