@@ -64,15 +64,11 @@ absl::StatusOr<uint64_t> DataEnd(sys::SysCalls& sys, int fd, uint64_t end) {
 }  // namespace
 
 std::string NameShape(absl::string_view name) {
-  std::string shape;
-  bool in_digits = false;
-  for (char c : name) {
-    if (!IsDigit(c)) {
-      shape += c;
-    } else if (!in_digits) {
-      shape += 'N';
-    }
-    in_digits = IsDigit(c);
+  // One N per digit: names whose numbers differ in width (seg-9, seg-10) do
+  // not sort in WAL order, so they are two shapes.
+  std::string shape(name);
+  for (char& c : shape) {
+    if (IsDigit(c)) c = 'N';
   }
   return shape;
 }

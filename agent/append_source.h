@@ -18,7 +18,7 @@
 //     valid segment name fails the source.
 //   * Without one, every name of the one shape the directory holds (see
 //     NameShape: "mysql-bin.000001" and "mysql-bin.000002" are both
-//     "mysql-bin.N"). A directory holding names of several shapes (binlogs
+//     "mysql-bin.NNNNNN"). A directory holding names of several shapes (binlogs
 //     beside mysql-bin.index; RocksDB's LOG, CURRENT and MANIFEST beside its
 //     logs) cannot be followed without a pattern: Start fails, and a file of
 //     another shape appearing later fails the source, never becoming a
@@ -88,7 +88,8 @@ namespace walship::agent {
 // preallocated (see the file comment).
 inline constexpr uint64_t kPreallocatedZeroRun = 64 << 10;
 
-// The shape of a file name: each run of decimal digits replaced by "N".
+// The shape of a file name: each decimal digit replaced by "N", so names
+// whose numbers differ in width (and so do not sort in WAL order) differ.
 // "mysql-bin.000001" -> "mysql-bin.N", "000005.log" -> "N.log",
 // "MANIFEST-000004" -> "MANIFEST-N", "LOG" -> "LOG".
 std::string NameShape(absl::string_view name);

@@ -275,7 +275,7 @@ TEST(AppendSourceTest, NamesOfSeveralShapesAreRefusedWithoutAPattern) {
   AppendSource source(sys::DefaultSysCalls(), o, catalog);
   absl::Status s = source.Start();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-  EXPECT_NE(s.message().find("mysql-bin.N (2 files"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("mysql-bin.NNNNNN (2 files"), std::string::npos) << s;
   EXPECT_NE(s.message().find("mysql-bin.index (1 file"), std::string::npos) << s;
   EXPECT_NE(s.message().find("segment pattern"), std::string::npos) << s;
 }
@@ -297,7 +297,7 @@ TEST(AppendSourceTest, AFileOfAnotherShapeFailsTheSourceWithoutAPattern) {
   EXPECT_EQ(s.source_status.code(), absl::StatusCode::kFailedPrecondition) << s.source_status;
   EXPECT_NE(s.source_status.message().find("LOG (1 file"), std::string::npos)
       << s.source_status;
-  EXPECT_NE(s.source_status.message().find("N.log (2 files"), std::string::npos)
+  EXPECT_NE(s.source_status.message().find("NNNNNN.log (2 files"), std::string::npos)
       << s.source_status;
   EXPECT_EQ(s.Find("LOG"), -1);
   EXPECT_TRUE(logs.Logged("WAL source failed", "LOG"));
@@ -389,14 +389,17 @@ TEST(AppendSourceTest, ZerosAtTheEndOfTheOpenSegmentAreRefusedWhenItCompletes) {
   source.Stop();
 }
 
-TEST(NameShapeTest, DigitRunsBecomeN) {
-  EXPECT_EQ(NameShape("mysql-bin.000001"), "mysql-bin.N");
+TEST(NameShapeTest, EachDigitBecomesN) {
+  EXPECT_EQ(NameShape("mysql-bin.000001"), "mysql-bin.NNNNNN");
   EXPECT_EQ(NameShape("mysql-bin.index"), "mysql-bin.index");
-  EXPECT_EQ(NameShape("000005.log"), "N.log");
+  EXPECT_EQ(NameShape("000005.log"), "NNNNNN.log");
   EXPECT_EQ(NameShape("LOG"), "LOG");
-  EXPECT_EQ(NameShape("MANIFEST-000004"), "MANIFEST-N");
-  EXPECT_EQ(NameShape("0000000000000001-0000000000000000.wal"), "N-N.wal");
-  EXPECT_EQ(NameShape("seg-99999999"), NameShape("seg-100000000"));
+  EXPECT_EQ(NameShape("MANIFEST-000004"), "MANIFEST-NNNNNN");
+  EXPECT_EQ(NameShape("0000000000000001-0000000000000000.wal"),
+            "NNNNNNNNNNNNNNNN-NNNNNNNNNNNNNNNN.wal");
+  // Numbers of another width do not sort in WAL order ("seg-10" before
+  // "seg-9"): a replica positioned on seg-9 would never see seg-10.
+  EXPECT_NE(NameShape("seg-9"), NameShape("seg-10"));
 }
 
 TEST(SegmentPatternTest, SuccessorIncrementsGroupOneAtTheSameWidth) {

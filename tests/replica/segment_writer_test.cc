@@ -440,6 +440,32 @@ TEST_P(SegmentWriterTest, CorruptPayloadIsDiscarded) {
   EXPECT_EQ(w.written(), (Position{"seg-1", good.size()}));
 }
 
+// Removing a corrupt frame's bytes can fail too: then they may stay on disk
+// past what the writer counts, so it is not used again (its status was
+// dropped before).
+class FailingTruncateSysCalls : public sys::RealSysCalls {
+ public:
+  sys::SysResult Ftruncate(int, off_t) override { return sys::SysResult{-1, EIO}; }
+};
+
+TEST_P(SegmentWriterTest, AFailedRemovalOfACorruptFrameIsNotIgnored) {
+  std::string dir = testing::FreshTempDir("corrupt-truncate");
+  FailingTruncateSysCalls failing;
+  SegmentWriter w(failing, dir, Options());
+  ASSERT_TRUE(w.Recover(std::nullopt).ok());
+  Channel ch;
+  ASSERT_TRUE(w.BeginSegment("seg-1", 1, 0).ok());
+  std::string payload(5000, 'x');
+  wire::FrameHeader h = DataHeader(1, 0, payload);
+  payload[1234] = 'y';  // flipped in transit
+  ch.Put(payload);
+  absl::Status s = w.WriteData(ch.out(), h);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "removing the frame's bytes")) << s;
+  EXPECT_TRUE(w.sync_failed());
+  EXPECT_FALSE(w.Flush().ok());
+}
+
 TEST_P(SegmentWriterTest, OverlappingResendIsComparedNotOverwritten) {
   std::string dir = testing::FreshTempDir("overlap");
   SegmentWriter w(sys_, dir, Options());
