@@ -39,19 +39,8 @@ class AgentRestartRetentionTest(unittest.TestCase):
     def setUp(self):
         self.env = dk.DrillEnv(base_dir="/tmp")
         self.addCleanup(self.env.close)
-        self.dir = self.env.mkdir("restart")
-        sock = self.env.mkdir("restart", "sock")
-        self.logs = self.env.mkdir("restart", "logs")
+        self.pg, self.dir, self.logs = dk.test_primary(self.env, "restart", small_wal=True)
         self.state_dir = self.env.mkdir("restart", "agent-state")
-        self.pg = dk.PgCluster(self.env, "primary", os.path.join(self.dir, "primary"), sock,
-                               dk.free_port(), self.logs)
-        self.pg.initdb(1)
-        self.pg.configure({"port": self.pg.port, "unix_socket_directories": sock,
-                           "listen_addresses": "", "wal_level": "replica",
-                           "max_replication_slots": 4, "max_wal_senders": 4,
-                           "min_wal_size": "2MB", "max_wal_size": "4MB",
-                           "wal_keep_size": 0, "checkpoint_timeout": "30min"})
-        self.pg.start()
         self.pg.psql("CREATE TABLE filler (x text)")
         self.control = "127.0.0.1:%d" % dk.free_port()
         self.data = "127.0.0.1:%d" % dk.free_port()

@@ -662,6 +662,32 @@ class PgCluster(object):
         return int(self.controldata()["Latest checkpoint's TimeLineID"])
 
 
+# What every test primary gets; small_wal adds settings under which
+# checkpoints soon remove and recycle old segments (retention tests).
+TEST_PRIMARY_SETTINGS = {"listen_addresses": "", "wal_level": "replica",
+                         "max_replication_slots": 4, "max_wal_senders": 4,
+                         "checkpoint_timeout": "30min"}
+SMALL_WAL_SETTINGS = {"min_wal_size": "2MB", "max_wal_size": "4MB", "wal_keep_size": 0}
+
+
+def test_primary(env, area, settings=None, small_wal=False):
+    """A started PostgreSQL 15 primary with 1 MiB segments for a test, in
+    `area` of the drill env (its data directory `area/primary`, sockets in
+    `area/sock`, logs in `area/logs`). Returns (cluster, area dir, logs dir)."""
+    d = env.mkdir(area)
+    sock = env.mkdir(area, "sock")
+    logs = env.mkdir(area, "logs")
+    pg = PgCluster(env, "primary", os.path.join(d, "primary"), sock, free_port(), logs)
+    pg.initdb(1)
+    conf = dict(TEST_PRIMARY_SETTINGS, port=pg.port, unix_socket_directories=sock)
+    if small_wal:
+        conf.update(SMALL_WAL_SETTINGS)
+    conf.update(settings or {})
+    pg.configure(conf)
+    pg.start()
+    return pg, d, logs
+
+
 def waldump_end(env, wal_dir, start_lsn, tli, segsize, timeout=120):
     """Where the valid WAL in wal_dir ends, read from start_lsn on timeline tli.
 

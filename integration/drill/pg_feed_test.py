@@ -56,17 +56,7 @@ class PgFeedTest(unittest.TestCase):
     def setUp(self):
         self.env = dk.DrillEnv(base_dir="/tmp")
         self.addCleanup(self.env.close)
-        self.dir = self.env.mkdir("feed")
-        sock = self.env.mkdir("feed", "sock")
-        self.logs = self.env.mkdir("feed", "logs")
-        self.pg = dk.PgCluster(self.env, "primary", os.path.join(self.dir, "primary"), sock,
-                               dk.free_port(), self.logs)
-        self.pg.initdb(1)
-        self.pg.configure({"port": self.pg.port, "unix_socket_directories": sock,
-                           "listen_addresses": "", "wal_level": "replica",
-                           "max_replication_slots": 4, "max_wal_senders": 4,
-                           "checkpoint_timeout": "30min"})
-        self.pg.start()
+        self.pg, self.dir, self.logs = dk.test_primary(self.env, "feed")
         self.pg.psql("CREATE TABLE t (x int)")
         self.logs_to_show = []
 

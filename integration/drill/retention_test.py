@@ -32,18 +32,7 @@ class RetentionTest(unittest.TestCase):
     def setUp(self):
         self.env = dk.DrillEnv(base_dir="/tmp")
         self.addCleanup(self.env.close)
-        d = self.env.mkdir("retention")
-        sock = self.env.mkdir("retention", "sock")
-        self.logs = self.env.mkdir("retention", "logs")
-        self.pg = dk.PgCluster(self.env, "primary", os.path.join(d, "primary"), sock,
-                               dk.free_port(), self.logs)
-        self.pg.initdb(1)
-        self.pg.configure({"port": self.pg.port, "unix_socket_directories": sock,
-                           "listen_addresses": "", "wal_level": "replica",
-                           "max_replication_slots": 4, "max_wal_senders": 4,
-                           "min_wal_size": "2MB", "max_wal_size": "4MB",
-                           "wal_keep_size": 0, "checkpoint_timeout": "30min"})
-        self.pg.start()
+        self.pg, d, self.logs = dk.test_primary(self.env, "retention", small_wal=True)
         self.pg.psql("CREATE TABLE filler (x text)")
         ports = os.path.join(d, "agent.ports")
         self.agent_log = os.path.join(self.logs, "agent.log")
