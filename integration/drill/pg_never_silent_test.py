@@ -1,0 +1,371 @@
+"""Never silent, on a real PostgreSQL 15: a gap across a timeline switch is
+named, and an agent beside a standby says "not a primary, retry".
+
+1. gap_across_a_timeline_switch_is_named: a primary without a slot
+   (--pg-slot=), 1 MB segments and small max_wal_size/min_wal_size,
+   wal_keep_size 0. Replica r1 stops inside segment S; the primary writes
+   on and checkpoints until S and the two segments after it are gone from
+   pg_wal; replica r2 follows all of it. The primary, idle, is shut down
+   cleanly inside a segment and r2 stops after it, at the point where the
+   timeline will switch. The same data directory is started again with
+   standby.signal (in recovery: the agent says it is not a primary) and
+   promoted to timeline 2. r2, restarted, continues across the switch
+   (its bytes of the switch segment are timeline 2's too) and ends
+   byte-identical to pg_wal's timeline 2. r1, restarted, stops (exit 3)
+   on a gap naming S and never holds 00000002.history or a timeline 2
+   segment: WAL of timeline 1 between its position and the switch point
+   was never shipped to it, and must not be skipped.
+2. an_agent_beside_a_standby_answers_not_primary: r1 followed a primary
+   through agent A1 and holds bytes past its walship.state (an unrecorded
+   tail, as after a power loss that took walship.progress). Pointed at
+   agent A2 beside a standby of that primary, it is refused as "not a
+   primary" and retries: it keeps running and keeps every file as it was,
+   and A2's status names the reason.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import unittest
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import drillkit as dk  # noqa: E402
+
+try:
+    from integration import statefile
+    from integration import wirelib
+except ImportError:  # run as a script from the checkout
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+    from integration import statefile
+    from integration import wirelib
+
+SEG = 1 << 20
+NOT_PRIMARY = "is in recovery, not a primary"
+
+
+class PgNeverSilentTest(unittest.TestCase):
+    def setUp(self):
+        self.env = dk.DrillEnv(base_dir="/tmp")
+        self.addCleanup(self.env.close)
+        self.dir = self.env.mkdir("ns")
+        self.sock = self.env.mkdir("ns", "sock")
+        self.logs = self.env.mkdir("ns", "logs")
+        self.logs_to_show = []
+
+    def tearDown(self):
+        for path in self.logs_to_show:
+            sys.stderr.write("---- %s\n%s\n" % (path, self.log_text(path)[-4000:]))
+
+    # -- helpers ----------------------------------------------------------
+    def log_text(self, path, since=0):
+        try:
+            with open(path, errors="replace") as f:
+                return f.read()[since:]
+        except OSError:
+            return ""
+
+    def cluster(self, name, settings=None):
+        pg = dk.PgCluster(self.env, name, os.path.join(self.dir, name), self.sock,
+                          dk.free_port(), self.logs)
+        pg.initdb(1)
+        conf = {"port": pg.port, "unix_socket_directories": self.sock,
+                "listen_addresses": "", "wal_level": "replica", "max_replication_slots": 4,
+                "max_wal_senders": 4, "checkpoint_timeout": "1h"}
+        conf.update(settings or {})
+        pg.configure(conf)
+        pg.start()
+        self.logs_to_show.append(pg.log_path)
+        return pg
+
+    def start_agent(self, pg, name):
+        """An agent beside `pg`, without a slot; returns (proc, control address)."""
+        ports = os.path.join(self.dir, "%s.ports" % name)
+        log_path = os.path.join(self.logs, "%s.log" % name)
+        self.logs_to_show.append(log_path)
+        proc = dk.Proc(self.env, name, [
+            self.env.binaries["walship-agent"], "--format=postgres",
+            "--wal-dir=%s" % pg.pg_wal, "--pg-conninfo=%s" % pg.conninfo(), "--pg-slot=",
+            "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0", "--port-file=%s" % ports,
+            "--insecure"], log_path)
+
+        def control():
+            if not proc.alive():
+                raise dk.DrillError("%s exited %s at start" % (name, proc.returncode()))
+            try:
+                with open(ports) as f:
+                    return dict(l.strip().split("=", 1) for l in f if "=" in l).get("control")
+            except OSError:
+                return None
+        return proc, dk.wait_until(control, 60, 0.05, "%s's port file" % name)
+
+    def start_replica(self, name, control, dest):
+        log_path = os.path.join(self.logs, "%s.log" % name)
+        if log_path not in self.logs_to_show:
+            self.logs_to_show.append(log_path)
+        return dk.Proc(self.env, name, [
+            self.env.binaries["walship-replica"], "--agent=%s" % control, "--dest=%s" % dest,
+            "--name=%s" % name, "--insecure"], log_path)
+
+    def status(self, control):
+        """walship-status --json, parsed; None when the agent did not answer."""
+        try:
+            r = subprocess.run([self.env.binaries["walship-status"], "--agent=%s" % control,
+                                "--json", "--timeout-ms=2000", "--insecure"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=10)
+        except subprocess.TimeoutExpired:
+            return None
+        if r.returncode != 0:
+            return None
+        try:
+            return json.loads(r.stdout)
+        except ValueError:
+            return None
+
+    def durable(self, dest):
+        """(segment, LSN, complete) the replica holds durably; None before any."""
+        try:
+            st = statefile.read_durable(dest)
+        except (OSError, ValueError):
+            return None
+        if not st or dk.parse_segment(st["segment"], SEG) is None:
+            return None
+        return st["segment"], dk.position_lsn(st, SEG), st["complete"]
+
+    def wait_holds(self, dest, lsn, what, timeline=1, whole_before=False):
+        """Waits until the replica in `dest` holds `lsn` of `timeline`
+        durably; with `whole_before`, also the segment before the one
+        holding it whole (the agent vouched for it: renamed from .partial)."""
+        prev = os.path.join(dest, dk.segment_name(timeline, lsn // SEG - 1, SEG))
+
+        def holds():
+            d = self.durable(dest)
+            if not d or dk.parse_segment(d[0], SEG)[0] != timeline or d[1] < lsn:
+                return False
+            return not whole_before or os.path.exists(prev)
+        dk.wait_until(holds, 30, 0.05, what)
+
+    def files(self, dest):
+        """Every file of a replica directory but its lock: {name: (size, crc32)}."""
+        out = {}
+        for n in sorted(os.listdir(dest)):
+            if n == "walship.lock":
+                continue
+            with open(os.path.join(dest, n), "rb") as f:
+                data = f.read()
+            out[n] = (len(data), zlib.crc32(data))
+        return out
+
+    def changes(self, before, after):
+        """What differs between two files() listings, one line per file."""
+        lines = []
+        for n in sorted(set(before) | set(after)):
+            if before.get(n) != after.get(n):
+                lines.append("%s: %s -> %s" % (n, "%d bytes, crc32 %08x" % before[n]
+                                               if n in before else "absent",
+                                               "%d bytes, crc32 %08x" % after[n]
+                                               if n in after else "absent"))
+        return "\n".join(lines)
+
+    def write_wal(self, pg, rows):
+        pg.psql("INSERT INTO t SELECT g, repeat('x', 200) FROM generate_series(1, %d) g" % rows)
+        return pg.lsn()
+
+    # -- 1 ----------------------------------------------------------------
+    def test_gap_across_a_timeline_switch_is_named(self):
+        pg = self.cluster("primary", {"max_wal_size": "4MB", "min_wal_size": "2MB",
+                                      "wal_keep_size": 0})
+        pg.psql("CREATE TABLE t (x int, pad text)")
+        agent, control = self.start_agent(pg, "agent")
+        dest1, dest2 = os.path.join(self.dir, "r1"), os.path.join(self.dir, "r2")
+        r1 = self.start_replica("r1", control, dest1)
+        r2 = self.start_replica("r2", control, dest2)
+        end = self.write_wal(pg, 500)
+        self.wait_holds(dest1, end, "r1 to hold the first rows")
+        self.wait_holds(dest2, end, "r2 to hold the first rows")
+
+        # r1 stops inside segment S.
+        self.assertEqual(r1.stop(), 0)
+        seg_s, lsn_s, complete = self.durable(dest1)
+        self.assertFalse(complete, "r1 stopped at the end of %s; the test wants it inside"
+                         % seg_s)
+        dk.log("r1 stopped at %s in %s", dk.fmt_lsn(lsn_s), seg_s)
+
+        # The primary writes on (r2 follows) and checkpoints until S and
+        # the two segments after it are gone from pg_wal.
+        segno_s = dk.parse_segment(seg_s, SEG)[1]
+
+        def gone():
+            self.write_wal(pg, 2000)
+            pg.psql("SELECT pg_switch_wal()")
+            # The segment switched from is removed at the next checkpoint:
+            # r2 holds it whole first (else it would stop on a gap too).
+            end = self.write_wal(pg, 10)
+            self.wait_holds(dest2, end, "r2 to follow the primary", whole_before=True)
+            pg.psql("CHECKPOINT")
+            held = [seg[1] for seg in (dk.parse_segment(n, SEG) for n in os.listdir(pg.pg_wal))
+                    if seg and seg[0] == 1]
+            return min(held) > segno_s + 2
+        dk.wait_until(gone, 40, 0, "%s and the two segments after it to be removed from "
+                      "pg_wal" % seg_s)
+        dk.log("%s and the two segments after it are gone from pg_wal: %s", seg_s,
+               sorted(os.listdir(pg.pg_wal)))
+
+        # The primary stops well inside a segment, r2 holding all of its
+        # WAL (a clean shutdown waits until the agent reports its shutdown
+        # checkpoint replicated); r2 stops after it, at the point where
+        # the timeline will switch.
+        end = self.write_wal(pg, 100)
+        while end % SEG > SEG - (64 << 10) or end % SEG < (8 << 10):
+            end = self.write_wal(pg, 200)
+        self.wait_holds(dest2, end, "r2 to hold the primary's last rows")
+        self.assertEqual(pg.stop("fast"), 0)
+        self.assertEqual(r2.stop(), 0)
+        seg_r2, lsn_r2, _ = self.durable(dest2)
+        dk.log("r2 stopped at %s in %s", dk.fmt_lsn(lsn_r2), seg_r2)
+
+        # The same data directory comes back in recovery, then is promoted.
+        pg.touch("standby.signal")
+        pg.start(wait_for=("ready", "standby"))
+        self.assertEqual(pg.psql("SELECT pg_is_in_recovery()"), "t")
+
+        def not_primary():
+            st = self.status(control)
+            return st is not None and NOT_PRIMARY in st.get("source_error", "") and st
+        # Checked last: a failure of what the replicas do across the switch,
+        # the main claim here, is reported first.
+        try:
+            in_recovery = dk.wait_until(not_primary, 15, 0.1, "the agent to say not primary")
+        except dk.DrillError as e:
+            in_recovery = "%s; last status: %s" % (e, self.status(control))
+        self.assertEqual(pg.psql("SELECT pg_promote(true, 60)"), "t")
+        history = os.path.join(pg.pg_wal, "00000002.history")
+        self.assertTrue(os.path.exists(history))
+        with open(history) as f:
+            switch = dk.parse_lsn(f.read().split()[1])
+        dk.log("timeline 2 from %s", dk.fmt_lsn(switch))
+        self.assertEqual(dk.segment_name(1, switch // SEG, SEG), seg_r2,
+                         "set-up: the switch point %s is not in r2's segment"
+                         % dk.fmt_lsn(switch))
+        self.assertLessEqual(lsn_r2, switch)
+        end = self.write_wal(pg, 100)
+
+        # r2 continues across the switch, and holds timeline 2 as pg_wal does.
+        r2 = self.start_replica("r2", control, dest2)
+        self.wait_holds(dest2, end, "r2 to follow onto timeline 2", timeline=2)
+        self.assertEqual(r2.stop(), 0)
+        self.assert_timeline_held(dest2, pg.pg_wal, 2, switch // SEG, end)
+
+        # r1 stops on the gap, naming S, and skips nothing.
+        since = len(self.log_text(r1.log_path))
+        r1 = self.start_replica("r1", control, dest1)
+
+        def outcome():
+            skipped = [n for n in os.listdir(dest1) if n.startswith("00000002")]
+            return skipped or not r1.alive()
+        dk.wait_until(outcome, 30, 0.05, "r1 to stop or to skip to timeline 2")
+        skipped = [n for n in os.listdir(dest1) if n.startswith("00000002")]
+        self.assertEqual(skipped, [], "r1 skipped the timeline 1 WAL after %s (removed from "
+                         "pg_wal) and continued on timeline 2 with %s"
+                         % (dk.fmt_lsn(lsn_s), skipped))
+        self.assertEqual(r1.wait(30), 3, self.log_text(r1.log_path, since))
+        self.assertRegex(self.log_text(r1.log_path, since), r"stopping: .*gap: .*%s" % seg_s)
+        self.assertRegex(self.log_text(agent.log_path), r"gap: .*%s" % seg_s)
+        self.assertEqual([n for n in os.listdir(dest1) if n.startswith("00000002")], [])
+
+        self.assertIsInstance(in_recovery, dict, in_recovery)
+        self.assertEqual(agent.stop(), 0)
+
+    def assert_timeline_held(self, dest, pg_wal, tli, first_segno, end):
+        """dest holds pg_wal's history file of `tli` and its segments from
+        `first_segno` up to `end`, byte for byte."""
+        with open(os.path.join(dest, "%08X.history" % tli), "rb") as f:
+            held = f.read()
+        with open(os.path.join(pg_wal, "%08X.history" % tli), "rb") as f:
+            self.assertEqual(held, f.read())
+        for segno in range(first_segno, end // SEG + 1):
+            name = dk.segment_name(tli, segno, SEG)
+            last = segno == end // SEG
+            path = os.path.join(dest, name)
+            if last and not os.path.exists(path):
+                path += ".partial"
+            self.assertTrue(os.path.exists(path), "r2 lacks %s" % name)
+            with open(path, "rb") as f:
+                held = f.read()
+            want = end % SEG if last else SEG
+            self.assertGreaterEqual(len(held), want, name)
+            with open(os.path.join(pg_wal, name), "rb") as f:
+                self.assertTrue(f.read(len(held)) == held,
+                                "r2's %s differs from pg_wal's" % name)
+
+    # -- 2 ----------------------------------------------------------------
+    def test_an_agent_beside_a_standby_answers_not_primary(self):
+        pg = self.cluster("primary")
+        pg.psql("CREATE TABLE t (x int, pad text)")
+        a1, control1 = self.start_agent(pg, "agent-primary")
+        dest = os.path.join(self.dir, "r1")
+        r1 = self.start_replica("r1", control1, dest)
+        end = self.write_wal(pg, 300)
+        while end % SEG < (16 << 10):  # bytes of its segment to hold
+            end = self.write_wal(pg, 100)
+        self.wait_holds(dest, end, "r1 to hold the rows")
+        self.assertEqual(r1.stop(), 0)
+        self.assertEqual(a1.stop(), 0)
+
+        # An unrecorded tail: walship.state trails what the .partial holds
+        # (walship.progress lost with a power loss).
+        st = statefile.read_durable(dest)
+        self.assertFalse(st["complete"], st)
+        with open(os.path.join(dest, st["segment"] + ".partial"), "rb") as f:
+            partial = f.read()
+        recorded = len(partial) // 2
+        with open(os.path.join(dest, statefile.STATE), "wb") as f:
+            f.write(statefile.encode(st["stream"], st["segment"], recorded,
+                                     prefix_crc=wirelib.crc32c(partial[:recorded]),
+                                     seq=st["seq"] + 1))
+        if os.path.exists(os.path.join(dest, statefile.PROGRESS)):
+            os.unlink(os.path.join(dest, statefile.PROGRESS))
+        before = self.files(dest)
+
+        # A standby of that primary, and an agent beside it.
+        standby = dk.PgCluster(self.env, "standby", os.path.join(self.dir, "standby"),
+                               self.sock, dk.free_port(), self.logs)
+        self.env.run([self.env.pg("pg_basebackup"), "-h", self.sock, "-p", str(pg.port),
+                      "-U", dk.PG_SUPERUSER, "-D", standby.datadir, "-X", "stream", "-R",
+                      "-c", "fast", "--no-sync"], timeout=120)
+        standby.configure({"port": standby.port})
+        standby.start(wait_for=("ready", "standby"))
+        self.logs_to_show.append(standby.log_path)
+        self.assertEqual(standby.psql("SELECT pg_is_in_recovery()"), "t")
+        a2, control2 = self.start_agent(standby, "agent-standby")
+
+        since = len(self.log_text(r1.log_path))
+        r1 = self.start_replica("r1", control2, dest)
+
+        def retried_or_stopped():
+            text = self.log_text(r1.log_path, since)
+            return not r1.alive() or len(re.findall(r"session ended: .*retrying", text)) >= 3
+        dk.wait_until(retried_or_stopped, 30, 0.05, "r1 to retry three times or stop")
+        text = self.log_text(r1.log_path, since)
+        self.assertEqual(self.changes(before, self.files(dest)), "",
+                         "r1 changed its files on a refusal by an agent beside a standby")
+        self.assertTrue(r1.alive(), "r1 stopped (%s):\n%s" % (r1.returncode(), text))
+        self.assertNotIn("discarding", text)
+        self.assertIn(NOT_PRIMARY, text)
+        st = self.status(control2)
+        self.assertIsNotNone(st)
+        self.assertIn(NOT_PRIMARY, st.get("source_error", ""), st)
+        self.assertIn("PostgreSQL is in recovery", self.log_text(a2.log_path))
+        self.assertRegex(self.log_text(a2.log_path),
+                         r"handshake from replica r1 .*not now, the replica retries: .*"
+                         + NOT_PRIMARY)
+        self.assertEqual(r1.stop(), 0)
+        self.assertEqual(self.changes(before, self.files(dest)), "")
+        self.assertEqual(a2.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
