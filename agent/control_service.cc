@@ -166,10 +166,11 @@ absl::StatusOr<ShipStart> ControlServiceImpl::ContinueMissing(
   if (durable.segment < segs.front().name) {
     if (!req.durable_segment_complete()) {
       return WithReason(absl::FailedPreconditionError(absl::StrCat(
-                            "gap: the replica is durable at ", durable.ToString(),
-                            " but the rest of ", durable.segment,
-                            " is no longer in the WAL directory (oldest is ",
-                            segs.front().name, "); rebuild the replica from a newer base")),
+                            "gap: the replica is durable at ", durable.ToString(), " but ",
+                            durable.segment, " is no longer in the WAL directory (oldest is ",
+                            segs.front().name, "): the source can neither send the rest of it "
+                            "nor confirm the bytes the replica holds; rebuild the replica "
+                            "from a newer base")),
                         Reason::kGap);
     }
     // The replica holds all of it; the stream moved on since, and every

@@ -253,18 +253,7 @@ absl::Status PostgresSource::FollowFeed(absl::Time* last_query) {
   if (!announced.ok()) {
     spdlog::warn("flush feed lost ({}); following the flush position by query",
                  std::string(announced.status().message()));
-    {
-      absl::MutexLock lock(&feed_mu_);
-      updates_of_closed_feeds_.sent += feed_->reports_sent();
-      updates_of_closed_feeds_.paced += feed_->reports_paced();
-      feed_.reset();
-    }
-    sync_state_.clear();
-    NoteSync();
-    next_feed_attempt_ = absl::Now() + options_.feed_retry;
-    if (absl::Status m = watch_->SetMask(WatchMask(false)); !m.ok()) {
-      spdlog::warn("{}", m.ToString());
-    }
+    DropFeed();
     *last_query = absl::Now();
     return Poll();  // at once: the primary may have gone down
   }
@@ -402,6 +391,40 @@ void PostgresSource::LogNoCrashRule(const absl::Status& failed,
   last_no_crash_rule_log_ = absl::Now();
 }
 
+bool PostgresSource::DropFeed() {
+  {
+    absl::MutexLock lock(&feed_mu_);
+    if (feed_ == nullptr) return false;
+    updates_of_closed_feeds_.sent += feed_->reports_sent();
+    updates_of_closed_feeds_.paced += feed_->reports_paced();
+    feed_.reset();
+  }
+  sync_state_.clear();
+  NoteSync();
+  next_feed_attempt_ = absl::Now() + options_.feed_retry;
+  if (watch_.has_value()) {
+    if (absl::Status m = watch_->SetMask(WatchMask(false)); !m.ok()) {
+      spdlog::warn("{}", m.ToString());
+    }
+  }
+  return true;
+}
+
+void PostgresSource::CloseFeedForShutdown() {
+  // In a shutdown the feed's walsender exits only once the agent confirms
+  // everything it sent, the shutdown checkpoint included; it confirms what
+  // the replicas hold, so with none holding it the shutdown would wait for
+  // ever. Closing the feed lets the walsender go: the shutdown checkpoint
+  // is flushed in pg_wal and ships from there. (A shutdown ends the agent's
+  // query session at once, so the next query fails and finds
+  // postmaster.pid saying "stopping"; without --pg-data the agent cannot
+  // read it, and a replica must hold the shutdown checkpoint first.)
+  if (DropFeed()) {
+    spdlog::info("PostgreSQL is shutting down: closed the flush feed, so that its walsender "
+                 "does not hold the shutdown up waiting for replicas");
+  }
+}
+
 absl::Status PostgresSource::Poll() {
   // Asked up to every min_query_interval: prepared, so the backend does not
   // parse and plan it each time.
@@ -411,6 +434,7 @@ absl::Status PostgresSource::Poll() {
       "CASE WHEN pg_is_in_recovery() THEN NULL "
       "ELSE pg_walfile_name(pg_current_wal_flush_lsn()) END, pg_backend_pid()");
   if (!rows.ok()) {
+    if (postmaster_.Stopping()) CloseFeedForShutdown();
     const PostmasterWatch::Evidence e = postmaster_.Check();
     if (e.state != PostmasterWatch::State::kGone) {
       LogNoCrashRule(rows.status(), e);
@@ -445,13 +469,14 @@ absl::Status PostgresSource::Poll() {
   VerifyPostmaster(backend_pid);
   const std::string& lsn_text = (*rows)[0][0];
   const std::string& file = (*rows)[0][1];
-  in_recovery_ = lsn_text.empty();
+  const bool was_in_recovery = in_recovery_.exchange(lsn_text.empty());
   if (lsn_text.empty()) {
-    static bool warned = false;
-    if (!warned) spdlog::warn("PostgreSQL is in recovery; waiting until it is a primary");
-    warned = true;
+    if (!was_in_recovery) {
+      spdlog::warn("PostgreSQL is in recovery; shipping nothing until it is a primary");
+    }
     return absl::OkStatus();
   }
+  if (was_in_recovery) spdlog::info("PostgreSQL is a primary now");
   auto lsn = pg::ParseLsn(lsn_text);
   if (!lsn.ok()) return lsn.status();
   uint32_t tli = 0;

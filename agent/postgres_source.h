@@ -177,6 +177,10 @@ class PostgresSource final : public WalSource {
   // Queries the flush position; on failure decides whether the primary is
   // down (crash rule) or merely unreachable.
   absl::Status Poll();
+  // The server ended the query session for a shutdown: see the .cc.
+  void CloseFeedForShutdown();
+  // Closes the feed (if open) and goes back to queries; false without one.
+  bool DropFeed();
   // One pass while the feed is live: reads what it announced, publishes,
   // and queries when the safety-net interval has passed.
   absl::Status FollowFeed(absl::Time* last_query);

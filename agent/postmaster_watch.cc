@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -57,6 +58,15 @@ PostmasterWatch::FileText PostmasterWatch::Read(const std::string& path) const {
 
 std::string PostmasterWatch::Proc(int pid, const char* entry) const {
   return absl::StrCat(proc_root_, "/", pid, "/", entry);
+}
+
+bool PostmasterWatch::Stopping() const {
+  if (!enabled()) return false;
+  FileText f = Read(pg_data_ + "/postmaster.pid");
+  if (f.err != 0) return false;
+  std::vector<absl::string_view> lines = absl::StrSplit(f.text, '\n');
+  // LOCK_FILE_LINE_PM_STATUS (pidfile.h): PM_STATUS_STOPPING.
+  return lines.size() > 7 && absl::StripAsciiWhitespace(lines[7]) == "stopping";
 }
 
 int PostmasterWatch::LockFilePid(std::string* why) const {

@@ -89,6 +89,11 @@ class PostmasterWatch {
   // Step 3. Reads postmaster.pid and /proc/P afresh.
   Evidence Check() const;
 
+  // True while postmaster.pid says the server is shutting down (its status
+  // line, the eighth, is "stopping"). False without --pg-data or when the
+  // file cannot be read.
+  bool Stopping() const;
+
  private:
   // One small file (postmaster.pid, a /proc entry): its text, or the errno
   // of the open or read that failed.

@@ -21,11 +21,24 @@ named, and an agent beside a standby says "not a primary, retry".
    agent A2 beside a standby of that primary, it is refused as "not a
    primary" and retries: it keeps running and keeps every file as it was,
    and A2's status names the reason.
+3. a_fast_shutdown_completes_while_no_replica_holds_it: the agent's flush
+   feed reports what the replicas hold; with the only replica stopped, the
+   walsender would wait for ever for the shutdown checkpoint's
+   confirmation. With --pg-data the agent sees postmaster.pid say
+   "stopping" once the shutdown ends its query session, closes the feed,
+   and the fast shutdown completes.
+4. an_idle_replica_at_a_segment_end_keeps_its_segment: after pg_switch_wal()
+   an idle primary leaves the replica holding all of segment X before the
+   agent could confirm it (X+1 has no flushed byte); the slot must keep X
+   (a checkpoint would recycle it and the replica would hit a gap), and the
+   replica goes on past it once the primary writes again.
 """
 import json
 import os
 import re
+import signal
 import subprocess
+import time
 import sys
 import unittest
 import zlib
@@ -80,14 +93,21 @@ class PgNeverSilentTest(unittest.TestCase):
         self.logs_to_show.append(pg.log_path)
         return pg
 
-    def start_agent(self, pg, name):
-        """An agent beside `pg`, without a slot; returns (proc, control address)."""
+    def start_agent(self, pg, name, slot=None, pg_data=False):
+        """An agent beside `pg`, without a slot unless `slot` names one (and
+        with --pg-data when `pg_data`); returns (proc, control address)."""
         ports = os.path.join(self.dir, "%s.ports" % name)
         log_path = os.path.join(self.logs, "%s.log" % name)
         self.logs_to_show.append(log_path)
+        slot_args = ["--pg-slot="]
+        if slot:
+            slot_args = ["--pg-slot=%s" % slot,
+                         "--state-dir=%s" % self.env.mkdir("ns", name + "-state")]
+        if pg_data:
+            slot_args.append("--pg-data=%s" % pg.datadir)
         proc = dk.Proc(self.env, name, [
             self.env.binaries["walship-agent"], "--format=postgres",
-            "--wal-dir=%s" % pg.pg_wal, "--pg-conninfo=%s" % pg.conninfo(), "--pg-slot=",
+            "--wal-dir=%s" % pg.pg_wal, "--pg-conninfo=%s" % pg.conninfo()] + slot_args + [
             "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0", "--port-file=%s" % ports,
             "--insecure"], log_path)
 
@@ -365,6 +385,68 @@ class PgNeverSilentTest(unittest.TestCase):
         self.assertEqual(r1.stop(), 0)
         self.assertEqual(self.changes(before, self.files(dest)), "")
         self.assertEqual(a2.stop(), 0)
+
+
+    # -- 3 ----------------------------------------------------------------
+    def test_a_fast_shutdown_completes_while_no_replica_holds_it(self):
+        pg = self.cluster("primary")
+        pg.psql("CREATE TABLE t (x int, pad text)")
+        agent, control = self.start_agent(pg, "agent", pg_data=True)
+        dest = os.path.join(self.dir, "r1")
+        r1 = self.start_replica("r1", control, dest)
+        self.wait_holds(dest, self.write_wal(pg, 50), "r1 to hold the rows")
+        dk.wait_until(lambda: pg.psql("SELECT count(*) FROM pg_stat_replication WHERE "
+                                      "application_name = 'walship'") == "1",
+                      30, 0.1, "the agent's flush feed")
+        # The replica is down: nothing will ever confirm the shutdown
+        # checkpoint. The feed must not hold the shutdown up.
+        self.assertEqual(r1.stop(), 0)
+        self.write_wal(pg, 50)
+        os.kill(pg.proc.pid, signal.SIGINT)
+        dk.wait_until(lambda: not pg.running(), 60, 0.1,
+                      "PostgreSQL to finish a fast shutdown while the agent runs")
+        log = self.log_text(os.path.join(self.logs, "agent.log"))
+        self.assertIn("PostgreSQL is shutting down: closed the flush feed", log)
+        agent.stop()
+
+    # -- 4 ----------------------------------------------------------------
+    def test_an_idle_replica_at_a_segment_end_keeps_its_segment(self):
+        pg = self.cluster("primary", {"max_wal_size": "4MB", "min_wal_size": "2MB",
+                                      "wal_keep_size": 0})
+        pg.psql("CREATE TABLE t (x int, pad text)")
+        agent, control = self.start_agent(pg, "agent", slot="walship_idle")
+        dest = os.path.join(self.dir, "r1")
+        r1 = self.start_replica("r1", control, dest)
+        self.wait_holds(dest, self.write_wal(pg, 200), "r1 to hold the rows")
+        # The primary switches segments and goes idle: r1 holds all of
+        # segment X, but no byte of X+1 is flushed, so X is not yet
+        # confirmed (checkpointed) by the agent.
+        x_end = dk.parse_lsn(pg.psql("SELECT pg_switch_wal()"))
+        x_end = (x_end // SEG + 1) * SEG
+        x_name = dk.segment_name(1, x_end // SEG - 1, SEG)
+        self.wait_holds(dest, x_end, "r1 to hold %s whole" % x_name)
+
+        def restart_lsn():
+            return dk.parse_lsn(pg.psql(
+                "SELECT restart_lsn FROM pg_replication_slots WHERE slot_name = 'walship_idle'"))
+        dk.wait_until(lambda: restart_lsn() >= x_end - SEG, 30, 0.2,
+                      "the slot to reach %s" % x_name)
+        # Two rounds of the slot keeper: it must not move past X.
+        time.sleep(2.5)
+        self.assertLess(restart_lsn(), x_end,
+                        "the slot left %s, which the agent still has to confirm" % x_name)
+        # A checkpoint while the agent is stopped keeps X, and once the
+        # primary writes again r1 goes on past it.
+        agent.signal_group(signal.SIGSTOP)
+        pg.psql("CHECKPOINT")
+        pg.psql("CHECKPOINT")
+        self.assertIn(x_name, pg.psql("SELECT string_agg(name, ' ') FROM pg_ls_waldir()"))
+        agent.signal_group(signal.SIGCONT)
+        end = self.write_wal(pg, 200)
+        self.wait_holds(dest, end, "r1 to hold the rows after %s" % x_name, whole_before=True)
+        self.assertTrue(r1.alive(), "r1 stopped:\n" + self.log_text(
+            os.path.join(self.logs, "r1.log"))[-2000:])
+        self.assertTrue(os.path.exists(os.path.join(dest, x_name)))
 
 
 if __name__ == "__main__":

@@ -158,7 +158,7 @@ TEST_F(AgentTest, HandshakeRejectsBadRequestsWithActionableCodes) {
   s = Handshake(r, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(ReasonOf(FromGrpc(s)), Reason::kGap);
-  EXPECT_NE(s.error_message().find("the rest of seg-000"), std::string::npos)
+  EXPECT_NE(s.error_message().find("seg-000 is no longer in the WAL directory"), std::string::npos)
       << s.error_message();
   // Complete there, but nothing proves that seg-001 came right after seg-000
   // (this agent never saw it, and the names carry no sequence number): a
