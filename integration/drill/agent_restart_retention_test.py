@@ -114,11 +114,7 @@ class AgentRestartRetentionTest(unittest.TestCase):
         return out
 
     def log_text(self, path):
-        try:
-            with open(path, errors="replace") as f:
-                return f.read()
-        except OSError:
-            return ""
+        return dk.read_text(path)
 
     def write_wal(self, segments):
         """Fills `segments` WAL segments (a row, then a segment switch)."""

@@ -92,6 +92,16 @@ def wait_until(pred, timeout, interval=0.1, what="condition"):
         time.sleep(interval)
 
 
+def read_text(path, since=0):
+    """A log file's text from byte offset `since` ("" while it does not exist)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(since)
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 def free_port():
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

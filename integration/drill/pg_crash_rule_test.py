@@ -90,11 +90,7 @@ class PgCrashRuleTest(unittest.TestCase):
         return self.pg.conninfo().replace("user=%s" % dk.PG_SUPERUSER, "user=%s" % ROLE)
 
     def log_text(self, path):
-        try:
-            with open(path, errors="replace") as f:
-                return f.read()
-        except OSError:
-            return ""
+        return dk.read_text(path)
 
     def agent_argv(self, wal, pg_data=None):
         argv = [self.env.binaries["walship-agent"], "--format=postgres", "--wal-dir=%s" % wal,

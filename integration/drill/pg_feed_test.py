@@ -65,11 +65,7 @@ class PgFeedTest(unittest.TestCase):
             sys.stderr.write("---- %s\n%s\n" % (path, self.log_text(path)[-4000:]))
 
     def log_text(self, path):
-        try:
-            with open(path, errors="replace") as f:
-                return f.read()
-        except OSError:
-            return ""
+        return dk.read_text(path)
 
     def start_pair(self, conninfo=None, slot="walship_feed", extra=(), pg_data=True):
         """An agent (with --pg-data unless `pg_data` is false) and a replica."""

@@ -74,11 +74,7 @@ class PgNeverSilentTest(unittest.TestCase):
 
     # -- helpers ----------------------------------------------------------
     def log_text(self, path, since=0):
-        try:
-            with open(path, errors="replace") as f:
-                return f.read()[since:]
-        except OSError:
-            return ""
+        return dk.read_text(path, since)
 
     def cluster(self, name, settings=None):
         pg = dk.PgCluster(self.env, name, os.path.join(self.dir, name), self.sock,
