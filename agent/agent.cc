@@ -240,10 +240,7 @@ absl::Status Agent::Start() {
             for (const auto& s : registry->All()) out.push_back({s->name(), s->flushed()});
             return out;
           },
-          // The whole segment a replica is in stays: until the shipper has
-          // checked it at its completion (an idle primary may leave a
-          // replica at its very end for long), the agent needs the file.
-          [raw](const Position& p) { return raw->PositionToLsn(Position{p.segment, 0}); });
+          [raw](const Position& p) { return raw->PositionToLsn(p); });
       WALSHIP_RETURN_IF_ERROR(slot_keeper_->Start());
     }
   } else {

@@ -49,12 +49,14 @@ SlotPlan PlanSlotRound(ReplicaTable& table, const std::vector<ReplicaFlush>& liv
   std::set<std::string> with_session;
   for (const ReplicaFlush& r : live) with_session.insert(r.name);
 
-  // The oldest position of any replica still held for.
+  // The start of the oldest segment any replica still held for is in: until
+  // the shipper has confirmed a segment at its completion (an idle primary
+  // may leave a replica at its very end for long) the agent needs the file.
   pg::Lsn target = flush;
   bool any = false;
   for (const auto& [name, k] : table.replicas) {
     if (k.released) continue;
-    absl::StatusOr<pg::Lsn> lsn = to_lsn(k.flushed);
+    absl::StatusOr<pg::Lsn> lsn = to_lsn(Position{k.flushed.segment, 0});
     if (!lsn.ok()) continue;
     any = true;
     target = std::min(target, *lsn);

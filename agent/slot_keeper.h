@@ -2,8 +2,11 @@
 //
 // Holds a physical replication slot on the primary (created with
 // immediately_reserve if missing) and, every `interval`, advances it with
-// pg_replication_slot_advance to the oldest position any KNOWN replica has
-// acknowledged as flushed. PostgreSQL then keeps every segment from there on.
+// pg_replication_slot_advance to the start of the segment holding the oldest
+// position any KNOWN replica has acknowledged as flushed: the agent needs a
+// segment a replica holds whole until it has confirmed it (the shipper's
+// check at its completion), which an idle primary may leave undone for long.
+// PostgreSQL then keeps every segment from there on.
 //
 // Known replicas: those in the agent's replica positions file
 // (replica_positions.h, in --state-dir), loaded at Start, plus every replica

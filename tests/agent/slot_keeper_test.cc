@@ -42,7 +42,9 @@ TEST(PlanSlotRoundTest, ARecordedReplicaHoldsTheSlotThoughOthersAcknowledge) {
   ReplicaTable t = R2Recorded();
   SlotPlan plan = PlanSlotRound(t, {{"r1", At(13, 256)}}, ToLsn, /*restart=*/Lsn(9, 80),
                                 /*flush=*/Lsn(13, 256), 0, kNow);
-  EXPECT_EQ(plan.target, Lsn(9, 80));
+  // The start of r2's segment: the agent keeps the whole segment a replica
+  // is in.
+  EXPECT_EQ(plan.target, Lsn(9, 0));
   EXPECT_TRUE(plan.changed) << "r1 is new: it must be recorded before the slot moves";
   ASSERT_EQ(t.replicas.count("r1"), 1u);
   EXPECT_EQ(t.replicas["r1"].flushed, At(13, 256));
@@ -58,12 +60,22 @@ TEST(PlanSlotRoundTest, TheSlotFollowsTheOldestKnownReplica) {
   SlotPlan plan = PlanSlotRound(t, {{"r1", At(13, 256)}, {"r2", At(14, 0)}}, ToLsn,
                                 Lsn(9, 80), Lsn(14, 0), 0, kNow);
   EXPECT_TRUE(plan.changed);
-  EXPECT_EQ(plan.target, Lsn(13, 256));
+  EXPECT_EQ(plan.target, Lsn(13, 0));
   // Nothing moved: nothing to save.
   plan = PlanSlotRound(t, {{"r1", At(13, 256)}, {"r2", At(14, 0)}}, ToLsn, Lsn(13, 256),
                        Lsn(14, 0), 0, kNow);
   EXPECT_FALSE(plan.changed);
-  EXPECT_EQ(plan.target, Lsn(13, 256));
+  EXPECT_EQ(plan.target, Lsn(13, 0));
+}
+
+// A replica holding all of segment 6 before the agent could confirm it (an
+// idle primary after pg_switch_wal): the slot keeps segment 6, which a
+// checkpoint would otherwise recycle under the agent.
+TEST(PlanSlotRoundTest, ASegmentAReplicaHoldsWholeIsKeptUntilConfirmed) {
+  ReplicaTable t;
+  SlotPlan plan = PlanSlotRound(t, {{"r1", At(6, kSeg)}}, ToLsn, Lsn(6, 100), Lsn(7, 0), 0,
+                                kNow);
+  EXPECT_EQ(plan.target, Lsn(6, 0));
 }
 
 TEST(PlanSlotRoundTest, WithNobodyKnownTheSlotHolds) {
@@ -81,7 +93,7 @@ TEST(PlanSlotRoundTest, APositionThatMapsToNoLsnKeepsTheRecordedOne) {
   EXPECT_FALSE(plan.changed);
   EXPECT_EQ(t.replicas.count("r3"), 0u);
   EXPECT_EQ(t.replicas["r2"].flushed, At(9, 80));
-  EXPECT_EQ(plan.target, Lsn(9, 80));
+  EXPECT_EQ(plan.target, Lsn(9, 0));
 }
 
 TEST(PlanSlotRoundTest, PastTheBoundARecordedReplicaIsReleasedAndNamed) {
@@ -90,7 +102,7 @@ TEST(PlanSlotRoundTest, PastTheBoundARecordedReplicaIsReleasedAndNamed) {
   SlotPlan plan = PlanSlotRound(t, {{"r1", At(20, 0)}}, ToLsn, Lsn(9, 80), Lsn(20, 0), bound,
                                 kNow);
   EXPECT_TRUE(plan.over_bound);
-  EXPECT_EQ(plan.retained, Lsn(20, 0) - Lsn(9, 80));
+  EXPECT_EQ(plan.retained, Lsn(20, 0) - Lsn(9, 0));
   EXPECT_EQ(plan.target, Lsn(12, 0)) << "the bound is retained this round";
   ASSERT_EQ(plan.released.size(), 1u);
   EXPECT_TRUE(absl::StartsWith(plan.released[0], "r2 at 0/900050 (not connected since"))
