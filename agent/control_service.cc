@@ -223,6 +223,8 @@ void ControlServiceImpl::RefusalLog(const std::string& replica, const std::strin
   const std::string key = absl::StrCat(replica, "/", ReasonName(ReasonOf(why)));
   {
     absl::MutexLock lock(&log_mu_);
+    // Names come from callers: bounded, at the price of a repeated line.
+    if (last_refusal_log_.size() >= 1024) last_refusal_log_.clear();
     absl::Time& last = last_refusal_log_[key];
     if (absl::Now() - last < absl::Seconds(30)) return;
     last = absl::Now();
