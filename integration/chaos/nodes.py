@@ -1,0 +1,128 @@
+"""The campaign's processes: an agent, replicas on their own "hosts".
+
+A replica host is a network namespace joined to the root namespace by a
+veth pair (integration/chaos/netfault.py) when the kernel offers it; the
+replica reaches the agent's control and data ports through two fault
+proxies (integration/fault_proxy.py) listening on the host's root-side
+address, so latency and stalls come from the proxies and blackholes, cuts,
+half-open connections and bandwidth limits from nftables and tbf inside the
+namespace. Without namespaces the proxies listen on loopback and do all of
+it (the report says which).
+
+Every process is started so that its own PID is known (kill -9 and SIGSTOP
+reach the daemon itself, never a wrapper).
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+from integration import fault_proxy
+from integration import harness as h
+from integration.chaos import faultctl
+from integration.chaos import netfault
+
+FAULTY_REPLICA = ("integration/chaos", "walship-replica-faulty")
+POWER_LOSS_EXIT = faultctl.POWER_LOSS_EXIT
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class AgentNode(h.Agent):
+    """walship-agent on fixed ports (proxies keep pointing at it across
+    restarts), with its extra flags; `starting()` is true until it listens."""
+
+    def __init__(self, wal_dir, workdir, extra_args=(), label="agent"):
+        self.fixed_control, self.fixed_data = free_port(), free_port()
+        h.Agent.__init__(self, wal_dir, workdir, label=label,
+                         listen="127.0.0.1:%d" % self.fixed_control,
+                         data_listen="127.0.0.1:%d" % self.fixed_data,
+                         extra_args=list(extra_args) + ["--stall-timeout-ms=3000"])
+        self.control = "127.0.0.1:%d" % self.fixed_control
+        self.data = "127.0.0.1:%d" % self.fixed_data
+
+    def spawn_only(self):
+        """Starts without waiting for the port file (a kill during start-up)."""
+        if os.path.exists(self.port_file):
+            os.unlink(self.port_file)
+        self._spawn()
+
+    def ensure_running(self, timeout=30):
+        if not self.running():
+            self.start(timeout)
+        return self
+
+
+class ReplicaNode(h.Replica):
+    """walship-replica (the fault-injecting test build) on its own host."""
+
+    def __init__(self, agent, dest, name, workdir, host_index, use_netns):
+        self.faults = faultctl.FaultControl(os.path.join(workdir, name + "-faults"))
+        h.Replica.__init__(self, agent, dest, name, workdir, binary_target=FAULTY_REPLICA,
+                           env=self.faults.env())
+        self.workdir = workdir
+        self.host = None
+        if use_netns:
+            self.host = netfault.NetHost(name, host_index)
+            self.host.create()
+        listen_ip = self.host.agent_address if self.host else "127.0.0.1"
+        self.proxies = {
+            "control": fault_proxy.FaultProxy(("127.0.0.1", agent.fixed_control),
+                                              listen=(listen_ip, 0)).start(),
+            "data": fault_proxy.FaultProxy(("127.0.0.1", agent.fixed_data),
+                                           listen=(listen_ip, 0), walship_frames=True).start(),
+        }
+        self.agent = self.proxies["control"].address
+        self.data_address = self.proxies["data"].address
+        self.expected_exit = None  # set when a fault ends the process on purpose
+        self.epoch = 0  # bumped when the destination is rebuilt
+
+    def port(self, channel):
+        """The proxy port the replica dials for `channel` (control or data)."""
+        return int(self.proxies[channel].address.rsplit(":", 1)[1])
+
+    def argv(self):
+        a = h.Replica.argv(self)
+        return self.host.wrap(a) if self.host else a
+
+    def ensure_running(self):
+        if not self.running():
+            self.start()
+        return self
+
+    def close(self):
+        if self.running():
+            self.stop(timeout=10)
+        for p in self.proxies.values():
+            p.close()
+        if self.host:
+            self.host.close()
+
+
+def rss_and_fds(pid):
+    """(resident KiB, open descriptors) of a live process, or None."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            rss = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+        return rss, len(os.listdir("/proc/%d/fd" % pid))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+def pause_for(daemon, seconds):
+    """SIGSTOP, a pause, SIGCONT (the daemon's own PID)."""
+    os.kill(daemon.pid, signal.SIGSTOP)
+    time.sleep(seconds)
+    if daemon.running():
+        os.kill(daemon.pid, signal.SIGCONT)
+
+
+def run(argv, timeout=30):
+    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=timeout)
