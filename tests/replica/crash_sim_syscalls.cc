@@ -19,7 +19,8 @@ std::optional<std::string> SmallFileContents(const std::string& path, uint64_t s
   if (!in) return std::nullopt;
   std::stringstream ss;
   ss << in.rdbuf();
-  return ss.str();
+  // Only the synced bytes (after a failed sync the file holds more).
+  return ss.str().substr(0, size);
 }
 
 }  // namespace
