@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -38,6 +40,8 @@ bool IsWriteFault(FaultKind k) {
   return k == FaultKind::kEioWrite || k == FaultKind::kTornWrite ||
          k == FaultKind::kEnospcWrite;
 }
+
+bool IsSyncFault(FaultKind k) { return k == FaultKind::kEioFdatasync; }
 
 bool IsRegularFile(int fd) {
   struct stat st;
@@ -63,9 +67,9 @@ std::optional<FaultKind> ParseFaultKind(absl::string_view word) {
 FaultSysCalls::FaultSysCalls(std::string root, FiredFn on_fired)
     : CrashSimSysCalls(root), root_(std::move(root)), on_fired_(std::move(on_fired)) {}
 
-void FaultSysCalls::Arm(const std::string& id, FaultKind kind) {
+void FaultSysCalls::Arm(const std::string& id, FaultKind kind, const std::string& suffix) {
   std::lock_guard<std::mutex> lock(mu_);
-  pending_.push_back({id, kind});
+  pending_.push_back({id, kind, suffix});
   if (IsWriteFault(kind)) ++pending_writes_;
   if (kind == FaultKind::kEioFdatasync) ++pending_syncs_;
 }
@@ -105,13 +109,19 @@ std::optional<FaultSysCalls::Pending> FaultSysCalls::TakeWriteFault(int fd, std:
   if (pending_writes_.load() == 0) return std::nullopt;
   *path = TrackedPathOfFd(fd);
   if (path->empty()) return std::nullopt;
+  return Take(*path, IsWriteFault);
+}
+
+std::optional<FaultSysCalls::Pending> FaultSysCalls::Take(const std::string& path,
+                                                          bool (*is_kind)(FaultKind)) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = std::find_if(pending_.begin(), pending_.end(),
-                         [](const Pending& p) { return IsWriteFault(p.kind); });
+  auto it = std::find_if(pending_.begin(), pending_.end(), [&](const Pending& p) {
+    return is_kind(p.kind) && absl::EndsWith(path, p.suffix);
+  });
   if (it == pending_.end()) return std::nullopt;
   Pending p = *it;
   pending_.erase(it);
-  --pending_writes_;
+  --(IsWriteFault(p.kind) ? pending_writes_ : pending_syncs_);
   return p;
 }
 
@@ -195,15 +205,7 @@ sys::SysResult FaultSysCalls::Fdatasync(int fd) {
   std::optional<Pending> fault;
   std::string path;
   if (pending_syncs_.load() > 0 && !(path = TrackedPathOfFd(fd)).empty()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = std::find_if(pending_.begin(), pending_.end(), [](const Pending& p) {
-      return p.kind == FaultKind::kEioFdatasync;
-    });
-    if (it != pending_.end()) {
-      fault = *it;
-      pending_.erase(it);
-      --pending_syncs_;
-    }
+    fault = Take(path, IsSyncFault);
   }
   // The crash simulation fails it with Linux's semantics (its whole path
   // ends in itself).
@@ -337,16 +339,20 @@ void FaultChannel::PollOnce(bool exit_on_power_loss) {
 
 void FaultChannel::Handle(const std::string& id, const std::string& command,
                           bool exit_on_power_loss) {
-  std::optional<FaultKind> kind = ParseFaultKind(command);
-  if (!kind.has_value()) {
+  std::vector<std::string> words = absl::StrSplit(command, ' ', absl::SkipWhitespace());
+  std::optional<FaultKind> kind =
+      words.empty() || words.size() > 2 ? std::nullopt : ParseFaultKind(words[0]);
+  const std::string suffix = words.size() == 2 ? words[1] : "";
+  if (!kind.has_value() || (*kind == FaultKind::kPowerLoss && !suffix.empty())) {
     events_.Append(absl::StrCat(id, " error unknown command '", command,
-                                "' (eio-fdatasync, eio-write, torn-write, enospc-write, "
-                                "power-loss)"));
+                                "' (KIND [PATH-SUFFIX]: eio-fdatasync, eio-write, "
+                                "torn-write, enospc-write; or power-loss)"));
     return;
   }
-  events_.Append(absl::StrCat(id, " armed ", FaultKindName(*kind)));
+  events_.Append(absl::StrCat(id, " armed ", FaultKindName(*kind),
+                              suffix.empty() ? "" : " ", suffix));
   if (*kind != FaultKind::kPowerLoss) {
-    sys_.Arm(id, *kind);
+    sys_.Arm(id, *kind, suffix);
     return;
   }
   sys_.PowerLoss(id);

@@ -30,7 +30,9 @@
 //     only. Simplification: files present when the process started are taken
 //     as durable (the crash simulation cannot know better), and no tail is
 //     torn.
-// Data faults fire once each, in the order armed; several may be pending.
+// Data faults fire once each, in the order armed; several may be pending. A
+// data fault may be limited to files whose path ends in a given suffix
+// (".partial", "walship.state").
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef WALSHIP_INTEGRATION_CHAOS_FAULT_SYSCALLS_H_
@@ -74,8 +76,9 @@ class FaultSysCalls : public testing::CrashSimSysCalls {
   FaultSysCalls(std::string root, FiredFn on_fired);
 
   // Arms a data fault (not kPowerLoss: call PowerLoss()). It fires at the
-  // next matching call.
-  void Arm(const std::string& id, FaultKind kind);
+  // next matching call on a file under the root whose path ends in
+  // `suffix` (any file when empty).
+  void Arm(const std::string& id, FaultKind kind, const std::string& suffix = "");
   // The power goes out now (see the file comment). Returns after Crash(),
   // with every later mutating call blocked forever; the caller ends the
   // process. Call at most once.
@@ -99,7 +102,11 @@ class FaultSysCalls : public testing::CrashSimSysCalls {
   struct Pending {
     std::string id;
     FaultKind kind;
+    std::string suffix;
   };
+  // Removes and returns the first pending fault `is_kind` accepts whose
+  // suffix `path` ends in.
+  std::optional<Pending> Take(const std::string& path, bool (*is_kind)(FaultKind));
   // A mutating call begins (blocks forever once the power is off) / ends.
   void Enter();
   void Leave();
@@ -137,7 +144,8 @@ class EventLog {
 //
 // Polls `dir` every 5 ms for commands a driver writes atomically (write
 // DIR/cmd.tmp, rename it to DIR/cmd-<id>; content: one line, the command
-// word), in the order of their numeric ids. For each it appends
+// word, optionally followed by a path suffix, e.g. "torn-write .partial"), in
+// the order of their numeric ids. For each it appends
 // "<id> armed <kind>" to DIR/events and arms the fault (later
 // "<id> fired <kind> <path>" when it triggers), or "<id> error <why>" for
 // an unknown command, then deletes the command file. power-loss is applied

@@ -127,6 +127,21 @@ TEST_F(FaultSysCallsTest, WriteFaultsSkipPipesAndFilesOutsideTheRoot) {
   EXPECT_EQ(fired_.size(), 1u);
 }
 
+TEST_F(FaultSysCallsTest, ASuffixLimitsTheFaultToMatchingFiles) {
+  sys::UniqueFd a = Create("walship.state");
+  sys::UniqueFd b = Create("seg.partial");
+  sys_.Arm("1", FaultKind::kTornWrite, ".partial");
+  sys_.Arm("2", FaultKind::kEioFdatasync, ".partial");
+  EXPECT_EQ(sys_.Write(a.get(), "ab", 2).rc, 2);
+  EXPECT_TRUE(sys_.Fdatasync(a.get()).ok());
+  EXPECT_TRUE(fired_.empty());
+  EXPECT_EQ(sys_.Write(b.get(), "ab", 2).err, EIO);
+  EXPECT_EQ(sys_.Fdatasync(b.get()).err, EIO);
+  EXPECT_THAT(fired_, ElementsAre(Fired{"1", FaultKind::kTornWrite, dir_ + "/seg.partial"},
+                                  Fired{"2", FaultKind::kEioFdatasync,
+                                        dir_ + "/seg.partial"}));
+}
+
 TEST_F(FaultSysCallsTest, EioFdatasyncLosesTheUnsyncedBytesForGood) {
   sys::UniqueFd f = Create("a");
   FsyncRoot();
@@ -205,21 +220,25 @@ class FaultChannelTest : public ::testing::Test {
 };
 
 TEST_F(FaultChannelTest, ArmsInIdOrderReportsErrorsAndFires) {
-  Command("10", "eio-write");
+  Command("10", "eio-write .partial");
   Command("2", "bogus");
+  Command("3", "power-loss .partial");
   channel_.PollOnce(/*exit_on_power_loss=*/false);
   EXPECT_EQ(SizeOf(cmd_ + "/cmd-10"), -1);
   EXPECT_EQ(SizeOf(cmd_ + "/cmd-2"), -1);
   std::string events = ReadFile(cmd_ + "/events");
   EXPECT_THAT(events, HasSubstr("2 error unknown command 'bogus'"));
-  EXPECT_LT(events.find("2 error"), events.find("10 armed eio-write\n"));
+  EXPECT_THAT(events, HasSubstr("3 error unknown command 'power-loss .partial'"));
+  EXPECT_FALSE(sys_.powered_off());
+  EXPECT_LT(events.find("2 error"), events.find("10 armed eio-write .partial\n"));
 
-  sys::SysResult r = sys_.Open((dir_ + "/a").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  sys::SysResult r =
+      sys_.Open((dir_ + "/a.partial").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   ASSERT_TRUE(r.ok());
   sys::UniqueFd f(static_cast<int>(r.rc));
   EXPECT_EQ(sys_.Write(f.get(), "x", 1).err, EIO);
   EXPECT_THAT(ReadFile(cmd_ + "/events"),
-              HasSubstr("10 fired eio-write " + dir_ + "/a\n"));
+              HasSubstr("10 fired eio-write " + dir_ + "/a.partial\n"));
 }
 
 TEST_F(FaultChannelTest, PowerLossEndsTheProcessWithItsExitCode) {
