@@ -62,14 +62,14 @@ class AckWatcher(object):
 
 class FaultReplicaTest(h.ClusterTestCase):
 
-    def start(self):
+    def start(self, transport=None):
         c = self.cluster
         self.wal = c.dir("wal")
         self.ctl = faultctl.FaultControl(c.dir("faults"))
         self.gen = c.generator(self.wal, seed=7, rate=RATE, segment_size=SEGMENT)
         self.agent = c.agent(self.wal).start()
         self.replica = c.replica(self.agent, NAME, target=faultctl.FAULTY_REPLICA,
-                                 env=self.ctl.env()).start()
+                                 env=self.ctl.env(), transport=transport).start()
         self.gen.start()
         self.watch = AckWatcher(self.agent)
         self.cluster.on_close(self.watch.stop)
@@ -115,8 +115,8 @@ class FaultReplicaTest(h.ClusterTestCase):
         self.watch.stop()
         self.stop_all()
 
-    def data_fault(self, kind, suffix=None):
-        self.start()
+    def data_fault(self, kind, suffix=None, transport=None):
+        self.start(transport)
         since = self.replica.log_size()
         self.fire(kind, suffix)
         at = self.watch.sample()
@@ -145,6 +145,9 @@ class FaultReplicaTest(h.ClusterTestCase):
 
     def test_torn_write_segment(self):
         self.data_fault("torn-write", ".partial")
+
+    def test_torn_write_segment_copy_transport(self):
+        self.data_fault("torn-write", ".partial", transport="copy")
 
     def test_eio_fdatasync(self):
         self.data_fault("eio-fdatasync")
