@@ -465,12 +465,14 @@ def acked_bytes_problems(src, dest, acked):
 class Daemon(object):
     """One walship process, restartable; stderr and stdout go to a log file."""
 
-    def __init__(self, label, logdir):
+    def __init__(self, label, logdir, env=None):
         self.label = label
         self.log_path = os.path.join(logdir, label + ".log")
         self.proc = None
         self.starts = 0
         self._log_file = None
+        # Extra environment variables for the child (on top of ours).
+        self.env = dict(env or {})
 
     def argv(self):
         raise NotImplementedError
@@ -484,9 +486,10 @@ class Daemon(object):
             f.write("==== harness: start #%d at %s: %s\n" % (
                 self.starts, time.strftime("%H:%M:%S"), " ".join(argv)))
         self._log_file = open(self.log_path, "ab")
+        env = dict(os.environ, **self.env) if self.env else None
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                      stdout=self._log_file, stderr=subprocess.STDOUT,
-                                     close_fds=True)
+                                     close_fds=True, env=env)
         log("%s started (pid %d)", self.label, self.proc.pid)
 
     def running(self):
@@ -664,11 +667,15 @@ class Agent(Daemon):
 class Replica(Daemon):
     """walship-replica following `agent` (an Agent; its control address is
     read at each start) into `dest`. gRPC is plaintext (--insecure) unless
-    `tls_args` gives the replica's --tls-* flags."""
+    `tls_args` gives the replica's --tls-* flags. `target` is the binary's
+    (package, name), e.g. ("integration/chaos", "walship-replica-faulty");
+    `env` adds variables to its environment."""
 
     def __init__(self, agent, dest, name, workdir, transport=None,
-                 data_address=None, extra_args=(), tls_args=None):
-        Daemon.__init__(self, "replica-" + name, workdir)
+                 data_address=None, extra_args=(), tls_args=None, target=REPLICA,
+                 env=None):
+        Daemon.__init__(self, "replica-" + name, workdir, env=env)
+        self.target = target
         self.tls_args = ["--insecure"] if tls_args is None else list(tls_args)
         self.agent = agent
         self.dest = dest
@@ -679,7 +686,7 @@ class Replica(Daemon):
 
     def argv(self):
         addr = self.agent.control if isinstance(self.agent, Agent) else self.agent
-        a = [binary(REPLICA), "--agent=" + addr, "--dest=" + self.dest,
+        a = [binary(self.target), "--agent=" + addr, "--dest=" + self.dest,
              "--name=" + self.name]
         if self.transport:
             a.append("--transport=" + self.transport)

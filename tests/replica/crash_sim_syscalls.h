@@ -10,11 +10,20 @@
 // undone (newest first).
 //
 // Simplifications, all conservative: unsynced bytes are dropped entirely
-// (never half-kept), and directory entries are durable only after an fsync of
-// that directory. Thread-compatible: tests drive it from one thread (plus the
-// writer's own calls, which are serialized by the code under test).
+// (never half-kept), directory entries are durable only after an fsync of
+// that directory, and a cut (ftruncate, O_TRUNC) is durable at once. Files it
+// first meets already present (opened or renamed, never created through it)
+// are taken as fully durable. Unlink is durable at once and the file leaves
+// its maps. Files are found by inode (one fstat per sync, whatever the number
+// of files), on one file system.
+//
+// Thread-safety: every method may be called from any thread (one mutex);
+// Crash() must not run concurrently with calls that change files (a caller
+// that keeps running threads, like the chaos fault layer, stops them first).
 #ifndef WALSHIP_TESTS_REPLICA_CRASH_SIM_SYSCALLS_H_
 #define WALSHIP_TESTS_REPLICA_CRASH_SIM_SYSCALLS_H_
+
+#include <sys/types.h>
 
 #include <condition_variable>
 #include <map>
@@ -45,6 +54,13 @@ class CrashSimSysCalls : public sys::RealSysCalls {
   // the first `tear` changed bytes of the new contents survive and the rest
   // revert (a write torn by the crash; tear past the change keeps it all).
   void Crash(uint64_t tear = 0);
+
+  // The path of the regular file under the root that `fd` refers to now
+  // (after renames), or "" if `fd` is not such a file (a socket, a pipe, a
+  // reused descriptor, a file outside the root or one since unlinked).
+  std::string TrackedPathOfFd(int fd);
+  // Files it currently tracks (bounded by what exists under the root).
+  size_t tracked_files();
 
   // The next Fdatasync of a file whose path ends in `suffix` fails with EIO
   // without syncing: the machine "dies" inside it, and every later
@@ -91,14 +107,27 @@ class CrashSimSysCalls : public sys::RealSysCalls {
     // After a failed sync (FailNextFdatasyncOf): nothing from here on
     // becomes durable until the file is cut back to it.
     std::optional<uint64_t> lost_from;
+    ino_t ino = 0;
+  };
+  struct FdEntry {
+    std::string path;  // as opened
+    ino_t ino = 0;     // tells a reused descriptor number from this one
   };
   bool Tracked(const std::string& path) const;
   void SyncFd(int fd);
+  // Drops `path` from files_ and its inode index (mu_ held).
+  void Forget(const std::string& path);
+  // Rebuilds path_of_ino_ from files_ (mu_ held).
+  void Reindex();
+  // The state of a file found already present: durable as it is.
+  static FileState DurableState(const std::string& path);
 
   const std::string root_;
   std::mutex mu_;
-  std::map<int, std::string> fd_paths_;
+  std::map<int, FdEntry> fd_paths_;
   std::map<std::string, FileState> files_;
+  // The current path of each tracked file, by inode.
+  std::map<ino_t, std::string> path_of_ino_;
   std::vector<std::pair<std::string, std::string>> pending_renames_;
   // Rename targets that were overwritten, by target path, with their state.
   std::map<std::string, FileState> backups_;
