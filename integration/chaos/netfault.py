@@ -388,19 +388,47 @@ class NetHost(object):
         _log("%s: cut port %d: destroyed %s", self.ns, port, destroyed)
         return destroyed
 
-    def half_open(self, port, hold=5.0):
-        """Drops both directions on `port`, destroys the replica's connections
-        (the RST the kernel sends is dropped, so the agent keeps its side),
-        and lifts the drop after `hold` seconds. While the drop holds, the
-        replica's reconnections to `port` time out too. Returns a HalfOpen."""
+    def _destroy_agent_side(self, port):
+        """ss -K in the root namespace on the agent's connections from
+        `port` to this host; verifies they are gone. Returns them as
+        (local, peer) pairs seen from the replica (like connections())."""
+        filt = ["state", "established", "src", self.agent_address, "sport", "= :%d" % port,
+                "dst", self.address]
+
+        def agent_side():
+            out = run(["ss", "-Htn"] + filt)
+            return [(f[-1], f[-2]) for f in (l.split() for l in out.splitlines())
+                    if len(f) >= 4]
+
+        before = agent_side()
+        run(["ss", "-K", "-Htn"] + filt)
+        left = set(before) & set(agent_side())
+        if left:
+            raise NetFaultError(["ss", "-K"], "no effect",
+                                "agent-side connections %s survived" % sorted(left))
+        return before
+
+    def half_open(self, port, hold=5.0, side="replica"):
+        """Drops both directions on `port`, destroys one side's connections
+        (the RST the kernel sends is dropped, so the other side keeps its
+        socket), and lifts the drop after `hold` seconds. side="replica"
+        (the default) destroys the replica's sockets, leaving the agent's
+        half-open; side="agent" destroys the agent's sockets (in the root
+        namespace, only those to this host), leaving the replica's. While
+        the drop holds, reconnections to `port` time out too. Returns a
+        HalfOpen."""
         port = _check_port(port)
+        if side not in ("replica", "agent"):
+            raise ValueError("side must be replica or agent, not %r" % side)
         handles = self._add_rules(port, "both")
         try:
-            destroyed = self._destroy(port)
+            destroyed = (self._destroy(port) if side == "replica"
+                         else self._destroy_agent_side(port))
         except BaseException:
             self._delete_rules(handles)
             raise
-        fault = HalfOpen(self, "port %d, hold %.1fs, destroyed %s" % (port, hold, destroyed),
+        fault = HalfOpen(self, "port %d, %s side destroyed, hold %.1fs: %s"
+                         % (port, side, hold, destroyed),
                          lambda: self._delete_rules(handles), destroyed, hold)
         fault._timer.start()
         return self._track(fault)
