@@ -119,6 +119,15 @@ def _check_port(port):
     return port
 
 
+def _dport_filter(port):
+    """ss filter words for destination port `port` (an int or a list)."""
+    ports = port if isinstance(port, (list, tuple)) else [port]
+    words = []
+    for p in ports:
+        words += (["or"] if words else []) + ["dport", "= :%d" % _check_port(p)]
+    return ["("] + words + [")"]
+
+
 def _pid_alive(pid):
     try:
         os.kill(pid, 0)
@@ -151,11 +160,23 @@ def cleanup_stale():
 def _delete_ns(ns, veth):
     if ns in namespaces():
         run(["ip", "netns", "delete", ns])
-    # Deleting the namespace destroys the veth pair; this covers a create()
-    # that failed between adding the veth and moving its peer.
-    if subprocess.run(["ip", "link", "show", veth], stdout=subprocess.DEVNULL,
-                      stderr=subprocess.DEVNULL, timeout=COMMAND_TIMEOUT).returncode == 0:
-        run(["ip", "link", "delete", veth])
+    # Deleting the namespace destroys the veth pair, asynchronously: wait
+    # (bounded) for it to go, then delete what is left (a create() that
+    # failed before the peer moved into the namespace leaves the pair here).
+    deadline = time.monotonic() + 5
+    while _link_exists(veth) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _link_exists(veth):
+        try:
+            run(["ip", "link", "delete", veth])
+        except NetFaultError as e:
+            if "Cannot find device" not in (e.stderr or ""):
+                raise
+
+
+def _link_exists(name):
+    return subprocess.run(["ip", "link", "show", name], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, timeout=COMMAND_TIMEOUT).returncode == 0
 
 
 def _used_slots():
@@ -317,10 +338,9 @@ class NetHost(object):
         return run(self.wrap(argv), timeout, input)
 
     def connections(self, port):
-        """Established TCP connections in the namespace to the agent port:
-        [(local "IP:PORT", peer "IP:PORT")]."""
-        out = self.nsrun(["ss", "-Htn", "state", "established",
-                          "dport", "= :%d" % _check_port(port)])
+        """Established TCP connections in the namespace to the agent port
+        (an int or a list): [(local "IP:PORT", peer "IP:PORT")]."""
+        out = self.nsrun(["ss", "-Htn", "state", "established"] + _dport_filter(port))
         conns = []
         for line in out.splitlines():
             f = line.split()
@@ -368,10 +388,12 @@ class NetHost(object):
                                  lambda: self._delete_rules(handles)))
 
     def _destroy(self, port):
-        """ss -K on the namespace's connections to `port`; verifies they are
-        gone (a kernel without SOCK_DESTROY leaves them). Returns them."""
+        """ss -K on the namespace's connections to `port` (an int or a list,
+        destroyed by one command, so a daemon reacting to the loss of one
+        cannot close another first); verifies they are gone (a kernel
+        without SOCK_DESTROY leaves them). Returns them."""
         before = self.connections(port)
-        self.nsrun(["ss", "-K", "-Htn", "state", "established", "dport", "= :%d" % port])
+        self.nsrun(["ss", "-K", "-Htn", "state", "established"] + _dport_filter(port))
         left = set(before) & set(self.connections(port))
         if left:
             raise NetFaultError(["ss", "-K"], "no effect",
@@ -409,26 +431,34 @@ class NetHost(object):
         return before
 
     def half_open(self, port, hold=5.0, side="replica"):
-        """Drops both directions on `port`, destroys one side's connections
+        """Drops both directions on `port` (an int, or a list of ports all
+        dropped before any socket is destroyed, e.g. the control and data
+        ports to strand a whole session), destroys one side's connections
         (the RST the kernel sends is dropped, so the other side keeps its
         socket), and lifts the drop after `hold` seconds. side="replica"
         (the default) destroys the replica's sockets, leaving the agent's
         half-open; side="agent" destroys the agent's sockets (in the root
         namespace, only those to this host), leaving the replica's. While
-        the drop holds, reconnections to `port` time out too. Returns a
+        the drop holds, reconnections to the ports time out too. Returns a
         HalfOpen."""
-        port = _check_port(port)
+        ports = [_check_port(p) for p in (port if isinstance(port, (list, tuple)) else [port])]
         if side not in ("replica", "agent"):
             raise ValueError("side must be replica or agent, not %r" % side)
-        handles = self._add_rules(port, "both")
+        handles = []
         try:
-            destroyed = (self._destroy(port) if side == "replica"
-                         else self._destroy_agent_side(port))
+            for p in ports:
+                handles += self._add_rules(p, "both")
+            if side == "replica":
+                destroyed = self._destroy(ports)
+            else:
+                destroyed = []
+                for p in ports:
+                    destroyed += self._destroy_agent_side(p)
         except BaseException:
             self._delete_rules(handles)
             raise
-        fault = HalfOpen(self, "port %d, %s side destroyed, hold %.1fs: %s"
-                         % (port, side, hold, destroyed),
+        fault = HalfOpen(self, "ports %s, %s side destroyed, hold %.1fs: %s"
+                         % (ports, side, hold, destroyed),
                          lambda: self._delete_rules(handles), destroyed, hold)
         fault._timer.start()
         return self._track(fault)

@@ -142,6 +142,18 @@ class NetFaultTest(h.ClusterTestCase):
                          "disconnected (last: %s)" % self.entry())
         h.log("OBSERVED blackhole from-agent/data: agent reports r1 %s (%s) after %.1fs",
               e.get("state"), e.get("state_reason"), time.monotonic() - t0)
+        # Held past both io timeouts: the session ends (observed, reported).
+        since = self.replica.log_size()
+        agent_since = self.agent.log_size()
+        line = self.agent.wait_log(r"(warn|error)", 60, agent_since)
+        h.log("OBSERVED blackhole from-agent/data: after %.1fs the agent logged: %s",
+              time.monotonic() - t0, line)
+        line = self.replica.wait_log(r"(warn|error)", 60, since)
+        h.log("OBSERVED blackhole from-agent/data: after %.1fs the replica logged: %s",
+              time.monotonic() - t0, line)
+        h.log("OBSERVED blackhole from-agent/data: agent status now %s",
+              {k: self.entry().get(k) for k in ("state", "state_reason", "connected",
+                                                 "last_error")})
         self.converge()
         h.log("OBSERVED after clear: %d reconnections", len(self.sessions()) - 1)
 
@@ -157,15 +169,19 @@ class NetFaultTest(h.ClusterTestCase):
               "stopped at %d (settled after %.1fs); replica durable at %d", at, took,
               durable_at)
         # Data still flows on the data socket: the replica's own durable
-        # position moves past what the agent heard.
-        h.wait_until(lambda: self.durable() > at + SEGMENT, 30,
+        # position moves past what the agent heard (up to the next segment
+        # end: a segment is published only once the agent's checkpoint for
+        # it arrives on the control stream, which soon stops too, as the
+        # agent's side of that connection hears no TCP acknowledgement).
+        h.wait_until(lambda: self.durable() > at, 30,
                      lambda: "the replica to store data the agent never heard acknowledged "
                      "(durable %d, acknowledged %d)" % (self.durable(), at))
         h.log("OBSERVED blackhole to-agent/control: replica durable %d bytes past the "
               "acknowledged %d after %.1fs", self.durable() - at, at, time.monotonic() - t0)
         line = self.replica.wait_log(r"(warn|error).*(silent|session|control)", 60, since)
-        h.log("OBSERVED blackhole to-agent/control: after %.1fs the replica logged: %s",
-              time.monotonic() - t0, line)
+        h.log("OBSERVED blackhole to-agent/control: after %.1fs the replica logged: %s; "
+              "replica durable at %d, acknowledged %d", time.monotonic() - t0, line,
+              self.durable(), self.flushed())
         self.converge()
 
     def check_cut(self, port, what):
@@ -189,34 +205,71 @@ class NetFaultTest(h.ClusterTestCase):
         self.check_cut(self.agent.control_port, "control")
         self.converge()
 
-    def agent_has(self, pair):
-        """Whether the agent still holds its end of (replica local, agent peer)."""
+    def agent_state(self, pair):
+        """TCP state of the agent's end of (replica local, agent peer), or
+        None once it is gone."""
         local, peer = pair
-        out = netfault.run(["ss", "-Htn", "state", "established", "src", peer,
-                            "dst", local])
-        return bool(out.strip())
+        out = netfault.run(["ss", "-Htn", "src", peer, "dst", local])
+        return out.split()[0] if out.strip() else None
 
     def test_half_open_data_port(self):
+        """Only the data socket: the replica ends the session over the
+        control stream at once, so the agent closes its end (its FIN is
+        dropped until the drop lifts), never leaving it half-open."""
         self.start()
         since = self.replica.log_size()
-        agent_since = self.agent.log_size()
         fault = self.host.half_open(self.agent.data_port, hold=3.0)
         t0 = time.monotonic()
         self.assertEqual(len(fault.destroyed), 1, fault.destroyed)
         stale = fault.destroyed[0]
-        self.assertTrue(self.agent_has(stale),
-                        "the agent's end of %s went away at once" % (stale,))
-        h.wait_until(lambda: not self.agent_has(stale), 90,
-                     "the agent to drop its half-open end %s" % (stale,), interval=0.1)
-        h.log("OBSERVED half_open data: the agent's end closed after %.1fs (hold 3.0s, "
-              "agent io timeout %dms)", time.monotonic() - t0, IO_TIMEOUT_MS)
-        for l in self.agent.log_lines(agent_since)[:6]:
-            h.log("OBSERVED agent log: %s", l)
+        h.wait_until(lambda: self.agent_state(stale) != "ESTAB", 30,
+                     "the agent to close its end %s" % (stale,), interval=0.05)
+        h.log("OBSERVED half_open data: the agent's end left ESTABLISHED after %.2fs "
+              "(now %s)", time.monotonic() - t0, self.agent_state(stale))
         line = h.wait_until(lambda: self.sessions(since), 60,
                             "the replica to open a new session")[0]
         h.log("OBSERVED half_open data: replica new session after %.1fs: %s",
               time.monotonic() - t0, line)
         fault.wait_lifted(10)
+        h.wait_until(lambda: self.agent_state(stale) is None, 30,
+                     "the agent's end %s to go" % (stale,), interval=0.1)
+        self.converge()
+
+    def test_half_open_whole_replica(self):
+        """Both connections: the agent keeps a stale session (both ends
+        ESTABLISHED) for the whole hold, and drops it once it hears an RST."""
+        hold = 6.0
+        self.start()
+        since = self.replica.log_size()
+        agent_since = self.agent.log_size()
+        fault = self.host.half_open([self.agent.control_port, self.agent.data_port],
+                                    hold=hold)
+        t0 = time.monotonic()
+        stale = fault.destroyed
+        self.assertEqual(len(stale), 2, stale)
+        self.assertEqual([self.agent_state(p) for p in stale], ["ESTAB", "ESTAB"])
+        e = self.entry()
+        h.log("OBSERVED half_open both: right after, the agent reports r1 %s connected=%s",
+              e.get("state"), e.get("connected"))
+        gone = {}
+
+        def all_gone():
+            for p in stale:
+                if p not in gone and self.agent_state(p) is None:
+                    gone[p] = time.monotonic() - t0
+            return len(gone) == len(stale)
+
+        h.wait_until(all_gone, 90, lambda: "the agent to drop its stale ends (gone: %s)"
+                     % gone, interval=0.1)
+        h.log("OBSERVED half_open both (hold %.1fs, agent io timeout %dms): the agent's "
+              "control end went after %.1fs, its data end after %.1fs", hold,
+              IO_TIMEOUT_MS, gone[stale[0]], gone[stale[1]])
+        for l in self.agent.grep(r"r1", agent_since)[:8]:
+            h.log("OBSERVED agent log: %s", l)
+        line = h.wait_until(lambda: self.sessions(since), 60,
+                            "the replica to open a new session")[0]
+        h.log("OBSERVED half_open both: replica new session after %.1fs: %s",
+              time.monotonic() - t0, line)
         self.converge()
 
     def test_half_open_data_port_agent_side(self):
