@@ -430,7 +430,7 @@ class NetHost(object):
                                 "agent-side connections %s survived" % sorted(left))
         return before
 
-    def half_open(self, port, hold=5.0, side="replica"):
+    def half_open(self, port, hold=5.0, side="replica", only_current=False):
         """Drops both directions on `port` (an int, or a list of ports all
         dropped before any socket is destroyed, e.g. the control and data
         ports to strand a whole session), destroys one side's connections
@@ -439,15 +439,26 @@ class NetHost(object):
         (the default) destroys the replica's sockets, leaving the agent's
         half-open; side="agent" destroys the agent's sockets (in the root
         namespace, only those to this host), leaving the replica's. While
-        the drop holds, reconnections to the ports time out too. Returns a
-        HalfOpen."""
+        the drop holds, reconnections to the ports time out too, unless
+        `only_current`: then only the current connections (by the replica's
+        local port) are dropped and the replica reconnects at once, while
+        the agent's stale ends see nothing, as after a lost NAT or firewall
+        state. Returns a HalfOpen."""
         ports = [_check_port(p) for p in (port if isinstance(port, (list, tuple)) else [port])]
         if side not in ("replica", "agent"):
             raise ValueError("side must be replica or agent, not %r" % side)
         handles = []
         try:
-            for p in ports:
-                handles += self._add_rules(p, "both")
+            if only_current:
+                for local, _ in self.connections(ports):
+                    lport = int(local.rsplit(":", 1)[1])
+                    handles.append(("output", self._add_rule(
+                        "output", "tcp sport %d drop" % lport)))
+                    handles.append(("input", self._add_rule(
+                        "input", "tcp dport %d drop" % lport)))
+            else:
+                for p in ports:
+                    handles += self._add_rules(p, "both")
             if side == "replica":
                 destroyed = self._destroy(ports)
             else:

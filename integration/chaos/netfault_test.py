@@ -11,6 +11,7 @@ Short timeouts make the waits short: agent --io-timeout-ms and replica
 """
 
 import os
+import re
 import subprocess
 import time
 import unittest
@@ -270,6 +271,46 @@ class NetFaultTest(h.ClusterTestCase):
                             "the replica to open a new session")[0]
         h.log("OBSERVED half_open both: replica new session after %.1fs: %s",
               time.monotonic() - t0, line)
+        self.converge()
+
+    def test_half_open_whole_replica_reconnecting_at_once(self):
+        """The stale ends go silent while the replica reconnects at once (only
+        the old connections are dropped) and the source is idle: the new
+        session must be served, and the agent must drop the stale one within
+        a bounded time."""
+        self.start()
+        self.gen.stop()
+        self.wait_caught_up(self.agent, self.wal, ["r1"], timeout=60)
+        since = self.replica.log_size()
+        agent_since = self.agent.log_size()
+        fault = self.host.half_open([self.agent.control_port, self.agent.data_port],
+                                    hold=120.0, only_current=True)
+        t0 = time.monotonic()
+        stale = fault.destroyed
+        self.assertEqual(len(stale), 2, stale)
+        line = h.wait_until(lambda: self.sessions(since), 60,
+                            "the replica to open a new session")[0]
+        h.log("OBSERVED half_open current: replica new session after %.1fs: %s",
+              time.monotonic() - t0, line)
+        new_id = re.search(r"session (\d+) with", line).group(1)
+        h.wait_until(lambda: (self.entry().get("session_id") == new_id
+                              and self.entry().get("connected")), 30,
+                     lambda: "the agent to serve the new session %s (sees %s)"
+                     % (new_id, self.entry()))
+        gone = {}
+
+        def stale_gone():
+            for p in stale:
+                if p not in gone and self.agent_state(p) in (None, "FIN-WAIT-1",
+                                                             "FIN-WAIT-2"):
+                    gone[p] = time.monotonic() - t0
+            return len(gone) == len(stale)
+
+        h.wait_until(stale_gone, 90, lambda: "the agent to close its stale ends %s (states "
+                     "%s)" % (stale, [self.agent_state(p) for p in stale]), interval=0.2)
+        h.log("OBSERVED half_open current (idle source): the agent closed its stale ends "
+              "after %s s", ["%.1f" % gone[p] for p in stale])
+        fault.clear()
         self.converge()
 
     def test_half_open_data_port_agent_side(self):
