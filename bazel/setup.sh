@@ -9,7 +9,7 @@ PACKAGES=(
   g++ protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev
   libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
   libpq-dev zlib1g-dev libssl-dev libcpp-httplib-dev libtomlplusplus-dev
-  python3 iproute2 procps openssl
+  python3 iproute2 procps openssl nftables
   postgresql-15 postgresql-client-15
 )
 
