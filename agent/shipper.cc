@@ -221,8 +221,14 @@ absl::StatusOr<std::optional<uint64_t>> Shipper::Step() {
       // keep waiting rather than guess.
       return snap.version;
     }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "segment ", pos_.segment, " disappeared from the WAL directory"));
+    // Later segments are still there: it was renamed (a PostgreSQL
+    // promotion makes the old timeline's last segment NAME.partial) or
+    // removed. The handshake of the next session tells which: it continues
+    // on the new timeline, or names the gap.
+    return WithReason(absl::UnavailableError(absl::StrCat(
+                          "segment ", pos_.segment, " left the WAL directory while it was "
+                          "being shipped; the replica reconnects and the handshake decides")),
+                      Reason::kSourceChanged);
   }
   const SegmentInfo& seg = segs[i];
   if (!entered_) WALSHIP_RETURN_IF_ERROR(EnterSegment(seg.name));

@@ -8,7 +8,7 @@
 namespace walship {
 namespace {
 constexpr char kReasonUrl[] = "type.walship.dev/walship.Reason";
-constexpr Reason kLast = Reason::kDamagedCopy;
+constexpr Reason kLast = Reason::kSourceChanged;
 }  // namespace
 
 absl::Status WithReason(absl::Status s, Reason reason) {
@@ -41,6 +41,7 @@ absl::string_view ReasonName(Reason reason) {
     case Reason::kSourceBehind: return "source_behind";
     case Reason::kSourceFailed: return "source_failed";
     case Reason::kDamagedCopy: return "damaged_copy";
+    case Reason::kSourceChanged: return "source_changed";
   }
   return "unspecified";
 }

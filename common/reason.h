@@ -51,6 +51,11 @@ enum class Reason : int {
   // A complete segment the replica holds differs from the source's (length
   // or checksum).
   kDamagedCopy = 8,
+  // The segment being shipped left the source's directory while later ones
+  // stayed (a PostgreSQL promotion renames the old timeline's last segment
+  // to .partial; or it was removed): the session ends, the replica
+  // reconnects and the handshake decides (the new timeline, or a gap).
+  kSourceChanged = 9,
 };
 
 // `s` with `reason` attached (replacing any earlier one). OK stays OK.

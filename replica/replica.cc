@@ -177,6 +177,7 @@ bool Replica::IsFatal(const absl::Status& s) {
     case Reason::kNotPrimary:
     case Reason::kNotReady:
     case Reason::kSourceBehind:
+    case Reason::kSourceChanged:
       return false;
     default:
       break;

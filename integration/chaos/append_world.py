@@ -10,7 +10,6 @@ oldest first; the "removed while a replica is down" fault removes more.
 
 import os
 import random
-import shutil
 import threading
 import time
 
@@ -162,25 +161,25 @@ class AppendWorld(world.World):
             ",".join(gone) or "nothing", rep.name, need)
 
     def agent_over_other_dir(self, f):
-        """The agent restarted over an empty or partly filled directory, then
-        over the real one again."""
+        """The agent restarted over its directory emptied or partly filled
+        (the same directory: its identity is the stream's), then over the
+        whole of it again."""
+        aside = self.mkdir("src-aside")
         self.writer.lock.acquire()
         try:
             self.agent.kill()
-            aside = self.src + ".aside"
-            os.rename(self.src, aside)
-            os.mkdir(self.src)
-            names = h.source_segments(aside)
+            names = h.source_segments(self.src)
             keep = {"empty": [], "newest": names[-2:], "oldest": names[:2]}[f.params["shape"]]
-            for n in keep:
-                shutil.copyfile(os.path.join(aside, n), os.path.join(self.src, n))
+            moved = [n for n in names if n not in keep]
+            for n in moved:
+                os.rename(os.path.join(self.src, n), os.path.join(aside, n))
             self.agent.start()
             time.sleep(f.params["hold"])
             self.agent.kill()
-            shutil.rmtree(self.src)
-            os.rename(aside, self.src)
+            for n in moved:
+                os.rename(os.path.join(aside, n), os.path.join(self.src, n))
             self.agent.start()
         finally:
             self.writer.lock.release()
-        return "agent ran %.1fs over a directory with %s" % (
-            f.params["hold"], "no segment" if not keep else ",".join(keep))
+        return "agent ran %.1fs over its directory holding %s" % (
+            f.params["hold"], ",".join(keep) if keep else "no segment")

@@ -23,6 +23,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -100,10 +101,15 @@ class Campaign(object):
             self.check(f, "primary_flush_lsn", self.settled(world.primary_acked_problems), world)
 
     def at_rest(self, f):
-        """A check for a replica just killed: nothing moves, no retries."""
+        """A check for a replica just killed: nothing moves, no retries.
+        After a power loss the unsynced walship.progress may be gone: the
+        acknowledged bytes must be in the (synced) files, and the replica
+        vouches for them with the agent when it resumes (README, item 7 of
+        the data flow); its durable position is checked once it has."""
         def check(world, r):
             t = world.tracker(r)
-            self.check(f, "acked_at_rest", checks.acked(world, r, t), world)
+            self.check(f, "acked_at_rest", checks.acked(
+                world, r, t, require_position=f.family != "power"), world)
         return check
 
     def handle_dead(self, world, inj, f):
@@ -152,10 +158,16 @@ class Campaign(object):
         h.log("fault %s: %s; converged in %.2fs%s", faults.describe(f), rec["what"], secs,
               " (%s)" % rec["outcome"] if rec["outcome"] else "")
 
-    def run_world(self, world, schedule):
+    def run_world(self, world, schedule, keep_going):
+        """The world's faults in order; after one that failed an invariant
+        the rest are skipped unless keep_going (what follows would be
+        judged on a broken world)."""
         inj = faults.Injector(world, world.p.netns)
         pg_count = 0
         for f in schedule:
+            if not keep_going and any(x["world"] == world.name for x in self.failures):
+                h.log("%s: skipping the remaining faults after a failure", world.name)
+                break
             if world.kind == "postgres":
                 if pg_count % world.p.sync_every == 0:
                     world.set_sync(not world.sync)
@@ -211,6 +223,8 @@ def parse_args(argv):
     ap.add_argument("--only", type=int, default=None, help="replay fault I alone")
     ap.add_argument("--worlds", default="append,postgres")
     ap.add_argument("--keep", action="store_true", help="keep the working directory")
+    ap.add_argument("--keep-going", action="store_true",
+                    help="go on with a world's faults after an invariant failed")
     a = ap.parse_args(argv)
     if a.seed is None:
         a.seed = random.SystemRandom().randrange(1 << 31)
@@ -227,6 +241,8 @@ def main(argv=None):
     h.log("chaos campaign seed=%d faults=%d quick=%s worlds=%s (replay: %s)", a.seed, a.faults,
           a.quick, ",".join(names), "run_chaos.sh --seed %d --faults %d%s" % (
               a.seed, a.faults, " --quick" if a.quick else ""))
+    signal.signal(signal.SIGTERM, _interrupted)
+    netfault.cleanup_stale()
     ok, why = netfault.available()
     params = Params(a.quick, ok)
     h.log("network faults: %s", "network namespaces (%s)" % why if ok else
@@ -249,8 +265,9 @@ def main(argv=None):
         threads = []
         for w in worlds:
             mine = [f for f in schedule if f.world == w.name]
-            t = threading.Thread(target=_guard, args=(camp, camp.run_world, w, mine),
-                                 name="world-" + w.name)
+            t = threading.Thread(target=_guard, args=(camp, camp.run_world, w, mine,
+                                                      a.keep_going),
+                                 name="world-" + w.name, daemon=True)
             t.start()
             threads.append(t)
         for t in threads:
@@ -266,13 +283,17 @@ def main(argv=None):
         for w in worlds:
             if getattr(w, "env", None):
                 w.env.close()
-    summary = report.write(a, camp, worlds, params, started, netfault.describe()
-                           if params.netns else "fault proxy only")
+    network = netfault.describe() if params.netns else ["fault proxy only: %s" % why]
+    summary = report.write(a, camp, worlds, params, started, network)
     failed = bool(camp.failures)
     if not failed and not a.keep:
         shutil.rmtree(root, ignore_errors=True)
     h.log("%s; report in %s", summary, a.out)
     return 1 if failed else 0
+
+
+def _interrupted(signum, _frame):
+    raise KeyboardInterrupt("signal %d" % signum)
 
 
 def _guard(camp, fn, *args):

@@ -68,7 +68,7 @@ def _held(world, dest):
     return out
 
 
-def acked(world, rep, tracker, acked_pos=None, label="acknowledged"):
+def acked(world, rep, tracker, acked_pos=None, label="acknowledged", require_position=True):
     """Problems: bytes before the acknowledged position rep does not hold."""
     pos = acked_pos or tracker.acked
     if not pos.segment or not tracker.first:
@@ -98,14 +98,21 @@ def acked(world, rep, tracker, acked_pos=None, label="acknowledged"):
         if at is not None:
             problems.append("%s: differs from the source at offset %d (%s up to %s)" % (
                 name, at, label, pos))
+    if require_position:
+        problems.extend(_position_problems(world, rep, pos, label))
+    return problems
+
+
+def _position_problems(world, rep, pos, label):
+    """The replica's durable position must be at or past `pos`."""
     st = _durable(rep.dest)
     if st is None:
-        problems.append("no walship.state although %s was %s" % (pos, label))
-    elif isinstance(st, str):
-        problems.append(st)
-    elif st < pos and world.parse(st.segment)[1] <= last:
-        problems.append("durable position %s is before the %s %s" % (st, label, pos))
-    return problems
+        return ["no walship.state although %s was %s" % (pos, label)]
+    if isinstance(st, str):
+        return [st]
+    if st < pos and world.parse(st.segment)[1] <= world.parse(pos.segment)[1]:
+        return ["durable position %s is before the %s %s" % (st, label, pos)]
+    return []
 
 
 def _durable(dest):
@@ -203,8 +210,7 @@ def converge(world, timeout, reportable=()):
     while True:
         st = world.sample()
         if st:
-            lagging = [r for r in world.replicas
-                       if h.flushed(st, r.name) is None or h.flushed(st, r.name) < target]
+            lagging = [r for r in world.replicas if not _caught_up(st, r, target)]
         if not lagging:
             return time.monotonic() - t0, None
         for r in lagging:
@@ -224,6 +230,13 @@ def converge(world, timeout, reportable=()):
         time.sleep(0.1)
 
 
+def _caught_up(st, rep, target):
+    """rep runs, is connected and acknowledged `target`."""
+    e = h.replica_entry(st, rep.name)
+    return (rep.running() and e is not None and e.get("connected") and
+            h.pos_of(e.get("flushed")) >= target)
+
+
 def reported_stop(rep, reportable):
     """The documented error a stopped replica logged, if it is one of
     `reportable` (e.g. "gap"); else None."""
@@ -232,8 +245,9 @@ def reported_stop(rep, reportable):
     for line in reversed(rep.log_text().splitlines()[-40:]):
         if "stopping:" in line:
             for word in reportable:
-                if word in line:
-                    return line.split("stopping:", 1)[1].strip()[:200]
+                at = line.find(word + ":")
+                if at >= 0:
+                    return line[at:at + 200]
             return None
     return None
 

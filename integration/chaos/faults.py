@@ -63,7 +63,11 @@ def _disk(rng, pg, replica):
                        "enospc-write"])
     if kind == "disk-full":
         replica = "r1"  # the replica on its own small tmpfs
-    return kind, replica, {"hold": round(rng.uniform(0.5, 3.0), 2)}
+    suffixes = [None, ".partial", "walship.state", "walship.sums"]
+    if kind == "eio-fdatasync":
+        suffixes.remove("walship.sums")  # appended, synced with its segment
+    return kind, replica, {"hold": round(rng.uniform(0.5, 3.0), 2),
+                           "suffix": rng.choice(suffixes)}
 
 
 def _power(rng, pg, replica):
@@ -94,7 +98,7 @@ class Injector(object):
         self.expected_dead = set()
 
     def replica(self, f):
-        return next(r for r in self.world.replicas if r.name.endswith("-" + f.target))
+        return next(r for r in self.world.replicas if r.role == f.target)
 
     def apply(self, f):
         fn = getattr(self, "_" + f.family)
@@ -195,11 +199,10 @@ class Injector(object):
             time.sleep(p["hold"])
             os.unlink(filler)
             return "filled %s's destination (tmpfs) for %.1fs" % (r.name, p["hold"])
-        fid = r.faults.arm(f.kind)
+        fid = r.faults.arm(f.kind, p["suffix"])
         fired = r.faults.wait_fired(fid, p["hold"] + 5)
-        if not fired:
-            r.faults.disarm()
-        return "%s %s" % (f.kind, "fired" if fired else "armed, nothing to hit (disarmed)")
+        return "%s on %s %s" % (f.kind, p["suffix"] or "any file",
+                                "fired" if fired else "armed (fires at its next write)")
 
     # -- power -------------------------------------------------------------------
     def _power(self, f):

@@ -62,9 +62,11 @@ class AgentNode(h.Agent):
 class ReplicaNode(h.Replica):
     """walship-replica (the fault-injecting test build) on its own host."""
 
-    def __init__(self, agent, dest, name, workdir, host_index, use_netns):
+    def __init__(self, agent, dest, name, workdir, host_index, use_netns, role):
+        self.role = role  # "r1" or "r2": what a fault names
+        self.base_name = name
         self.faults = faultctl.FaultControl(os.path.join(workdir, name + "-faults"))
-        h.Replica.__init__(self, agent, dest, name, workdir, binary_target=FAULTY_REPLICA,
+        h.Replica.__init__(self, agent, dest, name, workdir, target=FAULTY_REPLICA,
                            env=self.faults.env())
         self.workdir = workdir
         self.host = None
@@ -82,6 +84,12 @@ class ReplicaNode(h.Replica):
         self.data_address = self.proxies["data"].address
         self.expected_exit = None  # set when a fault ends the process on purpose
         self.epoch = 0  # bumped when the destination is rebuilt
+
+    def new_epoch(self):
+        """A rebuilt destination is a new replica to the agent: a new name,
+        so nothing the agent remembers of the old one is taken for it."""
+        self.epoch += 1
+        self.name = "%s-e%d" % (self.base_name, self.epoch)
 
     def port(self, channel):
         """The proxy port the replica dials for `channel` (control or data)."""

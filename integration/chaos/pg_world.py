@@ -166,9 +166,10 @@ class PgWorld(world.World):
 
     # -- faults -----------------------------------------------------------------------
     def set_sync(self, on):
+        """synchronous_standby_names naming walship (on) or empty (off)."""
         self.sync = on
-        self.pg.psql("ALTER SYSTEM SET synchronous_standby_names = '%s'; SELECT pg_reload_conf()"
-                     % (FEED if on else ""), check=False)
+        self.pg.psql("ALTER SYSTEM SET synchronous_standby_names = '%s'" % (FEED if on else ""))
+        self.pg.psql("SELECT pg_reload_conf()")
 
     def restart_primary(self, recovery=False, promote=False, hold=0.0):
         if self.pg.running():
@@ -261,8 +262,10 @@ class PgWorld(world.World):
         rows = self.base.psql("SELECT seq FROM %s" % TABLE, timeout=120) or ""
         present = set(int(x) for x in rows.split())
         lost = sorted(acked - present)
-        detail = "%d acknowledged commits, %d on the promoted standby (replayed to %s from %s)" % (
-            len(acked), len(acked & present), dk.fmt_lsn(last), rep.name)
+        detail = ("%d acknowledged commits, %d on the promoted standby (replayed to %s from "
+                  "%s); the primary's flush_lsn for walship reached %s" % (
+                      len(acked), len(acked & present), dk.fmt_lsn(last), rep.name,
+                      dk.fmt_lsn(self.flush_max)))
         rep.start()
         return (["%d acknowledged commits missing on the promoted standby, e.g. %s" % (
             len(lost), lost[:5])] if lost else []), detail

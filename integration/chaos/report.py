@@ -41,7 +41,7 @@ def _outcomes(recs):
     out = {}
     for r in recs:
         if r.get("outcome"):
-            key = " ".join(r["outcome"].split(": ")[2:3] or [r["outcome"]])[:60]
+            key = r["outcome"].split(": ", 2)[-1].split(":")[0][:60]
             out[key] = out.get(key, 0) + 1
     return out
 
@@ -62,6 +62,7 @@ def summarize(args, camp, worlds, params, started, network):
         "converge_seconds": _converge_table(recs),
         "outcomes": _outcomes(recs),
         "bytes_held_by_replicas": _bytes_held(worlds),
+        "bytes_shipped": sum(w.bytes_shipped() for w in worlds),
         "bytes_written_by_append_source": sum(getattr(getattr(w, "writer", None), "written", 0)
                                               for w in worlds),
         "postgres_final": [w.final_detail for w in worlds if w.kind == "postgres"],
@@ -92,9 +93,10 @@ def markdown(s):
            "| invariant checks | %d |" % s["invariant_checks"],
            "| invariant failures | %d |" % len(s["invariant_failures"]),
            "| wall time | %.0f s |" % s["wall_seconds"],
+           "| bytes shipped (agents' data sockets, all sessions) | %d |" % s["bytes_shipped"],
            "| bytes held by the replicas at the end | %d |" % s["bytes_held_by_replicas"],
            "| bytes the append source wrote | %d |" % s["bytes_written_by_append_source"],
-           "| network faults by | %s |" % s["network_faults"].replace("\n", "; "),
+           "| network faults by | %s |" % "; ".join(s["network_faults"]),
            "| machine | %s |" % s["machine"], ""]
     out += ["## Faults by kind", "", "| family | count |", "|---|---|"]
     out += ["| %s | %d |" % kv for kv in sorted(s["faults_by_kind"].items())]

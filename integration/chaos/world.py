@@ -25,9 +25,21 @@ class Tracker(object):
         self.acked = h.Pos("", 0)
         self.first = None  # first acknowledged segment seen in this epoch
         self.entry = None  # the last status entry
+        self.session = None
+        self.shipped_before = 0  # bytes the agent sent in earlier sessions
+        self.shipped_now = 0  # ... and in the current one
+
+    def shipped(self):
+        return self.shipped_before + self.shipped_now
 
     def update(self, entry):
         self.entry = entry
+        sid = entry.get("session_id")
+        sent = sum(h.counters(entry, "agent_counters"))
+        if sid != self.session:
+            self.shipped_before += self.shipped_now
+            self.session, self.shipped_now = sid, 0
+        self.shipped_now = max(self.shipped_now, sent)
         pos = h.pos_of(entry.get("flushed"))
         if pos.segment and pos > self.acked:
             self.acked = pos
@@ -46,6 +58,7 @@ class World(object):
         self.agent = None
         self.replicas = []
         self.trackers = {}
+        self.retired = []  # trackers of rebuilt replicas' earlier epochs
         self.source_end = h.Pos("", 0)
         self.lock = threading.Lock()
         self.halt = threading.Event()
@@ -83,7 +96,7 @@ class World(object):
                 if out.returncode != 0:
                     raise RuntimeError("mount tmpfs: " + out.stderr.strip())
             rep = nodes.ReplicaNode(self.agent, dest, "%s-%s" % (self.name, name), self.logs,
-                                    self.p.host_index(self.name, i), use_netns)
+                                    self.p.host_index(self.name, i), use_netns, name)
             self.replicas.append(rep)
             self.trackers[rep.name] = Tracker()
             rep.start()
@@ -146,9 +159,14 @@ class World(object):
             if os.path.isfile(p):
                 os.unlink(p)
         with self.lock:
+            self.retired.append(self.trackers.pop(rep.name))
+            rep.new_epoch()
             self.trackers[rep.name] = Tracker()
-        rep.epoch += 1
         rep.start()
+
+    def bytes_shipped(self):
+        with self.lock:
+            return sum(t.shipped() for t in list(self.trackers.values()) + self.retired)
 
     def sample_resources(self):
         now = time.time()

@@ -446,6 +446,25 @@ TEST_F(ShipperTest, ASegmentRemovedBeforeItWasShippedIsAGapNotSkipped) {
   ExpectNoMoreBytes();
 }
 
+// The segment being shipped leaves the directory while later ones stay (a
+// PostgreSQL promotion renames the old timeline's last segment to .partial):
+// the session ends retryably, so the replica reconnects and the handshake
+// decides (continue on the new timeline, or a gap); never a fatal stop.
+TEST_F(ShipperTest, TheSegmentBeingShippedLeavingTheDirectoryEndsTheSessionRetryably) {
+  catalog_.Publish({{"seg1", kSegmentBytes, true}, {"seg2", 1000, false}});
+  StartShipper(/*inline_sends=*/false);
+  EXPECT_EQ(ReadFrame().payload, "seg1");
+  for (uint64_t got = 0; got < kSegmentBytes;) got += ReadFrame().payload.size();
+  EXPECT_EQ(ReadFrame().payload, "seg2");
+  ExpectData(ReadFrame(), 1, 0, 1000);
+  testing::WriteFile(dir_ + "/seg3", std::string(10, 'c'));
+  catalog_.Publish({{"seg1", kSegmentBytes, true}, {"seg3", 10, false}});
+  absl::Status s = WaitForRun();
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_EQ(ReasonOf(s), Reason::kSourceChanged) << s;
+  EXPECT_NE(s.ToString().find("seg2 left the WAL directory"), std::string::npos) << s;
+}
+
 // Where the source's naming rule says what follows, a successor the catalog
 // never showed is a gap as well.
 TEST_F(ShipperTest, ASuccessorTheSourceNamesButNeverShowedIsAGap) {
