@@ -19,7 +19,6 @@ bad usage.
 """
 
 import argparse
-import json
 import os
 import random
 import shutil

@@ -12,7 +12,6 @@ a one-line description.
 import collections
 import os
 import random
-import signal
 import time
 
 from integration.chaos import nodes
@@ -244,6 +243,3 @@ def replay_command(seed, index, quick):
 def describe(f):
     return "#%d %s %s/%s on %s" % (f.index, f.world, f.family, f.kind, f.target)
 
-
-def signal_name(sig):
-    return signal.Signals(sig).name

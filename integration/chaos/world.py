@@ -9,12 +9,10 @@ every byte before it is on the replica, equal to the source.
 """
 
 import os
-import subprocess
 import threading
 import time
 
 from integration import harness as h
-from integration.chaos import netfault
 from integration.chaos import nodes
 
 
