@@ -251,7 +251,12 @@ class PgWorld(world.World):
             "recovery_target_timeline": "latest", "primary_conninfo": "",
             "archive_mode": "off", "hot_standby": "on"})
         self.base.touch("standby.signal")
-        self.base.start(wait_for=("ready", "standby"), timeout=300)
+        try:
+            self.base.start(wait_for=("ready", "standby"), timeout=180)
+        except dk.DrillError as e:
+            rep.start()
+            return ["a standby from the base backup did not become consistent replaying %s's "
+                    "copy: %s" % (rep.name, e)], "standby not consistent"
         last, since = None, time.monotonic()
         while time.monotonic() - since < 5.0:  # replay until it stops moving
             cur = self.base.lsn("pg_last_wal_replay_lsn()")
