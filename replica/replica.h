@@ -2,32 +2,22 @@
 //
 // Run() subscribes to the agent and keeps the destination directory an exact,
 // durable copy of the agent's WAL stream until Stop() is called or a fatal
-// error occurs. Each session:
-//   1. recovers the durable position from the directory (state_store.h,
-//      segment_writer.h);
-//   2. handshakes over gRPC, presenting the stream identity, the durable
-//      position and the CRC of the durable prefix; bytes of NAME.partial past
-//      the recorded position (received before a stop, never recorded) are
-//      presented first and kept only if the agent's prefix check accepts
-//      them, else cut off (SegmentWriter::Recover with Tail::kKeep);
-//   3. connects the data socket and presents the one-time token;
-//   4. runs three threads: the receiver (frames -> SegmentWriter), the
-//      flusher (fdatasync, finalize, persist state, then Ack: only durable
-//      positions are ever acknowledged as flushed) and the control reader
-//      (checkpoints, heartbeats, errors). The receiver reads on while the
-//      whole next frame is already waiting, and once the data socket is
-//      empty and no flush cycle is running it runs the cycle itself instead
-//      of waking the flusher (receive_policy.h); cycles never overlap.
+// error occurs. It runs one Session (session.h) after another: each recovers
+// the durable position from the directory, handshakes over gRPC
+// (control_client.h: bytes received before a stop and never recorded are
+// kept only if the agent's prefix check accepts them), connects the data
+// socket, and receives, flushes and acknowledges until it fails.
 // Transient failures (network, agent restart, a corrupt frame, a failed
 // fdatasync) end the session; the next one starts after a backoff from the
-// durable position. A refusal the agent proves (REASON_DIVERGENT) is the only
+// durable position (a session that reached the data socket resets the
+// backoff). A refusal the agent proves (REASON_DIVERGENT) is the only
 // one that cuts bytes received before a stop and never recorded; any other
 // keeps them. Run() holds DEST/walship.lock (dest_lock.h) throughout.
 // Failures an operator must resolve (another stream, divergent history, a gap
 // behind the agent's retention) stop Run() with kFailedPrecondition.
 //
 // Thread-safety: Run() on one thread; Stop() from any thread (e.g. a signal
-// watcher).
+// watcher): it ends the current session, if any, with kCancelled.
 #ifndef WALSHIP_REPLICA_REPLICA_H_
 #define WALSHIP_REPLICA_REPLICA_H_
 
@@ -42,7 +32,7 @@
 
 namespace walship::replica {
 
-class SessionRun;
+class Session;
 
 class Replica {
  public:
@@ -70,10 +60,10 @@ class Replica {
   // Set when a session reached the data socket; resets the backoff.
   std::atomic<bool> established_{false};
   // Set when a session's writer failed a flush (SegmentWriter::Flush): the
-  // next session recovers without a tail.
+  // next session recovers without a tail (Session reads and sets it).
   std::atomic<bool> after_failed_flush_{false};
   absl::Mutex mu_;
-  SessionRun* current_ ABSL_GUARDED_BY(mu_) = nullptr;
+  Session* current_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace walship::replica
