@@ -1,17 +1,14 @@
 #include "replica/segment_writer.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
+#include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "common/file_crc.h"
 #include "common/reason.h"
 #include "common/status_macros.h"
@@ -20,14 +17,9 @@
 #include "common/wire/crc32c.h"
 #include "common/wire/segment_name.h"
 #include "spdlog/spdlog.h"
-#include "common/thread_name.h"
 
 namespace walship::replica {
 namespace {
-constexpr char kPartial[] = ".partial";
-constexpr uint64_t kDropSliceBytes = 1 << 20;
-constexpr absl::Duration kDropSlicePause = absl::Microseconds(500);
-
 bool SamePoint(const DurablePoint& a, const DurablePoint& b) {
   return a.position == b.position && a.complete == b.complete &&
          a.prefix_crc32c == b.prefix_crc32c;
@@ -44,90 +36,17 @@ absl::Status PutBackRecord(const absl::Status& failed, const SegmentWriter::Pers
       failed.message(), "; and restoring the previous durable position failed: ",
       back.message()));
 }
-
-absl::StatusOr<uint64_t> FileSize(sys::SysCalls& sys, int fd, const std::string& path) {
-  struct stat st;
-  sys::SysResult r = sys.Fstat(fd, &st);
-  if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fstat ", path));
-  return static_cast<uint64_t>(st.st_size);
-}
 }  // namespace
-
-// One job at a time on a long-lived thread, so the flusher can wait for two
-// device flushes at once without creating a thread per cycle.
-class SegmentWriter::Helper {
- public:
-  explicit Helper(std::string thread_name)
-      : thread_([this, name = std::move(thread_name)] {
-          NameThisThread(name);
-          Loop();
-        }) {}
-  ~Helper() {
-    {
-      absl::MutexLock lock(&mu_);
-      quit_ = true;
-    }
-    thread_.join();
-  }
-  void Start(std::function<absl::Status()> job) {
-    absl::MutexLock lock(&mu_);
-    job_ = std::move(job);
-    done_ = false;
-  }
-  absl::Status Wait() {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(&done_));
-    return result_;
-  }
-
- private:
-  void Loop() {
-    for (;;) {
-      std::function<absl::Status()> job;
-      {
-        absl::MutexLock lock(&mu_);
-        auto ready = [this] { return quit_ || job_ != nullptr; };
-        mu_.Await(absl::Condition(&ready));
-        if (job_ == nullptr) return;
-        job = std::move(job_);
-        job_ = nullptr;
-      }
-      absl::Status s = job();
-      absl::MutexLock lock(&mu_);
-      result_ = s;
-      done_ = true;
-    }
-  }
-
-  absl::Mutex mu_;
-  std::function<absl::Status()> job_ ABSL_GUARDED_BY(mu_);
-  absl::Status result_ ABSL_GUARDED_BY(mu_);
-  bool done_ ABSL_GUARDED_BY(mu_) = true;
-  bool quit_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
-};
 
 SegmentWriter::SegmentWriter(sys::SysCalls& sys, std::string dest_dir,
                              WriterOptions options)
-    : sys_(sys), dir_(std::move(dest_dir)), options_(options), crc_reader_(sys) {}
+    : sys_(sys),
+      dir_(std::move(dest_dir)),
+      options_(options),
+      crc_reader_(sys),
+      publisher_(sys, dir_, options_.drop_behind) {}
 
 SegmentWriter::~SegmentWriter() = default;
-
-absl::Status SegmentWriter::RunAtOnce(std::vector<std::function<absl::Status()>> jobs) {
-  if (jobs.empty()) return absl::OkStatus();
-  while (helpers_.size() + 1 < jobs.size()) {
-    helpers_.push_back(std::make_unique<Helper>(
-        helpers_.empty() ? std::string("ws-state-write")
-                         : absl::StrCat("ws-sync-", helpers_.size())));
-  }
-  for (size_t i = 1; i < jobs.size(); ++i) helpers_[i - 1]->Start(std::move(jobs[i]));
-  absl::Status first = jobs[0]();
-  for (size_t i = 1; i < jobs.size(); ++i) {
-    absl::Status s = helpers_[i - 1]->Wait();
-    if (first.ok()) first = s;
-  }
-  return first;
-}
 
 absl::Status SegmentWriter::SyncOverlapped(int fd, const std::string& path,
                                            const PersistFn& persist,
@@ -135,7 +54,7 @@ absl::Status SegmentWriter::SyncOverlapped(int fd, const std::string& path,
   std::vector<std::function<absl::Status()>> jobs;
   jobs.push_back([this, fd, &path] { return SyncFile(fd, path); });
   jobs.push_back([&persist, &target] { return persist(target); });
-  return RunAtOnce(std::move(jobs));
+  return pool_.RunAtOnce(std::move(jobs));
 }
 
 absl::Status SegmentWriter::SyncFile(int fd, const std::string& path) {
@@ -147,7 +66,7 @@ absl::Status SegmentWriter::SyncFile(int fd, const std::string& path) {
 }
 
 std::string SegmentWriter::PathOf(const std::string& name, bool partial) const {
-  return absl::StrCat(dir_, "/", name, partial ? kPartial : "");
+  return SegmentPath(dir_, name, partial);
 }
 
 std::optional<DurablePoint> SegmentWriter::tail() const {
@@ -180,200 +99,12 @@ absl::Status SegmentWriter::ResolveTail(bool keep) {
 
 absl::StatusOr<DurablePoint> SegmentWriter::Recover(const std::optional<ReplicaState>& state,
                                                     Tail keep) {
-  // What is on disk: complete segments and partials.
-  std::vector<std::string> complete, partial;
-  DIR* d = opendir(dir_.c_str());
-  if (d == nullptr) {
-    return sys::ErrnoToStatus(errno, absl::StrCat("open destination ", dir_));
-  }
-  while (dirent* e = readdir(d)) {
-    std::string n = e->d_name;
-    if (absl::EndsWith(n, kPartial)) {
-      partial.push_back(n.substr(0, n.size() - strlen(kPartial)));
-    } else if (wire::ValidateSegmentName(n).ok()) {  // never the replica's walship.*
-      complete.push_back(n);
-    }
-  }
-  closedir(d);
-  std::sort(complete.begin(), complete.end());
-
-  // A partial whose segment is published too is a leftover copy (a rename
-  // undone and redone across crashes): every acknowledged byte of that
-  // segment is in the published file, which was verified before its rename.
-  bool removed = false;
-  for (auto it = partial.begin(); it != partial.end();) {
-    if (!std::binary_search(complete.begin(), complete.end(), *it)) {
-      ++it;
-      continue;
-    }
-    spdlog::info("removing {}{}: {} is published", *it, kPartial, *it);
-    sys::SysResult r = sys_.Unlink(PathOf(*it, true).c_str());
-    if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("unlink ", PathOf(*it, true)));
-    removed = true;
-    it = partial.erase(it);
-  }
-
-  // Flush() saves the record that moves past a segment (or calls it
-  // complete) beside the directory fsync that makes its rename durable, so
-  // a crash can leave that segment as NAME.partial with the record already
-  // past it. Its bytes and its checksum line were durable before that
-  // record was saved: finish the publication. Such a partial that does not
-  // match its line is damage.
-  bool renamed = false;
-  if (state.has_value() && !state->durable.segment.empty()) {
-    std::optional<std::map<std::string, SegmentSum>> sums;
-    for (auto it = partial.begin(); it != partial.end();) {
-      const std::string p = *it;
-      if (!(p < state->durable.segment ||
-            (p == state->durable.segment && state->segment_complete))) {
-        ++it;
-        continue;
-      }
-      if (!sums.has_value()) sums = LoadSegmentSums(sys_, dir_);
-      auto sum = sums->find(p);
-      if (sum == sums->end()) {
-        // No line to verify it against (an ancestor timeline's switch
-        // segment, or a line lost to damage): not this case. It lies before
-        // the durable position, so its bytes may have been acknowledged: it
-        // stays (never served by restore without a line), and is not removed
-        // below.
-        ++it;
-        continue;
-      }
-      if (absl::Status v =
-              VerifyCompleteFile(p, Checkpoint{sum->second.length, sum->second.crc32c}, true);
-          !v.ok()) {
-        return absl::DataLossError(absl::StrCat(
-            "state says ", state->durable.ToString(), " is durable, so ", p,
-            " is complete, but ", p, kPartial, " does not match ", kSumsFileName, ": ",
-            v.message()));
-      }
-      const std::string from = PathOf(p, true), to = PathOf(p, false);
-      sys::SysResult r = sys_.Rename(from.c_str(), to.c_str());
-      if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("rename ", from));
-      spdlog::info("{}{}: complete and matching {}, published (its rename had not reached "
-                   "the disk)", p, kPartial, kSumsFileName);
-      renamed = true;
-      complete.push_back(p);
-      it = partial.erase(it);
-    }
-  }
-  if (renamed) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
-  std::sort(complete.begin(), complete.end());
-
-  DurablePoint dp;
-  uint64_t tail_size = 0;  // the partial's size when it keeps a tail
-  bool sync_dir = false;
-  if (state.has_value() && !state->durable.segment.empty()) {
-    const std::string& s = state->durable.segment;
-    bool is_complete = std::binary_search(complete.begin(), complete.end(), s);
-    if (is_complete) {
-      dp.position.segment = s;
-      dp.complete = true;
-      auto fd = sys::OpenFile(sys_, PathOf(s, false), O_RDONLY);
-      if (!fd.ok()) return fd.status();
-      WALSHIP_ASSIGN_OR_RETURN(dp.position.offset, FileSize(sys_, fd->get(), s));
-    } else {
-      std::string path = PathOf(s, true);
-      auto fd = sys::OpenFile(sys_, path, O_RDWR);
-      if (absl::IsNotFound(fd.status())) {
-        if (state->durable.offset > 0) {
-          return absl::DataLossError(absl::StrCat(
-              "state says ", state->durable.ToString(), " is durable but ", path,
-              " is missing"));
-        }
-        dp.position = state->durable;
-      } else if (!fd.ok()) {
-        return fd.status();
-      } else {
-        WALSHIP_ASSIGN_OR_RETURN(uint64_t size, FileSize(sys_, fd->get(), path));
-        if (size < state->durable.offset) {
-          return absl::DataLossError(absl::StrCat(
-              "state says ", state->durable.ToString(), " is durable but ", path,
-              " holds only ", size, " bytes"));
-        }
-        if (size > state->durable.offset) {
-          if (keep == Tail::kKeep) {
-            // Written after the last recorded flush: kept only if the agent
-            // confirms it (ResolveTail).
-            tail_size = size;
-          } else {
-            // Written after the last flush, never acknowledged: discard.
-            sys::SysResult r = sys_.Ftruncate(fd->get(), state->durable.offset);
-            if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("truncate ", path));
-          }
-        }
-        // The record may have been saved alongside this fdatasync when the
-        // process died (a cycle that records a new segment), or it comes
-        // from walship.progress (RecoverFromStore): the bytes are in the page
-        // cache but maybe not on disk. Make sure before building on them.
-        sys::SysResult r = sys_.Fdatasync(fd->get());
-        if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", path));
-        dp.position = state->durable;
-        // Nor need its directory entry be durable: the process may have died
-        // before the directory fsync meant for it. BeginSegment counts on it.
-        sync_dir = true;
-      }
-    }
-  } else if (!complete.empty()) {
-    // No state (lost or never written): everything complete is verified and
-    // durable, so resume after the newest complete segment.
-    dp.position.segment = complete.back();
-    dp.complete = true;
-    auto fd = sys::OpenFile(sys_, PathOf(complete.back(), false), O_RDONLY);
-    if (!fd.ok()) return fd.status();
-    WALSHIP_ASSIGN_OR_RETURN(dp.position.offset, FileSize(sys_, fd->get(), complete.back()));
-  }
-  for (const std::string& p : partial) {
-    if (!dp.complete && p == dp.position.segment) continue;
-    if (p < dp.position.segment || (p == dp.position.segment && dp.complete)) {
-      // Before the durable position: acknowledged, maybe. Nothing proves
-      // otherwise, so nothing of it is deleted.
-      spdlog::warn("keeping {}{}: it lies before the durable position {}, so its bytes may "
-                   "have been acknowledged, and {} has no line to verify it by",
-                   p, kPartial, dp.position.ToString(), kSumsFileName);
-      continue;
-    }
-    // After the recorded segment: no byte of a segment is acknowledged
-    // before the record names it (Flush), so these never were.
-    spdlog::info("removing {}{}: never acknowledged as durable", p, kPartial);
-    sys::SysResult r = sys_.Unlink(PathOf(p, true).c_str());
-    if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("unlink ", PathOf(p, true)));
-    removed = true;
-  }
-  if (removed || sync_dir) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
-  if (!dp.position.segment.empty() && dp.position.offset > 0) {
-    auto fd = sys::OpenFile(sys_, PathOf(dp.position.segment, !dp.complete), O_RDONLY);
-    if (!fd.ok()) return fd.status();
-    WALSHIP_ASSIGN_OR_RETURN(
-        dp.prefix_crc32c, Crc32cOfFileRange(sys_, fd->get(), 0, dp.position.offset,
-                                            dp.position.segment));
-    if (state.has_value() && !dp.complete && state->durable == dp.position &&
-        state->prefix_crc32c != dp.prefix_crc32c) {
-      return absl::DataLossError(absl::StrFormat(
-          "the durable bytes of %s changed on disk: CRC32C of its first %d bytes is %08x, "
-          "%08x when acknowledged",
-          PathOf(dp.position.segment, true), dp.position.offset, dp.prefix_crc32c,
-          state->prefix_crc32c));
-    }
-  }
-  std::optional<DurablePoint> tail;
-  if (tail_size > 0) {
-    const std::string path = PathOf(dp.position.segment, true);
-    auto fd = sys::OpenFile(sys_, path, O_RDONLY);
-    if (!fd.ok()) return fd.status();
-    tail = DurablePoint{Position{dp.position.segment, tail_size}, false, 0};
-    // The prefix's CRC is known: extend it over the tail only.
-    WALSHIP_ASSIGN_OR_RETURN(
-        tail->prefix_crc32c,
-        Crc32cOfFileRange(sys_, fd->get(), dp.position.offset, tail_size - dp.position.offset,
-                          path, dp.prefix_crc32c));
-  }
+  WALSHIP_ASSIGN_OR_RETURN(RecoveredPoint r, RecoverDirectory(sys_, dir_, state, keep));
   absl::MutexLock lock(&mu_);
-  durable_ = dp;
-  tail_ = tail;
-  last_begun_ = dp.position.segment;
-  return dp;
+  durable_ = r.durable;
+  tail_ = r.tail;
+  last_begun_ = r.durable.position.segment;
+  return r.durable;
 }
 
 absl::Status SegmentWriter::BeginSegment(const std::string& name, uint64_t handle,
@@ -414,7 +145,7 @@ absl::Status SegmentWriter::BeginSegment(const std::string& name, uint64_t handl
   sys::SysResult r = sys_.Open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("open ", path));
   auto fd = std::make_shared<sys::UniqueFd>(static_cast<int>(r.rc));
-  WALSHIP_ASSIGN_OR_RETURN(uint64_t size, FileSize(sys_, fd->get(), path));
+  WALSHIP_ASSIGN_OR_RETURN(uint64_t size, FileSizeOf(sys_, fd->get(), path));
   if (start_offset > size) {
     return absl::OutOfRangeError(absl::StrCat("gap: agent starts ", name, " at ",
                                             start_offset, " but only ", size,
@@ -453,10 +184,7 @@ absl::Status SegmentWriter::EnsurePipe() {
 }
 
 absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h) {
-  std::string name;
-  std::shared_ptr<sys::UniqueFd> fd;
-  uint64_t written;
-  uint32_t written_crc;
+  FrameTarget t;
   {
     absl::MutexLock lock(&mu_);
     if (!failed_.ok()) return failed_;
@@ -470,163 +198,121 @@ absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h) {
           last_begun_)), Reason::kDivergent);
     }
     const Segment& seg = open_.back();
-    name = seg.name;
-    fd = seg.fd;
-    written = seg.written;
-    written_crc = seg.written_crc;
+    t = FrameTarget{seg.name, seg.fd, seg.written, seg.written_crc};
   }
   const uint64_t off = h.offset;
   const uint64_t len = h.payload_length;
-  if (off > written) {
-    return absl::OutOfRangeError(absl::StrCat("gap in ", name, ": frame at offset ", off,
-                                            " but only ", written, " bytes written"));
+  if (off > t.written) {
+    return absl::OutOfRangeError(absl::StrCat("gap in ", t.name, ": frame at offset ", off,
+                                            " but only ", t.written, " bytes written"));
   }
-  const std::string path = PathOf(name, true);
   uint32_t crc = 0;
   // Bytes already on disk are compared, never overwritten.
-  const uint64_t overlap = std::min(len, written - off);
-  if (overlap > 0) {
-    if (buffer_.size() < options_.copy_buffer_bytes) buffer_.resize(options_.copy_buffer_bytes);
-    std::vector<char> disk(buffer_.size());
-    for (uint64_t done = 0; done < overlap;) {
-      size_t n = static_cast<size_t>(std::min<uint64_t>(overlap - done, buffer_.size()));
-      WALSHIP_RETURN_IF_ERROR(sys::ReadFully(sys_, sock, buffer_.data(), n, options_.io));
-      WALSHIP_RETURN_IF_ERROR(sys::PreadFully(sys_, fd->get(), disk.data(), n, off + done));
-      if (std::memcmp(buffer_.data(), disk.data(), n) != 0) {
-        size_t at = 0;
-        while (buffer_[at] == disk[at]) ++at;
-        return WithReason(absl::FailedPreconditionError(absl::StrCat(
-            "divergent history: resent bytes of ", name, " differ from the replica's at offset ",
-            off + done + at, "; refusing to overwrite")), Reason::kDivergent);
-      }
-      crc = wire::Crc32cExtend(crc, buffer_.data(), n);
-      done += n;
-    }
-  }
+  const uint64_t overlap = std::min(len, t.written - off);
+  if (overlap > 0) WALSHIP_RETURN_IF_ERROR(CompareResent(sock, t, off, overlap, &crc));
   const uint64_t rest = len - overlap;
-  if (rest > 0) {
-    absl::Status s;
-    const bool zerocopy = options_.transport == Transport::kZeroCopy;
-    if (zerocopy) {
-      s = EnsurePipe();
-      if (s.ok()) {
-        s = sys::SpliceFully(sys_, sock, *pipe_, fd->get(), static_cast<off_t>(written),
-                             rest, options_.io);
-        if (!s.ok()) pipe_.reset();  // may hold stray bytes
-      }
-    } else {
-      if (buffer_.size() < options_.copy_buffer_bytes) buffer_.resize(options_.copy_buffer_bytes);
-      s = sys::CopySocketToFile(sys_, sock, fd->get(), static_cast<off_t>(written), rest,
-                                absl::MakeSpan(buffer_), options_.io);
-    }
-    uint32_t new_crc = 0;
-    if (s.ok()) {
-      // One pass over what landed: the frame's CRC (to verify it) and the
-      // segment's running CRC (for the durable prefix and the checkpoint).
-      auto got = crc_reader_.Twice(fd->get(), written, rest, path, crc, written_crc);
-      if (!got.ok()) {
-        s = got.status();
-      } else if (got->first != h.payload_crc32c) {
-        s = absl::DataLossError(absl::StrFormat(
-            "payload checksum mismatch in %s at offset %d (%d bytes): frame says %08x, "
-            "received %08x; discarded",
-            name, off, len, h.payload_crc32c, got->first));
-      } else {
-        new_crc = got->second;
-      }
-    }
-    if (!s.ok()) {
-      // Nothing of a failed or corrupt frame stays on disk.
-      sys::SysResult r = sys_.Ftruncate(fd->get(), static_cast<off_t>(written));
-      if (!r.ok()) {
-        s = absl::DataLossError(absl::StrCat(
-            s.message(), "; and removing the frame's bytes from ", path, " failed: ",
-            sys::ErrnoToStatus(r.err, "ftruncate").message()));
-        CutBackAfterFailure(s);
-      }
-      return s;
-    }
-    uint64_t cut_to = 0;
-    {
-      absl::MutexLock lock(&mu_);
-      Segment* seg = FindOpen(name);
-      if (failed_.ok() && seg != nullptr) {
-        seg->written = written + rest;
-        seg->written_crc = new_crc;
-        (zerocopy ? counters_.bytes_zerocopy : counters_.bytes_copy) += rest;
-        return absl::OkStatus();
-      }
-      s = failed_.ok() ? absl::InternalError(absl::StrCat(name, " is no longer open")) : failed_;
-      if (seg == nullptr) return s;
-      cut_to = seg->flushed;
-    }
-    // A failed flush cut the file back while this frame was landing: its
-    // bytes past the durable offset go as well.
-    if (sys::SysResult r = sys_.Ftruncate(fd->get(), static_cast<off_t>(cut_to)); !r.ok()) {
-      spdlog::error("{}: cutting back to {} failed: {}; the next session resumes from the "
-                    "recorded position",
-                    path, cut_to, sys::ErrnoToStatus(r.err, "ftruncate").ToString());
-    }
-    return s;
-  } else if (crc != h.payload_crc32c) {
+  if (rest > 0) return LandNew(sock, h, t, rest, crc);
+  if (crc != h.payload_crc32c) {
     return absl::DataLossError(absl::StrCat("payload checksum mismatch in resent frame of ",
-                                            name, " at offset ", off));
+                                            t.name, " at offset ", off));
   }
   return absl::OkStatus();
 }
 
-absl::Status SegmentWriter::AppendSum(const std::string& name, uint64_t length,
-                                     uint32_t crc32c) {
-  const std::string path = absl::StrCat(dir_, "/", kSumsFileName);
-  std::string line = SegmentSumLine(name, length, crc32c);
-  if (!sums_.valid()) {
-    bool existed = access(path.c_str(), F_OK) == 0;
-    WALSHIP_ASSIGN_OR_RETURN(sums_, sys::OpenFile(sys_, path, O_RDWR | O_CREAT | O_APPEND));
-    if (!existed) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
-    // A crash in the middle of an earlier append leaves a last line without
-    // its newline: end it, so that it stays one unreadable line (which
-    // LoadSegmentSums skips) instead of swallowing this one.
-    WALSHIP_ASSIGN_OR_RETURN(uint64_t size, FileSize(sys_, sums_.get(), path));
-    char last = '\n';
-    if (size > 0) {
-      WALSHIP_RETURN_IF_ERROR(sys::PreadFully(sys_, sums_.get(), &last, 1, size - 1));
+absl::Status SegmentWriter::CompareResent(int sock, const FrameTarget& t, uint64_t off,
+                                          uint64_t overlap, uint32_t* crc) {
+  if (buffer_.size() < options_.copy_buffer_bytes) buffer_.resize(options_.copy_buffer_bytes);
+  std::vector<char> disk(buffer_.size());
+  for (uint64_t done = 0; done < overlap;) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(overlap - done, buffer_.size()));
+    WALSHIP_RETURN_IF_ERROR(sys::ReadFully(sys_, sock, buffer_.data(), n, options_.io));
+    WALSHIP_RETURN_IF_ERROR(sys::PreadFully(sys_, t.fd->get(), disk.data(), n, off + done));
+    if (std::memcmp(buffer_.data(), disk.data(), n) != 0) {
+      size_t at = 0;
+      while (buffer_[at] == disk[at]) ++at;
+      return WithReason(absl::FailedPreconditionError(absl::StrCat(
+          "divergent history: resent bytes of ", t.name, " differ from the replica's at offset ",
+          off + done + at, "; refusing to overwrite")), Reason::kDivergent);
     }
-    if (last != '\n') {
-      spdlog::warn("{} ends in a torn line (a crash while a line was appended); ending it "
-                   "before the next line", path);
-      line.insert(0, "\n");
+    *crc = wire::Crc32cExtend(*crc, buffer_.data(), n);
+    done += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SegmentWriter::LandNew(int sock, const wire::FrameHeader& h, const FrameTarget& t,
+                                    uint64_t rest, uint32_t resent_crc) {
+  const std::string path = PathOf(t.name, true);
+  const uint64_t written = t.written;
+  absl::Status s;
+  const bool zerocopy = options_.transport == Transport::kZeroCopy;
+  if (zerocopy) {
+    s = EnsurePipe();
+    if (s.ok()) {
+      s = sys::SpliceFully(sys_, sock, *pipe_, t.fd->get(), static_cast<off_t>(written), rest,
+                           options_.io);
+      if (!s.ok()) pipe_.reset();  // may hold stray bytes
+    }
+  } else {
+    if (buffer_.size() < options_.copy_buffer_bytes) buffer_.resize(options_.copy_buffer_bytes);
+    s = sys::CopySocketToFile(sys_, sock, t.fd->get(), static_cast<off_t>(written), rest,
+                              absl::MakeSpan(buffer_), options_.io);
+  }
+  uint32_t new_crc = 0;
+  if (s.ok()) {
+    // One pass over what landed: the frame's CRC (to verify it) and the
+    // segment's running CRC (for the durable prefix and the checkpoint).
+    auto got = crc_reader_.Twice(t.fd->get(), written, rest, path, resent_crc, t.written_crc);
+    if (!got.ok()) {
+      s = got.status();
+    } else if (got->first != h.payload_crc32c) {
+      s = absl::DataLossError(absl::StrFormat(
+          "payload checksum mismatch in %s at offset %d (%d bytes): frame says %08x, "
+          "received %08x; discarded",
+          t.name, h.offset, h.payload_length, h.payload_crc32c, got->first));
+    } else {
+      new_crc = got->second;
     }
   }
-  WALSHIP_RETURN_IF_ERROR(sys::WriteFully(sys_, sums_.get(), line.data(), line.size()));
-  sys::SysResult r = sys_.Fdatasync(sums_.get());
-  if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", path));
-  return absl::OkStatus();
+  if (!s.ok()) {
+    // Nothing of a failed or corrupt frame stays on disk.
+    sys::SysResult r = sys_.Ftruncate(t.fd->get(), static_cast<off_t>(written));
+    if (!r.ok()) {
+      s = absl::DataLossError(absl::StrCat(
+          s.message(), "; and removing the frame's bytes from ", path, " failed: ",
+          sys::ErrnoToStatus(r.err, "ftruncate").message()));
+      CutBackAfterFailure(s);
+    }
+    return s;
+  }
+  uint64_t cut_to = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    Segment* seg = FindOpen(t.name);
+    if (failed_.ok() && seg != nullptr) {
+      seg->written = written + rest;
+      seg->written_crc = new_crc;
+      (zerocopy ? counters_.bytes_zerocopy : counters_.bytes_copy) += rest;
+      return absl::OkStatus();
+    }
+    s = failed_.ok() ? absl::InternalError(absl::StrCat(t.name, " is no longer open")) : failed_;
+    if (seg == nullptr) return s;
+    cut_to = seg->flushed;
+  }
+  // A failed flush cut the file back while this frame was landing: its
+  // bytes past the durable offset go as well.
+  if (sys::SysResult r = sys_.Ftruncate(t.fd->get(), static_cast<off_t>(cut_to)); !r.ok()) {
+    spdlog::error("{}: cutting back to {} failed: {}; the next session resumes from the "
+                  "recorded position",
+                  path, cut_to, sys::ErrnoToStatus(r.err, "ftruncate").ToString());
+  }
+  return s;
 }
 
 void SegmentWriter::AddCheckpoint(const std::string& name, uint64_t length,
                                   uint32_t crc32c) {
   absl::MutexLock lock(&mu_);
   checkpoints_[name] = Checkpoint{length, crc32c};
-}
-
-absl::Status SegmentWriter::VerifyCompleteFile(const std::string& name, const Checkpoint& cp,
-                                               bool partial) {
-  auto fd = sys::OpenFile(sys_, PathOf(name, partial), O_RDONLY);
-  if (!fd.ok()) return fd.status();
-  WALSHIP_ASSIGN_OR_RETURN(uint64_t size, FileSize(sys_, fd->get(), name));
-  if (size != cp.length) {
-    return WithReason(absl::FailedPreconditionError(absl::StrCat(
-        "divergent history: complete segment ", name, " has ", size,
-        " bytes here but the agent's checkpoint says ", cp.length)), Reason::kDivergent);
-  }
-  WALSHIP_ASSIGN_OR_RETURN(uint32_t crc,
-                           Crc32cOfFileRange(sys_, fd->get(), 0, size, PathOf(name, false)));
-  if (crc != cp.crc32c) {
-    return WithReason(absl::FailedPreconditionError(absl::StrFormat(
-        "divergent history: complete segment %s has CRC32C %08x here, the agent's is %08x",
-        name, crc, cp.crc32c)), Reason::kDivergent);
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
@@ -704,33 +390,52 @@ absl::Status SegmentWriter::SettlePublished() {
       it = checkpoints_.erase(it);
     }
   }
-  for (const auto& [name, cp] : resumed) WALSHIP_RETURN_IF_ERROR(VerifyCompleteFile(name, cp));
-  if (confirmed.empty()) return absl::OkStatus();
-  const std::map<std::string, SegmentSum> sums = LoadSegmentSums(sys_, dir_);
-  for (const auto& [name, cp] : confirmed) {
-    if (sums.count(name) > 0) continue;
-    if (absl::Status v = VerifyCompleteFile(name, cp); !v.ok()) {
-      spdlog::error("not recording the walship.sums line of {}: {}", name, v.ToString());
-      continue;
-    }
-    WALSHIP_RETURN_IF_ERROR(AppendSum(name, cp.length, cp.crc32c));
-    spdlog::info("{} had no walship.sums line; the agent confirmed its {} bytes, line recorded",
-                 name, cp.length);
+  for (const auto& [name, cp] : resumed) {
+    WALSHIP_RETURN_IF_ERROR(VerifySegmentFile(sys_, dir_, name, cp));
   }
-  return absl::OkStatus();
+  return publisher_.RecordMissingSums(confirmed);
 }
 
+// A cycle runs in two rounds, each planned under mu_, executed without it
+// (every file operation) and committed under mu_, so the receiver never
+// waits for a device flush:
+//   data round         plan: which files to fdatasync up to which byte, and
+//                      which checksum lines can go along; execute: those
+//                      syncs at once (in the common cycle, one sync beside
+//                      the record); commit: the flushed offsets.
+//   publication round  plan: the segments now complete and matching their
+//                      checkpoint, the entries the directory fsync covers,
+//                      bytes of younger segments that arrived during the
+//                      data round, and the point the cycle reaches; execute:
+//                      checksum lines and renames, then the directory fsync
+//                      beside the late bytes' syncs and the record; commit:
+//                      entries, offsets, the published segments leave
+//                      open_, the durable point moves.
+// The publication round is planned only after the data round committed: it
+// publishes what that round made durable, and picks up what arrived
+// meanwhile (at a segment boundary, the next segment's first bytes).
 absl::StatusOr<DurablePoint> SegmentWriter::FlushCycle(const PersistFn& persist) {
   WALSHIP_RETURN_IF_ERROR(SettlePublished());
-  struct Pending {
-    std::shared_ptr<sys::UniqueFd> fd;
-    std::string name;
-    uint64_t written;
-    uint32_t written_crc;
-  };
-  std::vector<Pending> pending;
-  std::vector<Sum> early_sums;
-  bool sync_dir = false;
+  DataRound data;
+  {
+    absl::MutexLock lock(&mu_);
+    data = PlanDataRound(persist != nullptr);
+  }
+  WALSHIP_RETURN_IF_ERROR(ExecuteDataRound(data, persist));
+  PublicationRound publication;
+  {
+    absl::MutexLock lock(&mu_);
+    CommitDataRound(data);
+    WALSHIP_ASSIGN_OR_RETURN(publication, PlanPublicationRound(data));
+  }
+  WALSHIP_RETURN_IF_ERROR(ExecutePublicationRound(data, publication, persist));
+  absl::MutexLock lock(&mu_);
+  return CommitPublicationRound(publication);
+}
+
+SegmentWriter::DataRound SegmentWriter::PlanDataRound(bool persisting) {
+  DataRound r;
+  r.before = durable_;
   // The common cycle: more bytes of the oldest open segment, whose entry is
   // durable and which has nothing to publish yet. Just its fdatasync; bytes
   // of younger segments wait for the next cycle (a new entry costs a
@@ -738,202 +443,196 @@ absl::StatusOr<DurablePoint> SegmentWriter::FlushCycle(const PersistFn& persist)
   // bytes). When its bytes are the first past the recorded segment, the
   // record must name that segment before they can be acknowledged: it is
   // saved alongside (its target is known before the sync).
-  std::optional<DurablePoint> common;
-  bool record_first = false;
-  DurablePoint before;
-  std::vector<std::string> snapshot;  // segments whose entries the dir fsync covers
-  {
-    absl::MutexLock lock(&mu_);
-    before = durable_;
-    if (persist != nullptr && !open_.empty()) {
-      const Segment& f = open_.front();
-      if (f.entry_durable && f.flushed < f.written &&
-          checkpoints_.find(f.name) == checkpoints_.end() &&
-          (before.complete || before.position.segment == f.name)) {
-        pending.push_back({f.fd, f.name, f.written, f.written_crc});
-        common = DurablePoint{Position{f.name, f.written}, false, f.written_crc};
-        record_first = before.position.segment != f.name;
-      }
-    }
-    if (!common.has_value()) {
-      // Bytes of segments begun later wait for the next Flush().
-      for (const Segment& s : open_) {
-        if (s.flushed < s.written) pending.push_back({s.fd, s.name, s.written, s.written_crc});
-      }
-      // Segments written to the end that match their checkpoint get their
-      // checksum line during the data's fdatasync, not after it. A line for
-      // a segment not yet published is harmless: walship.sums is consulted
-      // for published names only, and a repeated line says the same.
-      for (const Segment& s : open_) {
-        auto it = checkpoints_.find(s.name);
-        if (it == checkpoints_.end() || s.written != it->second.length ||
-            s.written_crc != it->second.crc32c) {
-          break;
-        }
-        early_sums.push_back({s.name, it->second.length, it->second.crc32c});
-      }
+  if (persisting && !open_.empty()) {
+    const Segment& f = open_.front();
+    if (f.entry_durable && f.flushed < f.written &&
+        checkpoints_.find(f.name) == checkpoints_.end() &&
+        (r.before.complete || r.before.position.segment == f.name)) {
+      r.pending.push_back({f.fd, f.name, f.written, f.written_crc});
+      r.common = DurablePoint{Position{f.name, f.written}, false, f.written_crc};
+      r.record_first = r.before.position.segment != f.name;
+      return r;
     }
   }
-  if (common.has_value() && record_first) {
-    absl::Status s = SyncOverlapped(pending[0].fd->get(), PathOf(pending[0].name, true),
-                                    persist, *common);
+  // Bytes of segments begun later wait for the next Flush().
+  for (const Segment& s : open_) {
+    if (s.flushed < s.written) r.pending.push_back({s.fd, s.name, s.written, s.written_crc});
+  }
+  // Segments written to the end that match their checkpoint get their
+  // checksum line during the data's fdatasync, not after it. A line for a
+  // segment not yet published is harmless: walship.sums is consulted for
+  // published names only, and a repeated line says the same.
+  for (const Segment& s : open_) {
+    auto it = checkpoints_.find(s.name);
+    if (it == checkpoints_.end() || s.written != it->second.length ||
+        s.written_crc != it->second.crc32c) {
+      break;
+    }
+    r.early_sums.push_back({s.name, it->second.length, it->second.crc32c});
+  }
+  return r;
+}
+
+absl::Status SegmentWriter::ExecuteDataRound(const DataRound& round, const PersistFn& persist) {
+  if (round.common.has_value()) {
+    const Pending& p = round.pending[0];
+    if (!round.record_first) return SyncFile(p.fd->get(), PathOf(p.name, true));
+    absl::Status s = SyncOverlapped(p.fd->get(), PathOf(p.name, true), persist, *round.common);
     // The record may now claim bytes that are not durable.
-    if (!s.ok()) return PutBackRecord(s, persist, before);
-  } else if (common.has_value()) {
-    WALSHIP_RETURN_IF_ERROR(SyncFile(pending[0].fd->get(), PathOf(pending[0].name, true)));
-  } else {
-    // Several files at a segment boundary (the old segment's tail, the new
-    // one's head, walship.sums): their device flushes overlap (and on a
-    // journaling file system share one commit) instead of queueing.
-    std::vector<std::function<absl::Status()>> jobs;
-    for (const Pending& p : pending) {
-      jobs.push_back([this, &p] { return SyncFile(p.fd->get(), PathOf(p.name, true)); });
-    }
-    if (!early_sums.empty()) {
-      jobs.push_back([this, &early_sums] {
-        for (const Sum& e : early_sums) {
-          WALSHIP_RETURN_IF_ERROR(AppendSum(e.name, e.length, e.crc32c));
-        }
-        return absl::OkStatus();
-      });
-    }
-    WALSHIP_RETURN_IF_ERROR(RunAtOnce(std::move(jobs)));
+    if (!s.ok()) return PutBackRecord(s, persist, round.before);
+    return absl::OkStatus();
   }
-  // Segments whose bytes are all durable and whose checkpoint matches, in
-  // order: they are published below without holding the lock, so the
-  // receiver never waits for this directory I/O.
-  struct Final {
-    std::string name;
-    uint64_t length;
-    uint32_t crc32c;
-    std::shared_ptr<sys::UniqueFd> fd;
-  };
-  std::vector<Final> finals;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const Pending& p : pending) {
-      for (Segment& s : open_) {
-        if (s.name == p.name && p.written > s.flushed) {
-          s.flushed = p.written;
-          s.flushed_crc = p.written_crc;
-        }
-      }
-    }
-    for (const Segment& s : open_) {
-      auto it = checkpoints_.find(s.name);
-      if (it == checkpoints_.end()) break;
-      const Checkpoint cp = it->second;
-      if (s.written > cp.length) {
-        return WithReason(absl::FailedPreconditionError(absl::StrCat(
-            "divergent history: ", s.name, " has ", s.written,
-            " bytes here but the agent says it is complete at ", cp.length)), Reason::kDivergent);
-      }
-      if (s.flushed < cp.length) break;
-      if (s.flushed_crc != cp.crc32c) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "segment %s: CRC32C of the %d bytes written here is %08x but the agent's "
-            "checkpoint says %08x; not publishing it",
-            s.name, cp.length, s.flushed_crc, cp.crc32c));
-      }
-      finals.push_back({s.name, cp.length, cp.crc32c, s.fd});
-    }
+  // Several files at a segment boundary (the old segment's tail, the new
+  // one's head, walship.sums): their device flushes overlap (and on a
+  // journaling file system share one commit) instead of queueing.
+  std::vector<std::function<absl::Status()>> jobs;
+  for (const Pending& p : round.pending) {
+    jobs.push_back([this, &p] { return SyncFile(p.fd->get(), PathOf(p.name, true)); });
   }
-  // Record each checksum, then publish under the final name.
-  for (const Final& f : finals) {
-    const bool summed = std::any_of(early_sums.begin(), early_sums.end(), [&f](const Sum& e) {
-      return e.name == f.name && e.length == f.length && e.crc32c == f.crc32c;
+  if (!round.early_sums.empty()) {
+    jobs.push_back([this, &round] {
+      for (const Sum& e : round.early_sums) {
+        WALSHIP_RETURN_IF_ERROR(publisher_.AppendSum(e.name, e.length, e.crc32c));
+      }
+      return absl::OkStatus();
     });
-    if (!summed) WALSHIP_RETURN_IF_ERROR(AppendSum(f.name, f.length, f.crc32c));
-    std::string from = PathOf(f.name, true), to = PathOf(f.name, false);
-    sys::SysResult r = sys_.Rename(from.c_str(), to.c_str());
-    if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("rename ", from));
+  }
+  return pool_.RunAtOnce(std::move(jobs));
+}
+
+void SegmentWriter::CommitDataRound(const DataRound& round) {
+  for (const Pending& p : round.pending) {
+    for (Segment& s : open_) {
+      if (s.name == p.name && p.written > s.flushed) {
+        s.flushed = p.written;
+        s.flushed_crc = p.written_crc;
+      }
+    }
+  }
+}
+
+absl::StatusOr<SegmentWriter::PublicationRound> SegmentWriter::PlanPublicationRound(
+    const DataRound& data) {
+  PublicationRound r;
+  // Segments whose bytes are all durable and whose checkpoint matches, in
+  // order from the oldest.
+  for (const Segment& s : open_) {
+    auto it = checkpoints_.find(s.name);
+    if (it == checkpoints_.end()) break;
+    const Checkpoint cp = it->second;
+    if (s.written > cp.length) {
+      return WithReason(absl::FailedPreconditionError(absl::StrCat(
+          "divergent history: ", s.name, " has ", s.written,
+          " bytes here but the agent says it is complete at ", cp.length)), Reason::kDivergent);
+    }
+    if (s.flushed < cp.length) break;
+    if (s.flushed_crc != cp.crc32c) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "segment %s: CRC32C of the %d bytes written here is %08x but the agent's "
+          "checkpoint says %08x; not publishing it",
+          s.name, cp.length, s.flushed_crc, cp.crc32c));
+    }
+    r.finals.push_back({s.name, cp.length, cp.crc32c, s.fd});
   }
   // One directory fsync makes both the renames and new entries durable. The
-  // entries it covers are those of the segments open now, not when this
-  // cycle began: a file joins open_ only after it was created, so the
-  // segment the agent began while this cycle synced (at a segment boundary,
-  // the next one) needs no directory fsync of its own.
-  // Bytes that arrived for younger segments meanwhile (at a boundary, the
-  // next segment's first bytes) are synced during the directory fsync: the
-  // point returned can then lie in the next segment already, instead of a
-  // cycle later.
-  std::vector<Pending> late;
-  if (!common.has_value()) {
-    absl::MutexLock lock(&mu_);
-    for (const Segment& s : open_) snapshot.push_back(s.name);
-    sync_dir = dir_sync_needed_;
+  // entries it covers are those of the segments open now: a file joins
+  // open_ only after it was created, so the segment the agent began during
+  // the data round (at a segment boundary, the next one) needs no directory
+  // fsync of its own. One begun from now on sets dir_sync_needed_ again.
+  // Bytes that arrived for younger segments meanwhile are synced during the
+  // directory fsync: the point returned can then lie in the next segment
+  // already, instead of a cycle later.
+  if (!data.common.has_value()) {
+    for (const Segment& s : open_) r.snapshot.push_back(s.name);
+    r.sync_dir = dir_sync_needed_;
     dir_sync_needed_ = false;
-    if (sync_dir || !finals.empty()) {
-      for (size_t i = finals.size(); i < open_.size(); ++i) {
+    if (r.sync_dir || !r.finals.empty()) {
+      for (size_t i = r.finals.size(); i < open_.size(); ++i) {
         const Segment& s = open_[i];
-        if (s.flushed < s.written) late.push_back({s.fd, s.name, s.written, s.written_crc});
+        if (s.flushed < s.written) r.late.push_back({s.fd, s.name, s.written, s.written_crc});
       }
     }
   }
-  const bool dir_synced = sync_dir || !finals.empty();
-  // The point this cycle reaches: past the published segments, into the
-  // oldest one still open if it holds flushed bytes whose entry is durable
-  // by then. Known before the directory fsync, so the record can be saved
-  // beside it.
-  DurablePoint next;
-  {
-    absl::MutexLock lock(&mu_);
-    next = durable_;
-    if (!finals.empty()) {
-      next = DurablePoint{Position{finals.back().name, finals.back().length}, true,
-                          finals.back().crc32c};
-    }
-    if (open_.size() > finals.size()) {
-      const Segment& s = open_[finals.size()];
-      uint64_t flushed = s.flushed;
-      uint32_t flushed_crc = s.flushed_crc;
-      for (const Pending& p : late) {
-        if (p.name == s.name && p.written > flushed) {
-          flushed = p.written;
-          flushed_crc = p.written_crc;
-        }
-      }
-      const bool entry = s.entry_durable ||
-                         (dir_synced && std::find(snapshot.begin(), snapshot.end(), s.name) !=
-                                            snapshot.end());
-      // A segment with nothing flushed adds nothing to a complete durable
-      // point, and one whose entry is not durable yet cannot hold it.
-      const bool nothing_new = (flushed == 0 || !entry) && next.complete;
-      if (!nothing_new && (next.complete || next.position.segment != s.name ||
-                           next.position.offset != flushed)) {
-        next = DurablePoint{Position{s.name, flushed}, false, flushed_crc};
-      }
+  r.sync_dir = r.sync_dir || !r.finals.empty();
+  r.next = PointReached(r);
+  return r;
+}
+
+DurablePoint SegmentWriter::PointReached(const PublicationRound& r) {
+  // Past the published segments, into the oldest one still open if it
+  // holds flushed bytes whose entry is durable by then. Known before the
+  // directory fsync, so the record can be saved beside it.
+  DurablePoint next = durable_;
+  if (!r.finals.empty()) {
+    next = DurablePoint{Position{r.finals.back().name, r.finals.back().length}, true,
+                        r.finals.back().crc32c};
+  }
+  if (open_.size() <= r.finals.size()) return next;
+  const Segment& s = open_[r.finals.size()];
+  uint64_t flushed = s.flushed;
+  uint32_t flushed_crc = s.flushed_crc;
+  for (const Pending& p : r.late) {
+    if (p.name == s.name && p.written > flushed) {
+      flushed = p.written;
+      flushed_crc = p.written_crc;
     }
   }
-  if (dir_synced) {
+  const bool entry =
+      s.entry_durable ||
+      (r.sync_dir && std::find(r.snapshot.begin(), r.snapshot.end(), s.name) != r.snapshot.end());
+  // A segment with nothing flushed adds nothing to a complete durable
+  // point, and one whose entry is not durable yet cannot hold it.
+  const bool nothing_new = (flushed == 0 || !entry) && next.complete;
+  if (!nothing_new && (next.complete || next.position.segment != s.name ||
+                       next.position.offset != flushed)) {
+    next = DurablePoint{Position{s.name, flushed}, false, flushed_crc};
+  }
+  return next;
+}
+
+absl::Status SegmentWriter::ExecutePublicationRound(const DataRound& data,
+                                                    const PublicationRound& round,
+                                                    const PersistFn& persist) {
+  // Record each checksum (unless the data round did), then publish under
+  // the final name.
+  for (const Final& f : round.finals) {
+    const bool summed =
+        std::any_of(data.early_sums.begin(), data.early_sums.end(), [&f](const Sum& e) {
+          return e.name == f.name && e.length == f.length && e.crc32c == f.crc32c;
+        });
+    if (!summed) WALSHIP_RETURN_IF_ERROR(publisher_.AppendSum(f.name, f.length, f.crc32c));
+    WALSHIP_RETURN_IF_ERROR(publisher_.Rename(f.name));
+  }
+  if (round.sync_dir) {
     // With `persist`, the record of `next` is saved beside these flushes,
     // as in the common cycle. A crash before they all reach the disk can
     // leave a record past a segment whose rename was lost (Recover()
     // finishes the publication: its bytes and checksum line were durable
     // before this phase) or naming bytes of the next segment that are not
     // on disk (Recover() finds them missing and the previous record is used).
-    const bool record_alongside = persist != nullptr && !SamePoint(next, before);
+    const bool record_alongside = persist != nullptr && !SamePoint(round.next, data.before);
     std::vector<std::function<absl::Status()>> jobs;
-    jobs.push_back([this] { return sys::FsyncDir(sys_, dir_); });
-    for (const Pending& p : late) {
+    jobs.push_back([this] { return publisher_.SyncDir(); });
+    for (const Pending& p : round.late) {
       jobs.push_back([this, &p] { return SyncFile(p.fd->get(), PathOf(p.name, true)); });
     }
-    if (record_alongside) jobs.push_back([&persist, &next] { return persist(next); });
-    if (absl::Status s = RunAtOnce(std::move(jobs)); !s.ok()) {
-      return record_alongside ? PutBackRecord(s, persist, before) : s;
+    if (record_alongside) jobs.push_back([&persist, &round] { return persist(round.next); });
+    if (absl::Status s = pool_.RunAtOnce(std::move(jobs)); !s.ok()) {
+      return record_alongside ? PutBackRecord(s, persist, data.before) : s;
     }
   }
-  if (options_.drop_behind && !finals.empty()) {
-    absl::MutexLock lock(&drop_mu_);
-    for (const Final& f : finals) to_drop_.push_back({f.fd, f.name});
-  }
-  absl::MutexLock lock(&mu_);
-  if (dir_synced) {
+  for (const Final& f : round.finals) publisher_.QueueDrop(f.fd, f.name);
+  return absl::OkStatus();
+}
+
+DurablePoint SegmentWriter::CommitPublicationRound(const PublicationRound& round) {
+  if (round.sync_dir) {
     for (Segment& s : open_) {
-      if (std::find(snapshot.begin(), snapshot.end(), s.name) != snapshot.end()) {
+      if (std::find(round.snapshot.begin(), round.snapshot.end(), s.name) !=
+          round.snapshot.end()) {
         s.entry_durable = true;
       }
-      for (const Pending& p : late) {
+      for (const Pending& p : round.late) {
         if (s.name == p.name && p.written > s.flushed) {
           s.flushed = p.written;
           s.flushed_crc = p.written_crc;
@@ -941,53 +640,17 @@ absl::StatusOr<DurablePoint> SegmentWriter::FlushCycle(const PersistFn& persist)
       }
     }
   }
-  for (const Final& f : finals) {
+  for (const Final& f : round.finals) {
     checkpoints_.erase(f.name);
     open_.pop_front();
   }
-  durable_ = next;
+  durable_ = round.next;
   return durable_;
 }
 
-bool SegmentWriter::HasPagesToDrop() const {
-  absl::MutexLock lock(&drop_mu_);
-  return !to_drop_.empty();
-}
+bool SegmentWriter::HasPagesToDrop() const { return publisher_.HasPagesToDrop(); }
 
-void SegmentWriter::DropPublishedPages() {
-  std::vector<Published> batch;
-  {
-    absl::MutexLock lock(&drop_mu_);
-    batch.swap(to_drop_);
-  }
-  for (const Published& p : batch) DropPages(p);
-}
-
-void SegmentWriter::DropPages(const Published& p) {
-  // Every byte is fdatasync'ed, so the pages are clean and simply freed. In
-  // one call a 16 MiB segment keeps a CPU busy for 1-6 ms (measured under
-  // load), just when the next segment's first bytes are being made durable:
-  // slices with a pause between them, unless more segments are waiting.
-  auto size = FileSize(sys_, p.fd->get(), p.name);
-  const uint64_t total = size.ok() ? *size : 0;
-  uint64_t off = 0;
-  do {
-    const uint64_t len = total == 0 ? 0 : std::min<uint64_t>(kDropSliceBytes, total - off);
-    sys::SysResult r = sys_.Fadvise(p.fd->get(), static_cast<off_t>(off),
-                                    static_cast<off_t>(len), POSIX_FADV_DONTNEED);
-    if (!r.ok()) {
-      if (!drop_warned_) {
-        drop_warned_ = true;
-        spdlog::warn("cannot drop the cached pages of published segment {}: {} (harmless; "
-                     "they stay cached until the kernel needs the memory)",
-                     p.name, sys::ErrnoToStatus(r.err, "posix_fadvise").ToString());
-      }
-      return;
-    }
-    off += len;
-    if (off < total && !HasPagesToDrop()) absl::SleepFor(kDropSlicePause);
-  } while (off < total);
-}
+void SegmentWriter::DropPublishedPages() { publisher_.DropPublishedPages(); }
 
 bool SegmentWriter::HasUnflushedWork() const {
   absl::MutexLock lock(&mu_);
@@ -1015,40 +678,12 @@ WriterCounters SegmentWriter::counters() const {
 absl::StatusOr<DurablePoint> RecoverFromStore(StateStore& store, SegmentWriter& writer,
                                               std::optional<ReplicaState>* state,
                                               SegmentWriter::Tail tail) {
-  if (state->has_value()) {
-    // Acknowledged bytes past the lazily saved record: walship.progress
-    // names them, and Recover() trusts them only while they still have the
-    // CRC32C they had when received (kDataLoss otherwise: a power loss kept
-    // the claim, not the bytes). They become the record before anything else.
-    if (std::optional<ReplicaState> p = ProgressPast(store.sys(), store.dir(), **state)) {
-      absl::StatusOr<DurablePoint> at = writer.Recover(p, tail);
-      if (at.ok()) {
-        spdlog::info("resuming from {} (walship.progress, verified against the file), past "
-                     "the record at {}", p->durable.ToString(), (*state)->durable.ToString());
-        WALSHIP_RETURN_IF_ERROR(store.Save(*p));
-        *state = p;
-        return at;
-      }
-      spdlog::warn("walship.progress names {} but recovering from it failed ({}); using the "
-                   "record at {}", p->durable.ToString(), at.status().ToString(),
-                   (*state)->durable.ToString());
-    }
-  }
-  absl::StatusOr<DurablePoint> recovered = writer.Recover(*state, tail);
-  if (!absl::IsDataLoss(recovered.status()) || !store.previous().has_value() ||
-      !state->has_value() || store.previous()->stream_id != (*state)->stream_id) {
-    return recovered;
-  }
-  spdlog::warn("the newest position record ({}) names bytes that are not on disk as recorded "
-               "({}); a machine that stops during the fdatasync this record was saved "
-               "alongside leaves exactly this, before any acknowledgement. Resuming from the "
-               "record before it ({}) and fetching the rest from the agent again",
-               (*state)->durable.ToString(), std::string(recovered.status().message()),
-               store.previous()->durable.ToString());
-  *state = store.previous();
-  recovered = writer.Recover(*state, tail);
-  if (recovered.ok()) WALSHIP_RETURN_IF_ERROR(store.Save(**state));
-  return recovered;
+  return RecoverFromStore(
+      store,
+      [&writer, tail](const std::optional<ReplicaState>& candidate) {
+        return writer.Recover(candidate, tail);
+      },
+      state);
 }
 
 }  // namespace walship::replica

@@ -19,23 +19,27 @@
 // (kFailedPrecondition) and nothing is overwritten.
 //
 // Durability comes from the flusher thread: Flush() fdatasyncs every written
-// byte, then finalizes segments whose checkpoint has arrived and whose bytes
-// are all flushed (verify the whole file's CRC32C, rename NAME.partial to
-// NAME), and fsyncs the directory once for those renames and for segment
-// files created since the last Flush() (BeginSegment leaves that to it, so
-// the receive path never waits for a journal commit). At a segment boundary
-// the device flushes that do not depend on each other run at once on helper
-// threads: the old segment's tail, bytes of younger segments and the
-// checksum line first; then the directory fsync together with the bytes
-// that arrived for the next segment meanwhile, so the point returned can
-// already lie in it. Only the position Flush() returns is durable; the
-// caller may acknowledge it once Flush() returns (see Flush() for which
-// cycles record it themselves).
+// byte, then publishes segments whose checkpoint has arrived and whose bytes
+// are all flushed with the checkpoint's CRC32C (publisher.h: checksum line,
+// rename NAME.partial to NAME), and fsyncs the directory once for those
+// renames and for segment files created since the last Flush() (BeginSegment
+// leaves that to it, so the receive path never waits for a journal commit).
+// At a segment boundary the device flushes that do not depend on each other
+// run at once on helper threads: the old segment's tail, bytes of younger
+// segments and the checksum line first; then the directory fsync together
+// with the bytes that arrived for the next segment meanwhile, so the point
+// returned can already lie in it. Only the position Flush() returns is
+// durable; the caller may acknowledge it once Flush() returns (see Flush()
+// for which cycles record it themselves).
+//
+// Recovery (recovery.h) runs once, in Recover(), before anything is written.
 //
 // Threading: one receiver thread (BeginSegment, WriteData), one flusher at a
 // time (Flush: callers on different threads serialize their calls, e.g. with
 // a mutex), one control thread (AddCheckpoint), one thread dropping pages
-// (DropPublishedPages); accessors from any thread.
+// (DropPublishedPages); accessors from any thread. One mutex (mu_) guards the
+// segments, checkpoints and durable point those threads share; no file I/O
+// runs under it.
 // The object is per session: after any error, discard it and Recover() a new
 // one, which truncates anything past the durable position.
 #ifndef WALSHIP_REPLICA_SEGMENT_WRITER_H_
@@ -62,6 +66,8 @@
 #include "common/sys/unique_fd.h"
 #include "common/transport.h"
 #include "common/wire/frame.h"
+#include "replica/publisher.h"
+#include "replica/recovery.h"
 #include "replica/state_store.h"
 
 namespace walship::replica {
@@ -70,26 +76,15 @@ struct WriterOptions {
   Transport transport = Transport::kZeroCopy;
   size_t pipe_bytes = 1u << 20;
   size_t copy_buffer_bytes = 256u << 10;
-  // Once a segment is published (durable, renamed), drop its pages from the
-  // page cache (DropPublishedPages): the replica never reads them again,
-  // and pages kept for nothing push out pages the machine needs. New
-  // segments then reuse pages freed a moment ago; on a VM whose host takes back freed memory, fresh
-  // pages each cost a fault in the host (the benchmark measured 2-5 CPU
-  // s/GiB). Advisory: a failure is logged, never fatal.
+  // Once a segment is published (durable, renamed), its pages may be
+  // dropped from the page cache (DropPublishedPages): the replica never
+  // reads them again. Advisory: a failure is logged, never fatal.
   bool drop_behind = true;
   // Called after each fdatasync of a segment file with its duration, on
   // whichever thread ran it (the flusher or a helper); the replica exports
   // the distribution. May be empty.
   std::function<void(absl::Duration)> on_data_sync;
   sys::TransferOptions io;
-};
-
-struct DurablePoint {
-  Position position;
-  // `position.segment` is complete (renamed) on disk.
-  bool complete = false;
-  // CRC32C of bytes [0, position.offset) of that segment.
-  uint32_t prefix_crc32c = 0;
 };
 
 struct WriterCounters {
@@ -102,12 +97,14 @@ class SegmentWriter {
   SegmentWriter(sys::SysCalls& sys, std::string dest_dir, WriterOptions options);
   ~SegmentWriter();
 
-  // Reconciles the directory with the persisted state and returns the durable
-  // point to resume from. Publishes a NAME.partial the state is past (or
-  // calls complete) that matches its walship.sums line (see Flush()),
-  // truncates the state's NAME.partial to the durable offset and removes
-  // other .partial files (never acknowledged). kDataLoss when bytes the
-  // state calls durable are missing or no longer match its CRC.
+  // Reconciles the directory with the persisted state (RecoverDirectory,
+  // recovery.h) and returns the durable point to resume from: publishes a
+  // NAME.partial the state is past (or calls complete) that matches its
+  // walship.sums line (see Flush()), truncates the state's NAME.partial to
+  // the durable offset and removes other .partial files (never
+  // acknowledged). kDataLoss when bytes the state calls durable are missing
+  // or no longer match its CRC. Before any other call, on the thread that
+  // sets up the session.
   //
   // With Tail::kKeep, the bytes of the state's NAME.partial past its durable
   // offset are kept instead of truncated: bytes received before a stop and
@@ -117,7 +114,7 @@ class SegmentWriter {
   // They count only after ResolveTail(true), once the agent confirmed that
   // prefix; ResolveTail(false) truncates them. BeginSegment refuses until
   // one of the two was called.
-  enum class Tail { kTruncate, kKeep };
+  using Tail = TailPolicy;
   absl::StatusOr<DurablePoint> Recover(const std::optional<ReplicaState>& state,
                                        Tail keep = Tail::kTruncate);
   std::optional<DurablePoint> tail() const;
@@ -179,12 +176,9 @@ class SegmentWriter {
   bool sync_failed() const;
 
   // With drop_behind, drops the cached pages of segments that Flush()
-  // published since the last call. One thread at a time, any thread: the
-  // replica runs it on a thread of its own, because at 1-6 ms per 16 MiB
-  // segment (measured under load) it would delay the flusher's next cycle,
-  // the one that acknowledges the next segment's first bytes. Even there it
-  // competed for the CPU with that cycle, so a segment is dropped in 1 MiB
-  // slices with a 0.5 ms pause between them while nothing else waits.
+  // published since the last call (Publisher::DropPublishedPages). One
+  // thread at a time, any thread; the replica runs it on a thread of its
+  // own, so that it never delays the flusher's next cycle.
   void DropPublishedPages();
   // True when DropPublishedPages() has segments to drop. Any thread.
   bool HasPagesToDrop() const;
@@ -210,62 +204,112 @@ class SegmentWriter {
     // created); no byte of it is acknowledged before.
     bool entry_durable = false;
   };
-  struct Checkpoint {
-    uint64_t length;
-    uint32_t crc32c;
-  };
-  struct Published {
+  // The agent's checkpoint: the segment is complete at `length` bytes with
+  // CRC32C `crc32c` (the same two numbers as its walship.sums line).
+  using Checkpoint = SegmentSum;
+  // A segment file to fdatasync, and what it holds when the sync begins.
+  struct Pending {
     std::shared_ptr<sys::UniqueFd> fd;
     std::string name;
+    uint64_t written;
+    uint32_t written_crc;
   };
+  // A walship.sums line.
   struct Sum {
     std::string name;
     uint64_t length;
     uint32_t crc32c;
   };
+  // A segment to publish: every byte durable, matching its checkpoint.
+  struct Final {
+    std::string name;
+    uint64_t length;
+    uint32_t crc32c;
+    std::shared_ptr<sys::UniqueFd> fd;
+  };
+
+  // A Flush() cycle is two rounds, each planned under mu_, executed without
+  // it (all file I/O) and committed under mu_ (see FlushCycle in the .cc).
+  // The data round makes written bytes durable.
+  struct DataRound {
+    DurablePoint before;  // durable_ when the cycle began
+    std::vector<Pending> pending;
+    // Lines for segments that already match their checkpoint, appended
+    // during the data's fdatasync.
+    std::vector<Sum> early_sums;
+    // The common cycle (see Flush()): the point its single sync reaches,
+    // and whether its record is saved alongside (record_first).
+    std::optional<DurablePoint> common;
+    bool record_first = false;
+  };
+  // The publication round publishes finished segments and fsyncs the
+  // directory, together with bytes of younger segments that arrived during
+  // the data round.
+  struct PublicationRound {
+    std::vector<Final> finals;  // the oldest open segments, in order
+    std::vector<Pending> late;
+    // Segments open when planned: the directory fsync covers their entries.
+    std::vector<std::string> snapshot;
+    bool sync_dir = false;  // a directory fsync runs (renames or new entries)
+    DurablePoint next;      // the point the cycle reaches
+  };
 
   std::string PathOf(const std::string& name, bool partial) const;
-  // `name` (NAME.partial with `partial`) holds exactly the checkpoint's
-  // bytes; kFailedPrecondition (divergence) otherwise.
-  absl::Status VerifyCompleteFile(const std::string& name, const Checkpoint& cp,
-                                  bool partial = false);
   absl::Status EnsurePipe();
-  absl::Status AppendSum(const std::string& name, uint64_t length, uint32_t crc32c);
-  // POSIX_FADV_DONTNEED for a published segment (drop_behind).
-  void DropPages(const Published& p);
   // Runs `persist(target)` on the helper thread while this thread fdatasyncs
   // `fd`; returns the first error.
   absl::Status SyncOverlapped(int fd, const std::string& path, const PersistFn& persist,
                               const DurablePoint& target);
+  absl::Status SyncFile(int fd, const std::string& path);
+
+  // The segment a DATA frame lands in, as WriteData found it.
+  struct FrameTarget {
+    std::string name;
+    std::shared_ptr<sys::UniqueFd> fd;
+    uint64_t written = 0;
+    uint32_t written_crc = 0;
+  };
+  // WriteData's parts: compares the `overlap` resent bytes at `off` with the
+  // file, extending *crc over them; lands `rest` new bytes at t.written and
+  // verifies the frame (`resent_crc`: CRC32C of its resent part).
+  absl::Status CompareResent(int sock, const FrameTarget& t, uint64_t off, uint64_t overlap,
+                             uint32_t* crc);
+  absl::Status LandNew(int sock, const wire::FrameHeader& h, const FrameTarget& t,
+                       uint64_t rest, uint32_t resent_crc);
 
   absl::StatusOr<DurablePoint> FlushCycle(const PersistFn& persist);
+  DataRound PlanDataRound(bool persisting) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ExecuteDataRound(const DataRound& round, const PersistFn& persist)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void CommitDataRound(const DataRound& round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<PublicationRound> PlanPublicationRound(const DataRound& data)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The point the cycle reaches once `round` is executed.
+  DurablePoint PointReached(const PublicationRound& round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checksum lines and renames of the finals; the directory fsync with the
+  // late bytes and (with `persist`) the record of `round.next`.
+  absl::Status ExecutePublicationRound(const DataRound& data, const PublicationRound& round,
+                                       const PersistFn& persist) ABSL_LOCKS_EXCLUDED(mu_);
+  DurablePoint CommitPublicationRound(const PublicationRound& round)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Acts on checkpoints for segments already published (see the .cc).
-  absl::Status SettlePublished();
+  absl::Status SettlePublished() ABSL_LOCKS_EXCLUDED(mu_);
   // After a failed cycle: records `why` and cuts every open segment back to
   // its durable offset.
-  void CutBackAfterFailure(const absl::Status& why);
+  void CutBackAfterFailure(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
   // The open segment named `name`, or null.
   Segment* FindOpen(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  absl::Status SyncFile(int fd, const std::string& path);
-  // Runs jobs[0] on this thread and the others on helper threads, all at
-  // once; waits for all and returns the first error.
-  absl::Status RunAtOnce(std::vector<std::function<absl::Status()>> jobs);
-
-  class Helper;
-  // Flush() only (one caller at a time); started on first use.
-  std::vector<std::unique_ptr<Helper>> helpers_;
+  // Flush() only (one caller at a time).
+  HelperPool pool_;
 
   sys::SysCalls& sys_;
   const std::string dir_;
   const WriterOptions options_;
   std::optional<sys::Pipe> pipe_;  // receiver thread only
   std::vector<char> buffer_;       // receiver thread only
-  sys::UniqueFd sums_;             // Flush() (or one job it runs) only
-  bool drop_warned_ = false;
-  mutable absl::Mutex drop_mu_;
-  std::vector<Published> to_drop_ ABSL_GUARDED_BY(drop_mu_);  // published, not yet dropped
   FileCrcReader crc_reader_;       // receiver thread only
+  Publisher publisher_;            // Flush() (or one job it runs); dropping: see publisher.h
 
   mutable absl::Mutex mu_;
   std::deque<Segment> open_ ABSL_GUARDED_BY(mu_);
@@ -284,11 +328,8 @@ class SegmentWriter {
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
 };
 
-// writer.Recover(*state) for the record `store` just loaded; when its bytes
-// are not on disk (kDataLoss) and the store holds an older record of the same
-// stream, falls back to that one (the newest was saved alongside an
-// fdatasync that a crash cut short, so it was never acknowledged), saves it
-// again as the newest, and updates *state.
+// RecoverFromStore (recovery.h) with `writer.Recover(candidate, tail)` as
+// the recovery of each candidate record.
 absl::StatusOr<DurablePoint> RecoverFromStore(StateStore& store, SegmentWriter& writer,
                                               std::optional<ReplicaState>* state,
                                               SegmentWriter::Tail tail =
