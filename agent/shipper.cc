@@ -212,9 +212,11 @@ absl::StatusOr<std::optional<uint64_t>> Shipper::Step() {
   int i = snap.Find(pos_.segment);
   if (i < 0) {
     if (!segs.empty() && pos_.segment < segs.front().name) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "segment ", pos_.segment, " is no longer in the WAL directory (oldest is ",
-          segs.front().name, "): the replica fell behind retention"));
+      return WithReason(absl::FailedPreconditionError(absl::StrCat(
+                            "gap: segment ", pos_.segment,
+                            " is no longer in the WAL directory (oldest is ",
+                            segs.front().name, "): the replica fell behind retention")),
+                        Reason::kGap);
     }
     if (segs.empty() || pos_.segment > segs.back().name) {
       // Not visible yet (e.g. the directory was emptied and is refilling):

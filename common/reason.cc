@@ -8,7 +8,7 @@
 namespace walship {
 namespace {
 constexpr char kReasonUrl[] = "type.walship.dev/walship.Reason";
-constexpr Reason kLast = Reason::kSourceChanged;
+constexpr Reason kLast = Reason::kChecksum;
 }  // namespace
 
 absl::Status WithReason(absl::Status s, Reason reason) {
@@ -42,6 +42,7 @@ absl::string_view ReasonName(Reason reason) {
     case Reason::kSourceFailed: return "source_failed";
     case Reason::kDamagedCopy: return "damaged_copy";
     case Reason::kSourceChanged: return "source_changed";
+    case Reason::kChecksum: return "checksum";
   }
   return "unspecified";
 }

@@ -56,6 +56,9 @@ enum class Reason : int {
   // to .partial; or it was removed): the session ends, the replica
   // reconnects and the handshake decides (the new timeline, or a gap).
   kSourceChanged = 9,
+  // Bytes in transit failed their checksum (a frame's header or payload):
+  // nothing of them was kept; the replica reconnects and they come again.
+  kChecksum = 10,
 };
 
 // `s` with `reason` attached (replacing any earlier one). OK stays OK.

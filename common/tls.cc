@@ -297,13 +297,14 @@ grpc::Status ClientCertVerifier::Process(const InputMetadata& auth_metadata,
     std::vector<grpc::string_ref> v = context->FindPropertyValues(prop);
     return v.empty() ? std::string() : std::string(v[0].data(), v[0].size());
   };
-  absl::Status s = Verify(first("x509_pem_cert"), first("x509_pem_cert_chain"));
+  const std::string leaf = first("x509_pem_cert");
+  absl::Status s = Verify(leaf, first("x509_pem_cert_chain"));
   if (s.ok()) return grpc::Status::OK;
   std::string method;
   if (auto it = auth_metadata.find(":path"); it != auth_metadata.end()) {
     method = std::string(it->second.data(), it->second.size());
   }
-  const bool none = absl::StrContains(s.message(), "no certificate");
+  const bool none = leaf.empty();  // Verify's first refusal
   if (on_refused_) {
     on_refused_(none ? "no_client_certificate" : "untrusted_certificate",
                 method.empty() ? std::string(s.message())

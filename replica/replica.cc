@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "absl/strings/match.h"
 #include "common/reason.h"
 #include "common/status_macros.h"
 #include "replica/dest_lock.h"
@@ -46,10 +45,10 @@ Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* me
 void Replica::CountFailure(const absl::Status& s) {
   metrics_.Counter("walship_replica_session_failures_total", "")
       .Add({{"code", absl::StatusCodeToString(s.code())}}, 1);
-  const bool checksum = absl::StrContains(s.message(), "checksum mismatch") ||
-                        absl::StrContains(s.message(), "CRC32C");
-  if (checksum) metrics_.Counter("walship_replica_checksum_failures_total", "").Add({}, 1);
   const Reason reason = ReasonOf(s);
+  if (reason == Reason::kChecksum) {
+    metrics_.Counter("walship_replica_checksum_failures_total", "").Add({}, 1);
+  }
   if (reason == Reason::kDivergent || reason == Reason::kDamagedCopy) {
     metrics_.Counter("walship_replica_divergences_total", "").Add({}, 1);
   }

@@ -213,8 +213,10 @@ absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h) {
   const uint64_t rest = len - overlap;
   if (rest > 0) return LandNew(sock, h, t, rest, crc);
   if (crc != h.payload_crc32c) {
-    return absl::DataLossError(absl::StrCat("payload checksum mismatch in resent frame of ",
-                                            t.name, " at offset ", off));
+    return WithReason(absl::DataLossError(absl::StrCat(
+                          "payload checksum mismatch in resent frame of ", t.name, " at offset ",
+                          off)),
+                      Reason::kChecksum);
   }
   return absl::OkStatus();
 }
@@ -266,10 +268,11 @@ absl::Status SegmentWriter::LandNew(int sock, const wire::FrameHeader& h, const 
     if (!got.ok()) {
       s = got.status();
     } else if (got->first != h.payload_crc32c) {
-      s = absl::DataLossError(absl::StrFormat(
-          "payload checksum mismatch in %s at offset %d (%d bytes): frame says %08x, "
-          "received %08x; discarded",
-          t.name, h.offset, h.payload_length, h.payload_crc32c, got->first));
+      s = WithReason(absl::DataLossError(absl::StrFormat(
+                         "payload checksum mismatch in %s at offset %d (%d bytes): frame says "
+                         "%08x, received %08x; discarded",
+                         t.name, h.offset, h.payload_length, h.payload_crc32c, got->first)),
+                     Reason::kChecksum);
     } else {
       new_crc = got->second;
     }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/reason.h"
 #include "common/wire/crc32c.h"
 
 namespace walship::wire {
@@ -112,10 +113,11 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> bytes,
   const uint32_t stored_crc = LoadLe32(p + fl::kHeaderCrcOffset);
   const uint32_t computed_crc = Crc32c(p, fl::kHeaderCrcOffset);
   if (stored_crc != computed_crc) {
-    return absl::DataLossError(absl::StrCat(
-        "frame header checksum mismatch: header_crc32c field is ",
-        Hex32(stored_crc), ", CRC32C of header bytes [0, ",
-        fl::kHeaderCrcOffset, ") is ", Hex32(computed_crc)));
+    return WithReason(absl::DataLossError(absl::StrCat(
+                          "frame header checksum mismatch: header_crc32c field is ",
+                          Hex32(stored_crc), ", CRC32C of header bytes [0, ",
+                          fl::kHeaderCrcOffset, ") is ", Hex32(computed_crc))),
+                      Reason::kChecksum);
   }
 
   // 3. Version: a well-formed header from a peer speaking another protocol.
@@ -210,10 +212,11 @@ absl::Status VerifyPayload(const FrameHeader& h,
   }
   const uint32_t crc = Crc32c(payload.data(), payload.size());
   if (crc != h.payload_crc32c) {
-    return absl::DataLossError(absl::StrCat(
-        "payload checksum mismatch in ", Describe(h), ": header says ",
-        Hex32(h.payload_crc32c), ", CRC32C of the ", payload.size(),
-        " payload bytes is ", Hex32(crc)));
+    return WithReason(absl::DataLossError(absl::StrCat(
+                          "payload checksum mismatch in ", Describe(h), ": header says ",
+                          Hex32(h.payload_crc32c), ", CRC32C of the ", payload.size(),
+                          " payload bytes is ", Hex32(crc))),
+                      Reason::kChecksum);
   }
   return absl::OkStatus();
 }

@@ -446,6 +446,23 @@ TEST_F(ShipperTest, ASegmentRemovedBeforeItWasShippedIsAGapNotSkipped) {
   ExpectNoMoreBytes();
 }
 
+// Retention removes the segment a replica is still receiving, and every
+// one before it: a gap, typed, so the replica stops naming it (not an
+// unexplained refusal).
+TEST_F(ShipperTest, TheSegmentBeingShippedRemovedByRetentionIsAGap) {
+  catalog_.Publish({{"seg1", kSegmentBytes, true}, {"seg2", 1000, false}});
+  StartShipper(/*inline_sends=*/false);
+  EXPECT_EQ(ReadFrame().payload, "seg1");
+  testing::WriteFile(dir_ + "/seg3", std::string(10, 'c'));
+  catalog_.Publish({{"seg3", 10, false}});
+  absl::Status s = WaitForRun();
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_EQ(ReasonOf(s), Reason::kGap) << s;
+  EXPECT_NE(s.ToString().find("gap: segment seg1 is no longer in the WAL directory"),
+            std::string::npos)
+      << s;
+}
+
 // The segment being shipped leaves the directory while later ones stay (a
 // PostgreSQL promotion renames the old timeline's last segment to .partial):
 // the session ends retryably, so the replica reconnects and the handshake

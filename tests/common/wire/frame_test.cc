@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "common/reason.h"
 #include "common/wire/crc32c.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -212,6 +213,8 @@ TEST(FrameTest, RejectsEveryCorruptedHeaderByte) {
       const absl::StatusOr<FrameHeader> got = DecodeFrameHeader(raw, kNoLimit);
       ExpectError(got, absl::StatusCode::kDataLoss,
                   i < 4 ? "bad magic" : "frame header checksum mismatch");
+      // Counted and handled by its reason, not by its words.
+      EXPECT_EQ(ReasonOf(got.status()), i < 4 ? Reason::kUnspecified : Reason::kChecksum);
     }
   }
 }
@@ -426,6 +429,7 @@ TEST(FrameTest, VerifyPayloadRejectsEveryCorruptedByte) {
     const absl::Status s =
         VerifyPayload(*h, Bytes(absl::string_view(bad).substr(kFrameHeaderSize)));
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << i;
+    EXPECT_EQ(ReasonOf(s), Reason::kChecksum) << i;
     EXPECT_THAT(std::string(s.message()),
                 HasSubstr("payload checksum mismatch in SEGMENT frame"));
   }
