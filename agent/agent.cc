@@ -146,8 +146,7 @@ Agent::~Agent() { Shutdown(); }
 
 uint16_t Agent::data_port() const { return data_server_ ? data_server_->port() : 0; }
 
-absl::Status Agent::Start() {
-  WALSHIP_RETURN_IF_ERROR(options_.Validate());
+absl::Status Agent::StartSource() {
   catalog_ = std::make_unique<SegmentCatalog>();
   registry_ = std::make_unique<SessionRegistry>();
   WALSHIP_ASSIGN_OR_RETURN(source_, MakeWalSource(sys_, options_, *catalog_));
@@ -165,7 +164,12 @@ absl::Status Agent::Start() {
   source_->FollowReplicas(std::move(link));
   WalSource* source = source_.get();
   registry_->SetAckObserver([source] { source->OnReplicaAcknowledged(); });
-  WALSHIP_RETURN_IF_ERROR(source_->Start());
+  return source_->Start();
+}
+
+absl::Status Agent::Start() {
+  WALSHIP_RETURN_IF_ERROR(options_.Validate());
+  WALSHIP_RETURN_IF_ERROR(StartSource());
   checksums_ = std::make_unique<SegmentChecksums>(sys_, source_->wal_dir());
 
   ShipperOptions ship;
@@ -209,6 +213,41 @@ absl::Status Agent::Start() {
   service_ = std::make_unique<ControlServiceImpl>(options_, *source_, *catalog_,
                                                   *checksums_, *registry_, data_port_,
                                                   metrics_.get());
+  WALSHIP_RETURN_IF_ERROR(StartControlServer());
+  WALSHIP_ASSIGN_OR_RETURN(HostPort control, ParseHostPort(options_.listen));
+  WALSHIP_ASSIGN_OR_RETURN(HostPort data, ParseHostPort(options_.data_listen));
+  control.port = control_port_;
+  data.port = data_port_;
+  spdlog::info("serving stream {} ({} format) from {}: control on {} ({}), data on {}, "
+               "transport {}",
+               source_->StreamId(), source_->FormatName(), options_.wal_dir,
+               control.ToString(), options_.tls.insecure ? "plaintext" : "mutual TLS",
+               data.ToString(), TransportName(options_.transport));
+  std::string metrics_line;
+  if (!options_.metrics_listen.empty()) {
+    WALSHIP_ASSIGN_OR_RETURN(HostPort mhp, ParseHostPort(options_.metrics_listen));
+    metrics_server_ = std::make_unique<MetricsServer>(*metrics_);
+    WALSHIP_RETURN_IF_ERROR(metrics_server_->Start(mhp.host, mhp.port));
+    mhp.port = metrics_server_->port();
+    spdlog::info("metrics on http://{}/metrics", mhp.ToString());
+    metrics_line = absl::StrCat("metrics=", mhp.ToString(), "\n");
+  }
+  if (!options_.port_file.empty()) {
+    std::string dir = ".", name = options_.port_file;
+    size_t slash = options_.port_file.rfind('/');
+    if (slash != std::string::npos) {
+      dir = options_.port_file.substr(0, slash);
+      name = options_.port_file.substr(slash + 1);
+    }
+    WALSHIP_RETURN_IF_ERROR(sys::WriteFileAtomically(
+        sys_, dir, name,
+        absl::StrCat("control=", control.ToString(), "\ndata=", data.ToString(), "\n",
+                     metrics_line)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Agent::StartControlServer() {
   // grpc.health.v1.Health (overall status "" and the Control service) and
   // grpc.reflection.v1alpha.ServerReflection; both must be set up before the
   // builder is created.
@@ -240,36 +279,6 @@ absl::Status Agent::Start() {
       NameThisThread("ws-health");
       WatchHealth(health);
     });
-  }
-  WALSHIP_ASSIGN_OR_RETURN(HostPort control, ParseHostPort(options_.listen));
-  WALSHIP_ASSIGN_OR_RETURN(HostPort data, ParseHostPort(options_.data_listen));
-  control.port = control_port_;
-  data.port = data_port_;
-  spdlog::info("serving stream {} ({} format) from {}: control on {} ({}), data on {}, "
-               "transport {}",
-               source_->StreamId(), source_->FormatName(), options_.wal_dir,
-               control.ToString(), options_.tls.insecure ? "plaintext" : "mutual TLS",
-               data.ToString(), TransportName(options_.transport));
-  std::string metrics_line;
-  if (!options_.metrics_listen.empty()) {
-    WALSHIP_ASSIGN_OR_RETURN(HostPort mhp, ParseHostPort(options_.metrics_listen));
-    metrics_server_ = std::make_unique<MetricsServer>(*metrics_);
-    WALSHIP_RETURN_IF_ERROR(metrics_server_->Start(mhp.host, mhp.port));
-    mhp.port = metrics_server_->port();
-    spdlog::info("metrics on http://{}/metrics", mhp.ToString());
-    metrics_line = absl::StrCat("metrics=", mhp.ToString(), "\n");
-  }
-  if (!options_.port_file.empty()) {
-    std::string dir = ".", name = options_.port_file;
-    size_t slash = options_.port_file.rfind('/');
-    if (slash != std::string::npos) {
-      dir = options_.port_file.substr(0, slash);
-      name = options_.port_file.substr(slash + 1);
-    }
-    WALSHIP_RETURN_IF_ERROR(sys::WriteFileAtomically(
-        sys_, dir, name,
-        absl::StrCat("control=", control.ToString(), "\ndata=", data.ToString(), "\n",
-                     metrics_line)));
   }
   return absl::OkStatus();
 }

@@ -54,6 +54,11 @@ class Agent {
 
  private:
   void DeclareMetrics();
+  // Start(): the catalog, the session registry and the WAL source for
+  // --format (MakeWalSource), linked to each other, the source started.
+  absl::Status StartSource();
+  // Start(): the gRPC control server (service_ set) and its health watch.
+  absl::Status StartControlServer();
   // Until Shutdown: NOT_SERVING (and an error line) while the source has
   // failed or cannot serve (WalSource::Readiness), SERVING otherwise.
   void WatchHealth(grpc::HealthCheckServiceInterface* health);
