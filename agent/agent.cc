@@ -5,11 +5,8 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
-#include "agent/append_source.h"
 #include "agent/held_segments.h"
-#include "agent/postgres_source.h"
 #include "agent/rate_limiter.h"
-#include "agent/slot_keeper.h"
 #include "agent/control_service.h"
 #include "agent/data_server.h"
 #include "agent/replica_session.h"
@@ -18,6 +15,8 @@
 #include "agent/shipper.h"
 #include "agent/stream_order.h"
 #include "agent/replica_state.h"
+#include "agent/wal_source.h"
+#include "agent/wal_source_factory.h"
 #include "common/net.h"
 #include "common/thread_name.h"
 #include "common/status_macros.h"
@@ -99,52 +98,12 @@ void Agent::DeclareMetrics() {
       "divergent, damaged_copy, source_failed, ...). See walship-status's STATE column.");
   MetricsRegistry::Family source_up = m.Gauge(
       "walship_agent_source_up",
-      "1 while the WAL source serves (it has not failed and, for postgres, its server is a "
-      "primary); 0 otherwise, when the health check also says NOT_SERVING.");
-  MetricsRegistry::Family feed = m.Gauge(
-      "walship_agent_pg_flush_feed_up",
-      "postgres: 1 while the flush feed (a walsender) pushes flush positions and carries "
-      "acknowledgements back; 0 while the agent follows the flush position by query.");
-  MetricsRegistry::Family feed_sync = m.Gauge(
-      "walship_agent_pg_feed_synchronous",
-      "postgres: 1 while the primary may wait for the agent (pg_stat_replication lists the "
-      "feed as a sync, quorum or potential standby, or has not said yet): every "
-      "acknowledgement is reported at once; 0 while it is async or the feed is down.");
-  MetricsRegistry::Family status_updates = m.Counter(
-      "walship_agent_pg_status_updates_total",
-      "postgres: standby status updates (replica write and flush positions) sent to the "
-      "primary through the flush feed; when=at_once (an acknowledgement, keepalive or "
-      "server request called for it) or paced (a position held back while the primary "
-      "lists the feed as async, sent when due).");
-  MetricsRegistry::Family slot_replicas = m.Gauge(
-      "walship_agent_slot_replicas",
-      "postgres: replicas the agent knows (connected since it started, or recorded in "
-      "--state-dir), by state: held (the slot keeps their WAL) or released (past "
-      "--max-retained-bytes; nothing held until they acknowledge a new position).");
-  MetricsRegistry::Family save_failures = m.Counter(
-      "walship_agent_replica_positions_save_failures_total",
-      "postgres: failed saves of the replica positions file in --state-dir (the slot is not "
-      "advanced meanwhile).");
-  m.AddCollector([this, slot_replicas, save_failures, saves_counted = uint64_t{0}]() mutable {
-    if (!slot_keeper_) return;
-    const SlotKeeper::Stats st = slot_keeper_->stats();
-    slot_replicas.Set({{"state", "held"}}, static_cast<double>(st.held));
-    slot_replicas.Set({{"state", "released"}}, static_cast<double>(st.released));
-    save_failures.Add({}, static_cast<double>(st.save_failures - saves_counted));
-    saves_counted = st.save_failures;
-  });
+      "1 while the WAL source serves (it has not failed and is ready, e.g. its database "
+      "server is a primary); 0 otherwise, when the health check also says NOT_SERVING.");
+  // The source's own families follow the generic ones (WalSource::DeclareMetrics).
+  source_->DeclareMetrics(m);
   m.AddCollector([this, lag_bytes, lag_seconds, backlog, connected, source_end, replicas,
-                  stalled, source_up, feed, feed_sync, status_updates,
-                  counted = PostgresSource::StatusUpdates{}]() mutable {
-    if (pg_source_ != nullptr) {
-      feed.Set({}, pg_source_->feed_active() ? 1 : 0);
-      feed_sync.Set({}, pg_source_->feed_synchronous() ? 1 : 0);
-      const PostgresSource::StatusUpdates u = pg_source_->status_updates();
-      status_updates.Add({{"when", "at_once"}},
-                         static_cast<double>((u.sent - u.paced) - (counted.sent - counted.paced)));
-      status_updates.Add({{"when", "paced"}}, static_cast<double>(u.paced - counted.paced));
-      counted = u;
-    }
+                  stalled, source_up]() mutable {
     if (!catalog_ || !registry_ || !source_) return;
     CatalogSnapshot snap = catalog_->Get();
     lag_bytes.Clear();
@@ -187,72 +146,30 @@ Agent::~Agent() { Shutdown(); }
 
 uint16_t Agent::data_port() const { return data_server_ ? data_server_->port() : 0; }
 
-absl::Status Agent::Start() {
-  WALSHIP_RETURN_IF_ERROR(options_.Validate());
-  DeclareMetrics();
+absl::Status Agent::StartSource() {
   catalog_ = std::make_unique<SegmentCatalog>();
   registry_ = std::make_unique<SessionRegistry>();
-  if (options_.format == "postgres") {
-    PostgresSourceOptions po;
-    po.wal_dir = options_.wal_dir;
-    po.conninfo = options_.pg_conninfo;
-    po.pg_data = options_.pg_data;
-    po.stream_id = options_.stream_id;
-    po.feed = options_.pg_feed;
-    po.feed_name = options_.pg_feed_name;
-    po.feed_query_interval = options_.pg_feed_query_interval;
-    po.min_query_interval = options_.pg_query_interval;
-    po.feed_async_report_interval = options_.ack_interval;
-    auto pg = std::make_unique<PostgresSource>(sys_, po, *catalog_);
-    PostgresSource* raw = pg.get();
-    // Replicas acknowledge at once only while the primary may wait for them.
-    SessionRegistry* reg = registry_.get();
-    const absl::Duration paced = options_.ack_interval;
-    raw->SetSyncObserver([reg, paced](bool synchronous) {
-      reg->SetAckPacing(synchronous ? absl::ZeroDuration() : paced);
-    });
-    pg_source_ = raw;
-    source_ = std::move(pg);
-    WALSHIP_RETURN_IF_ERROR(source_->Start());
-    // Every acknowledgement goes on to the primary at once, so that its lag
-    // tracker and synchronous commits see it without a polling delay.
-    SessionRegistry* registry = registry_.get();
-    registry_->SetAckObserver([registry, raw] {
-      pg::Lsn write = 0, flush = 0;
-      for (const auto& s : registry->All()) {
-        if (auto w = raw->PositionToLsn(s->written()); w.ok()) write = std::max(write, *w);
-        if (auto f = raw->PositionToLsn(s->flushed()); f.ok()) flush = std::max(flush, *f);
-      }
-      raw->ReportReplicas(write, flush);
-    });
-    if (!options_.pg_slot.empty()) {
-      SlotKeeperOptions ko;
-      ko.conninfo = options_.pg_conninfo;
-      ko.slot = options_.pg_slot;
-      ko.max_retained_bytes = options_.max_retained_bytes;
-      ko.state_dir = options_.state_dir;
-      ko.stream_id = raw->StreamId();
-      ko.allowed_replicas = options_.allow_replicas;
-      slot_keeper_ = std::make_unique<SlotKeeper>(
-          sys_, ko,
-          [registry] {
-            std::vector<ReplicaFlush> out;
-            for (const auto& s : registry->All()) out.push_back({s->name(), s->flushed()});
-            return out;
-          },
-          [raw](const Position& p) { return raw->PositionToLsn(p); });
-      WALSHIP_RETURN_IF_ERROR(slot_keeper_->Start());
-    }
-  } else {
-    AppendSourceOptions so;
-    so.wal_dir = options_.wal_dir;
-    so.stream_id = options_.stream_id;
-    so.segment_pattern = options_.segment_pattern;
-    source_ = std::make_unique<AppendSource>(sys_, so, *catalog_);
-    WALSHIP_RETURN_IF_ERROR(source_->Start());
-    // Nothing waits for an append-format replica's acknowledgements.
-    registry_->SetAckPacing(options_.ack_interval);
-  }
+  WALSHIP_ASSIGN_OR_RETURN(source_, MakeWalSource(sys_, options_, *catalog_));
+  DeclareMetrics();
+  // Replicas acknowledge at --ack-interval unless the source asks for sooner.
+  registry_->SetAckPacing(options_.ack_interval);
+  SessionRegistry* registry = registry_.get();
+  ReplicaLink link;
+  link.replicas = [registry] {
+    std::vector<ReplicaProgress> out;
+    for (const auto& s : registry->All()) out.push_back({s->name(), s->written(), s->flushed()});
+    return out;
+  };
+  link.set_ack_pacing = [registry](absl::Duration d) { registry->SetAckPacing(d); };
+  source_->FollowReplicas(std::move(link));
+  WalSource* source = source_.get();
+  registry_->SetAckObserver([source] { source->OnReplicaAcknowledged(); });
+  return source_->Start();
+}
+
+absl::Status Agent::Start() {
+  WALSHIP_RETURN_IF_ERROR(options_.Validate());
+  WALSHIP_RETURN_IF_ERROR(StartSource());
   checksums_ = std::make_unique<SegmentChecksums>(sys_, source_->wal_dir());
 
   ShipperOptions ship;
@@ -261,11 +178,10 @@ absl::Status Agent::Start() {
   ship.io.io_timeout = options_.io_timeout;
   // A rate limit paces each send with a sleep, which no publisher may take.
   ship.inline_sends = options_.max_rate_bytes_per_sec <= 0;
-  ShipperRunner runner = [this, ship](int fd, const ShipStart& start,
-                                      ShipperEvents* events,
+  ShipperRunner runner = [this, ship](int fd, const std::string& replica,
+                                      const ShipStart& start, ShipperEvents* events,
                                       const std::atomic<bool>& stop) {
-    auto* session = dynamic_cast<ReplicaSession*>(events);
-    MeteredEvents metered(events, *metrics_, session ? session->name() : "unknown");
+    MeteredEvents metered(events, *metrics_, replica);
     events = &metered;
     std::optional<RateLimiter> limiter;
     std::optional<ThrottledEvents> throttled;
@@ -297,38 +213,7 @@ absl::Status Agent::Start() {
   service_ = std::make_unique<ControlServiceImpl>(options_, *source_, *catalog_,
                                                   *checksums_, *registry_, data_port_,
                                                   metrics_.get());
-  // grpc.health.v1.Health (overall status "" and the Control service) and
-  // grpc.reflection.v1alpha.ServerReflection; both must be set up before the
-  // builder is created.
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int port = 0;
-  MetricsRegistry::Family refused_calls =
-      metrics_->Counter("walship_agent_control_calls_rejected_total", "");
-  WALSHIP_ASSIGN_OR_RETURN(
-      std::shared_ptr<grpc::ServerCredentials> creds,
-      MakeServerCredentials(options_.tls, [refused_calls](const std::string& reason,
-                                                          const std::string& detail) {
-        spdlog::warn("control port: refused a call: {}", detail);
-        refused_calls.Add({{"reason", reason}}, 1);
-      }));
-  builder.AddListeningPort(options_.listen, creds, &port);
-  builder.RegisterService(service_.get());
-  server_ = builder.BuildAndStart();
-  if (!server_ || port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen for control on ", options_.listen));
-  }
-  control_port_ = static_cast<uint16_t>(port);
-  if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
-    health->SetServingStatus(true);
-    health->SetServingStatus(walship::v1::Control::service_full_name(), true);
-    health_thread_ = std::thread([this, health] {
-      NameThisThread("ws-health");
-      WatchHealth(health);
-    });
-  }
+  WALSHIP_RETURN_IF_ERROR(StartControlServer());
   WALSHIP_ASSIGN_OR_RETURN(HostPort control, ParseHostPort(options_.listen));
   WALSHIP_ASSIGN_OR_RETURN(HostPort data, ParseHostPort(options_.data_listen));
   control.port = control_port_;
@@ -362,6 +247,42 @@ absl::Status Agent::Start() {
   return absl::OkStatus();
 }
 
+absl::Status Agent::StartControlServer() {
+  // grpc.health.v1.Health (overall status "" and the Control service) and
+  // grpc.reflection.v1alpha.ServerReflection; both must be set up before the
+  // builder is created.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  MetricsRegistry::Family refused_calls =
+      metrics_->Counter("walship_agent_control_calls_rejected_total", "");
+  WALSHIP_ASSIGN_OR_RETURN(
+      std::shared_ptr<grpc::ServerCredentials> creds,
+      MakeServerCredentials(options_.tls, [refused_calls](const std::string& reason,
+                                                          const std::string& detail) {
+        spdlog::warn("control port: refused a call: {}", detail);
+        refused_calls.Add({{"reason", reason}}, 1);
+      }));
+  builder.AddListeningPort(options_.listen, creds, &port);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_ || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen for control on ", options_.listen));
+  }
+  control_port_ = static_cast<uint16_t>(port);
+  if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+    health->SetServingStatus(true);
+    health->SetServingStatus(walship::v1::Control::service_full_name(), true);
+    health_thread_ = std::thread([this, health] {
+      NameThisThread("ws-health");
+      WatchHealth(health);
+    });
+  }
+  return absl::OkStatus();
+}
+
 void Agent::WatchHealth(grpc::HealthCheckServiceInterface* health) {
   std::string last;  // why not serving; empty while serving
   do {
@@ -390,7 +311,7 @@ void Agent::Shutdown() {
       health->SetServingStatus(false);
     }
   }
-  if (slot_keeper_) slot_keeper_->Stop();
+  if (source_) source_->StopFollowingReplicas();
   if (data_server_) data_server_->Stop();
   if (catalog_) catalog_->Shutdown();
   if (registry_) registry_->CloseAll();

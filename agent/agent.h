@@ -35,9 +35,7 @@ class SegmentChecksums;
 class SessionRegistry;
 class DataServer;
 class WalSource;
-class PostgresSource;
 class ControlServiceImpl;
-class SlotKeeper;
 
 class Agent {
  public:
@@ -56,6 +54,11 @@ class Agent {
 
  private:
   void DeclareMetrics();
+  // Start(): the catalog, the session registry and the WAL source for
+  // --format (MakeWalSource), linked to each other, the source started.
+  absl::Status StartSource();
+  // Start(): the gRPC control server (service_ set) and its health watch.
+  absl::Status StartControlServer();
   // Until Shutdown: NOT_SERVING (and an error line) while the source has
   // failed or cannot serve (WalSource::Readiness), SERVING otherwise.
   void WatchHealth(grpc::HealthCheckServiceInterface* health);
@@ -64,11 +67,9 @@ class Agent {
   const AgentOptions options_;
   std::unique_ptr<SegmentCatalog> catalog_;
   std::unique_ptr<WalSource> source_;
-  PostgresSource* pg_source_ = nullptr;  // source_, in postgres format
   std::unique_ptr<SegmentChecksums> checksums_;
   std::unique_ptr<SessionRegistry> registry_;
   std::unique_ptr<DataServer> data_server_;
-  std::unique_ptr<SlotKeeper> slot_keeper_;
   std::unique_ptr<ControlServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsRegistry> metrics_;

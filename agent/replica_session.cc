@@ -96,7 +96,7 @@ void ReplicaSession::StartShipping(sys::UniqueFd data_fd, ShipperRunner runner) 
   absl::MutexLock tl(&thread_mu_);
   shipper_thread_ = std::thread([this, fd, runner = std::move(runner)] {
     NameThisThread(absl::StrCat("ws-ship-", name_));
-    absl::Status s = runner(fd, start_, this, stop_);
+    absl::Status s = runner(fd, name_, start_, this, stop_);
     if (!s.ok() && !stop_.load()) {
       spdlog::error("replica {} (session {}): shipping stopped: {}", name_, id_,
                     s.ToString());

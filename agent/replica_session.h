@@ -48,10 +48,11 @@ struct ShipStart {
   std::vector<HeldSegment> held;
 };
 
-// Builds and runs the shipper for a session's data socket.
-using ShipperRunner =
-    std::function<absl::Status(int data_fd, const ShipStart& start,
-                               ShipperEvents* events, const std::atomic<bool>& stop)>;
+// Builds and runs the shipper for a session's data socket; `replica` is the
+// session's replica name.
+using ShipperRunner = std::function<absl::Status(
+    int data_fd, const std::string& replica, const ShipStart& start, ShipperEvents* events,
+    const std::atomic<bool>& stop)>;
 
 class ReplicaSession final : public ShipperEvents {
  public:

@@ -5,19 +5,49 @@
 // pg_wal, ...) is one implementation; shippers only ever see the catalog and
 // read segment files from `wal_dir()`.
 //
-// Lifecycle: Start() once, then Stop() once (idempotent); the object must
-// outlive neither its catalog nor its SysCalls. Methods are thread-safe.
+// A source may also act on the agent's replicas (PostgreSQL reports their
+// positions to the primary and keeps WAL for them in a replication slot) and
+// export metrics of its own: the hooks at the end, which default to nothing.
+// The agent builds its source with MakeWalSource (wal_source_factory.h) and
+// never names a format.
+//
+// Lifecycle: DeclareMetrics() and FollowReplicas() once each, then Start()
+// once, then StopFollowingReplicas() and Stop() once each (idempotent); the
+// object must outlive neither its catalog nor its SysCalls. Methods are
+// thread-safe.
 #ifndef WALSHIP_AGENT_WAL_SOURCE_H_
 #define WALSHIP_AGENT_WAL_SOURCE_H_
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/metrics.h"
 #include "common/position.h"
 
 namespace walship::agent {
+
+// A replica as the agent knows it (WalSource::FollowReplicas).
+struct ReplicaProgress {
+  std::string name;
+  Position written;  // the end of what it has written
+  Position flushed;  // the end of what it has made durable
+};
+
+// How a source reaches the agent's replicas. Both are callable from any
+// thread until the source's Stop() returns.
+struct ReplicaLink {
+  // Every replica with a session since the agent started, with its positions.
+  std::function<std::vector<ReplicaProgress>()> replicas;
+  // How soon every replica must acknowledge new positions (zero: at once),
+  // now and in every session created later. Until a source calls it,
+  // replicas acknowledge at the agent's --ack-interval.
+  std::function<void(absl::Duration)> set_ack_pacing;
+};
 
 class WalSource {
  public:
@@ -70,6 +100,22 @@ class WalSource {
   // primary; it has not finished its first scan): replicas retry, and keep
   // every byte they hold.
   virtual absl::Status Readiness() const { return absl::OkStatus(); }
+
+  // Hooks for a source that acts on the agent's replicas or exports metrics.
+
+  // Before Start(): declares the source's own metric families and
+  // collectors in `metrics`; the caller keeps the source alive for as long
+  // as `metrics` may render.
+  virtual void DeclareMetrics(MetricsRegistry& metrics) { (void)metrics; }
+  // Before Start(): how to reach the agent's replicas (see ReplicaLink).
+  virtual void FollowReplicas(ReplicaLink link) { (void)link; }
+  // After a replica took a new acknowledgement, on the thread reading its
+  // control stream: must be cheap and must not block.
+  virtual void OnReplicaAcknowledged() {}
+  // At shutdown, before the agent ends its sessions: the source's last look
+  // at the replicas while they are all listed (PostgreSQL: the slot keeper
+  // records their positions and stops).
+  virtual void StopFollowingReplicas() {}
 };
 
 }  // namespace walship::agent

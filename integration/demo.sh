@@ -14,7 +14,7 @@ seconds=${1:-5}
 rate_mb=${2:-20}
 
 bash bazel/setup.sh
-bazel build --jobs=2 //agent:walship-agent //agent:walship-status //replica:walship-replica
+bazel build --jobs=2 //agent:walship-agent //status:walship-status //replica:walship-replica
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/walship-demo.XXXXXX")
 pids=()
@@ -53,7 +53,7 @@ python3 integration/walgen.py --dir "$work/wal" --seconds "$seconds" \
 echo "demo: waiting for the replica to acknowledge everything as durable"
 converged=0
 for _ in $(seq 300); do
-  if bazel-bin/agent/walship-status --agent="$control" --json "${status_tls[@]}" |
+  if bazel-bin/status/walship-status --agent="$control" --json "${status_tls[@]}" |
      python3 -c '
 import json, sys
 s = json.load(sys.stdin)
@@ -65,7 +65,7 @@ sys.exit(0 if ok else 1)'; then
   fi
   sleep 0.1
 done
-bazel-bin/agent/walship-status --agent="$control" "${status_tls[@]}"
+bazel-bin/status/walship-status --agent="$control" "${status_tls[@]}"
 if [[ $converged -ne 1 ]]; then
   echo "demo: FAILED: the replica did not converge; logs in $work" >&2
   exit 1

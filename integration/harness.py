@@ -53,7 +53,7 @@ SEGMENT_RE = re.compile(r"^seg-\d{8}$")
 
 AGENT = ("agent", "walship-agent")
 REPLICA = ("replica", "walship-replica")
-STATUS = ("agent", "walship-status")
+STATUS = ("status", "walship-status")
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -8,7 +8,7 @@
 //
 //   relay-send   beside the primary. One thread. Learns the flush position
 //                from a walsender (walship's own flush feed,
-//                agent/pg_flush_feed.h: the WAL payload is discarded), sends
+//                agent/postgres/pg_flush_feed.h: the WAL payload is discarded), sends
 //                the newly durable bytes from pg_wal's files with
 //                sendfile(2), reads the receiver's acknowledgements and
 //                reports them to the walsender as written and flushed.

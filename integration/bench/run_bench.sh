@@ -10,12 +10,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 bash bazel/setup.sh
-bazel build //agent:walship-agent //agent:walship-status //replica:walship-replica \
+bazel build //agent:walship-agent //status:walship-status //replica:walship-replica \
     //integration/bench:benchtool
 
 bin_dir="$(mktemp -d /tmp/walship-bench-bin-XXXXXX)"
 trap 'rm -rf "$bin_dir"' EXIT
-cp bazel-bin/agent/walship-agent bazel-bin/agent/walship-status \
+cp bazel-bin/agent/walship-agent bazel-bin/status/walship-status \
    bazel-bin/replica/walship-replica bazel-bin/integration/bench/benchtool "$bin_dir/"
 # The Bazel server (a JVM) keeps garbage-collecting and compiling in the
 # background: about 2 % of this machine's CPU, taken from every variant.

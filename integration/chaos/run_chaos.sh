@@ -16,7 +16,7 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 bash bazel/setup.sh
 if [[ -z "${WALSHIP_BIN_DIR:-}" ]]; then
-  bazel build //agent:walship-agent //agent:walship-status //replica:walship-replica \
+  bazel build //agent:walship-agent //status:walship-status //replica:walship-replica \
     //integration/drill:drill-loader //integration/chaos:walship-replica-faulty
 fi
 exec python3 -m integration.chaos.campaign "$@"

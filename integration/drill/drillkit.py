@@ -330,7 +330,7 @@ class DrillEnv(object):
         self.bin = self.mkdir("bin")
         self.binaries = {}
         try:
-            for pkg, name in [("agent", "walship-agent"), ("agent", "walship-status"),
+            for pkg, name in [("agent", "walship-agent"), ("status", "walship-status"),
                               ("replica", "walship-replica"),
                               ("integration/drill", "drill-loader")]:
                 dst = os.path.join(self.bin, name)

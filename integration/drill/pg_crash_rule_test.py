@@ -2,7 +2,7 @@
 
 When the agent cannot query the flush position and the postmaster is gone,
 it ships the valid WAL past the last flush position (the crash rule,
-agent/postgres_source.h). Fired against a primary that is still running it
+agent/postgres/postgres_source.h). Fired against a primary that is still running it
 would ship WAL that is not yet durable. A real PostgreSQL 15 primary, whose
 pg_wal is relocated (initdb --waldir: PGDATA/pg_wal is a symlink) and the
 agent given the real path, or whose agent runs in another PID namespace:

@@ -7,5 +7,5 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash bazel/setup.sh
 bazel build --jobs=2 //integration/drill:drill-loader //agent:walship-agent \
-    //agent:walship-status //replica:walship-replica
+    //status:walship-status //replica:walship-replica
 exec python3 integration/drill/walship_drill.py "$@"

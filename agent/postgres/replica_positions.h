@@ -52,8 +52,8 @@
 //
 // Thread-safety: not thread-safe; one owner (the slot keeper). One agent
 // per state directory.
-#ifndef WALSHIP_AGENT_REPLICA_POSITIONS_H_
-#define WALSHIP_AGENT_REPLICA_POSITIONS_H_
+#ifndef WALSHIP_AGENT_POSTGRES_REPLICA_POSITIONS_H_
+#define WALSHIP_AGENT_POSTGRES_REPLICA_POSITIONS_H_
 
 #include <map>
 #include <string>
@@ -120,4 +120,4 @@ class ReplicaPositionStore {
 
 }  // namespace walship::agent
 
-#endif  // WALSHIP_AGENT_REPLICA_POSITIONS_H_
+#endif  // WALSHIP_AGENT_POSTGRES_REPLICA_POSITIONS_H_

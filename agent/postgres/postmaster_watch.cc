@@ -1,4 +1,4 @@
-#include "agent/postmaster_watch.h"
+#include "agent/postgres/postmaster_watch.h"
 
 #include <errno.h>
 #include <fcntl.h>

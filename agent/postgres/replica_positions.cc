@@ -1,4 +1,4 @@
-#include "agent/replica_positions.h"
+#include "agent/postgres/replica_positions.h"
 
 #include <sys/stat.h>
 

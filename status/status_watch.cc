@@ -1,4 +1,4 @@
-#include "agent/status_watch.h"
+#include "status/status_watch.h"
 
 #include <algorithm>
 #include <cmath>

@@ -46,8 +46,8 @@
 //
 // Thread-safety: Start/Stop from one thread; the keeper runs on its own.
 // RunOnce may be called from any thread (rounds serialize); stats() too.
-#ifndef WALSHIP_AGENT_SLOT_KEEPER_H_
-#define WALSHIP_AGENT_SLOT_KEEPER_H_
+#ifndef WALSHIP_AGENT_POSTGRES_SLOT_KEEPER_H_
+#define WALSHIP_AGENT_POSTGRES_SLOT_KEEPER_H_
 
 #include <atomic>
 #include <functional>
@@ -60,8 +60,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "agent/pg_client.h"
-#include "agent/replica_positions.h"
+#include "agent/postgres/pg_client.h"
+#include "agent/postgres/replica_positions.h"
 #include "common/pgwal/wal_names.h"
 #include "common/position.h"
 #include "common/sys/syscalls.h"
@@ -172,4 +172,4 @@ class SlotKeeper {
 
 }  // namespace walship::agent
 
-#endif  // WALSHIP_AGENT_SLOT_KEEPER_H_
+#endif  // WALSHIP_AGENT_POSTGRES_SLOT_KEEPER_H_

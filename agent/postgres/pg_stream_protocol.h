@@ -1,5 +1,5 @@
 // -----------------------------------------------------------------------------
-// File: agent/pg_stream_protocol.h
+// File: agent/postgres/pg_stream_protocol.h
 // -----------------------------------------------------------------------------
 //
 // The messages of PostgreSQL's physical streaming replication protocol that
@@ -24,8 +24,8 @@
 // position.
 //
 // Thread-safety: every function is pure.
-#ifndef WALSHIP_AGENT_PG_STREAM_PROTOCOL_H_
-#define WALSHIP_AGENT_PG_STREAM_PROTOCOL_H_
+#ifndef WALSHIP_AGENT_POSTGRES_PG_STREAM_PROTOCOL_H_
+#define WALSHIP_AGENT_POSTGRES_PG_STREAM_PROTOCOL_H_
 
 #include <cstdint>
 #include <string>
@@ -79,4 +79,4 @@ int64_t PgTimestamp(absl::Time t);
 
 }  // namespace walship::agent::pgstream
 
-#endif  // WALSHIP_AGENT_PG_STREAM_PROTOCOL_H_
+#endif  // WALSHIP_AGENT_POSTGRES_PG_STREAM_PROTOCOL_H_

@@ -1,5 +1,5 @@
 // The streaming replication messages, byte for byte.
-#include "agent/pg_stream_protocol.h"
+#include "agent/postgres/pg_stream_protocol.h"
 
 #include <string>
 #include <vector>

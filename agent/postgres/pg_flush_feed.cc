@@ -1,4 +1,4 @@
-#include "agent/pg_flush_feed.h"
+#include "agent/postgres/pg_flush_feed.h"
 
 #include <libpq-fe.h>
 
@@ -6,8 +6,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "agent/pg_client.h"
-#include "agent/pg_stream_protocol.h"
+#include "agent/postgres/pg_client.h"
+#include "agent/postgres/pg_stream_protocol.h"
 
 namespace walship::agent {
 namespace {

@@ -1,6 +1,6 @@
 // walship-status: prints an agent's Status (every replica's positions, lag
 // and transfer counters) as a table or as JSON; with --watch, refreshes it and
-// adds each replica's throughput and catch-up progress (agent/status_watch.h).
+// adds each replica's throughput and catch-up progress (status/status_watch.h).
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "agent/status_watch.h"
+#include "status/status_watch.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/tls.h"

@@ -1,5 +1,5 @@
 // The agent's replica positions file: format, load/save, damaged files.
-#include "agent/replica_positions.h"
+#include "agent/postgres/replica_positions.h"
 
 #include <sys/stat.h>
 

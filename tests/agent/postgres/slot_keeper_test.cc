@@ -1,6 +1,6 @@
 // The slot keeper's decision each round: which replicas it holds WAL for,
 // where the slot goes, and who is released past --max-retained-bytes.
-#include "agent/slot_keeper.h"
+#include "agent/postgres/slot_keeper.h"
 
 #include <string>
 #include <vector>

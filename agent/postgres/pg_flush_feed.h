@@ -1,5 +1,5 @@
 // -----------------------------------------------------------------------------
-// File: agent/pg_flush_feed.h
+// File: agent/postgres/pg_flush_feed.h
 // -----------------------------------------------------------------------------
 //
 // Learns a PostgreSQL primary's flush position the moment it moves, and
@@ -32,8 +32,8 @@
 //
 // Thread-compatible: the caller serializes all calls (PostgresSource holds a
 // mutex around them).
-#ifndef WALSHIP_AGENT_PG_FLUSH_FEED_H_
-#define WALSHIP_AGENT_PG_FLUSH_FEED_H_
+#ifndef WALSHIP_AGENT_POSTGRES_PG_FLUSH_FEED_H_
+#define WALSHIP_AGENT_POSTGRES_PG_FLUSH_FEED_H_
 
 #include <cstdint>
 #include <string>
@@ -127,4 +127,4 @@ class PgFlushFeed {
 
 }  // namespace walship::agent
 
-#endif  // WALSHIP_AGENT_PG_FLUSH_FEED_H_
+#endif  // WALSHIP_AGENT_POSTGRES_PG_FLUSH_FEED_H_

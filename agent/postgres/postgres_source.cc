@@ -1,4 +1,4 @@
-#include "agent/postgres_source.h"
+#include "agent/postgres/postgres_source.h"
 
 #include <dirent.h>
 #include <fcntl.h>

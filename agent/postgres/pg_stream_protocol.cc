@@ -1,4 +1,4 @@
-#include "agent/pg_stream_protocol.h"
+#include "agent/postgres/pg_stream_protocol.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -1,4 +1,4 @@
-#include "agent/pg_client.h"
+#include "agent/postgres/pg_client.h"
 
 #include <libpq-fe.h>
 

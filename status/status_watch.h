@@ -4,9 +4,9 @@
 //
 // Pure functions and a small per-replica tracker; no I/O, no clock (callers
 // pass the sample times), so everything here is unit-tested with made-up
-// samples (tests/agent/status_watch_test.cc). Not thread-safe.
-#ifndef WALSHIP_AGENT_STATUS_WATCH_H_
-#define WALSHIP_AGENT_STATUS_WATCH_H_
+// samples (tests/status/status_watch_test.cc). Not thread-safe.
+#ifndef WALSHIP_STATUS_STATUS_WATCH_H_
+#define WALSHIP_STATUS_STATUS_WATCH_H_
 
 #include <cstdint>
 #include <optional>
@@ -71,4 +71,4 @@ std::string ProgressLine(const Progress& p, uint64_t lag_bytes, int bar_width = 
 }  // namespace status
 }  // namespace walship
 
-#endif  // WALSHIP_AGENT_STATUS_WATCH_H_
+#endif  // WALSHIP_STATUS_STATUS_WATCH_H_

@@ -1,4 +1,4 @@
-#include "agent/slot_keeper.h"
+#include "agent/postgres/slot_keeper.h"
 
 #include <algorithm>
 #include <set>

@@ -2,7 +2,7 @@
 // against the cluster, the postmaster verified as the parent of the agent's
 // backend, and then that postmaster exited. Every other case is doubt.
 // Process entries come from a /proc built in a temp dir.
-#include "agent/postmaster_watch.h"
+#include "agent/postgres/postmaster_watch.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -1,5 +1,5 @@
 // walship-status --watch arithmetic: formatting, throughput, progress, ETA.
-#include "agent/status_watch.h"
+#include "status/status_watch.h"
 
 #include "gtest/gtest.h"
 

@@ -44,8 +44,8 @@
 // where process entries are read, so tests can build one in a directory.
 //
 // Thread-compatible: one thread uses a watch at a time.
-#ifndef WALSHIP_AGENT_POSTMASTER_WATCH_H_
-#define WALSHIP_AGENT_POSTMASTER_WATCH_H_
+#ifndef WALSHIP_AGENT_POSTGRES_POSTMASTER_WATCH_H_
+#define WALSHIP_AGENT_POSTGRES_POSTMASTER_WATCH_H_
 
 #include <cstdint>
 #include <string>
@@ -122,4 +122,4 @@ class PostmasterWatch {
 
 }  // namespace walship::agent
 
-#endif  // WALSHIP_AGENT_POSTMASTER_WATCH_H_
+#endif  // WALSHIP_AGENT_POSTGRES_POSTMASTER_WATCH_H_

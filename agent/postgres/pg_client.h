@@ -6,8 +6,8 @@
 // the server answers with an error (e.g. it is in recovery).
 //
 // Thread-compatible: one thread uses a PgClient at a time.
-#ifndef WALSHIP_AGENT_PG_CLIENT_H_
-#define WALSHIP_AGENT_PG_CLIENT_H_
+#ifndef WALSHIP_AGENT_POSTGRES_PG_CLIENT_H_
+#define WALSHIP_AGENT_POSTGRES_PG_CLIENT_H_
 
 #include <set>
 #include <string>
@@ -60,4 +60,4 @@ std::string PgMessageText(const char* message);
 
 }  // namespace walship::agent
 
-#endif  // WALSHIP_AGENT_PG_CLIENT_H_
+#endif  // WALSHIP_AGENT_POSTGRES_PG_CLIENT_H_

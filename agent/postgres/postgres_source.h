@@ -49,8 +49,8 @@
 //
 // Thread-safety: as WalSource. The source owns one libpq connection used
 // only by its thread.
-#ifndef WALSHIP_AGENT_POSTGRES_SOURCE_H_
-#define WALSHIP_AGENT_POSTGRES_SOURCE_H_
+#ifndef WALSHIP_AGENT_POSTGRES_POSTGRES_SOURCE_H_
+#define WALSHIP_AGENT_POSTGRES_POSTGRES_SOURCE_H_
 
 #include <atomic>
 #include <functional>
@@ -65,9 +65,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "agent/pg_client.h"
-#include "agent/pg_flush_feed.h"
-#include "agent/postmaster_watch.h"
+#include "agent/postgres/pg_client.h"
+#include "agent/postgres/pg_flush_feed.h"
+#include "agent/postgres/postmaster_watch.h"
 #include "agent/segment_catalog.h"
 #include "agent/wal_source.h"
 #include "common/pgwal/wal_names.h"
@@ -282,4 +282,4 @@ class PostgresSource final : public WalSource {
 
 }  // namespace walship::agent
 
-#endif  // WALSHIP_AGENT_POSTGRES_SOURCE_H_
+#endif  // WALSHIP_AGENT_POSTGRES_POSTGRES_SOURCE_H_
