@@ -138,15 +138,22 @@ bool ReplicaSession::NextEvent(walship::v1::SessionEvent* event,
 }
 
 void ReplicaSession::OnAck(const walship::v1::Ack& ack) {
-  absl::MutexLock lock(&mu_);
-  Position w = FromProto(ack.written());
-  Position f = FromProto(ack.flushed());
-  if (written_ < w) written_ = w;
-  if (flushed_ < f) {
-    flushed_ = f;
-    progress_at_ = absl::Now();
+  const Position f = FromProto(ack.flushed());
+  bool advanced = false;
+  {
+    absl::MutexLock lock(&mu_);
+    Position w = FromProto(ack.written());
+    if (written_ < w) written_ = w;
+    if (flushed_ < f) {
+      flushed_ = f;
+      progress_at_ = absl::Now();
+      advanced = true;
+    }
+    replica_counters_ = ack.counters();
   }
-  replica_counters_ = ack.counters();
+  // The acknowledgement log (debug level): one line per new durable
+  // position, what a fault campaign checks the replica's disk against.
+  if (advanced) spdlog::debug("ack: replica {} flushed {}", name_, f.ToString());
 }
 
 void ReplicaSession::SetAckPacing(absl::Duration min_interval) {

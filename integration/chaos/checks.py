@@ -1,7 +1,8 @@
 """The campaign's invariants, checked after every fault and at the end.
 
   acked:     every byte a replica ever acknowledged as flushed (the furthest
-             position walship-status ever showed for it, this epoch) is in
+             position in the agent's acknowledgement log or walship-status,
+             this epoch) is in
              its destination and equal to the source's (the world's golden
              copy); its durable position (walship.state/.progress) is at or
              past it. For PostgreSQL also the flush LSN the primary itself

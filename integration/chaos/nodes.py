@@ -43,7 +43,8 @@ class AgentNode(h.Agent):
         h.Agent.__init__(self, wal_dir, workdir, label=label,
                          listen="127.0.0.1:%d" % self.fixed_control,
                          data_listen="127.0.0.1:%d" % self.fixed_data,
-                         extra_args=list(extra_args) + ["--stall-timeout-ms=3000"])
+                         extra_args=list(extra_args) + ["--stall-timeout-ms=3000",
+                                                        "--log-level=debug"])
         self.control = "127.0.0.1:%d" % self.fixed_control
         self.data = "127.0.0.1:%d" % self.fixed_data
 

@@ -2,18 +2,24 @@
 
 Replica r1 writes to a small tmpfs of its own (the disk-full fault fills
 it), r2 to the ordinary disk. Both are the fault-injecting test build of
-walship-replica. A sampler thread asks walship-status every 0.2 s and keeps,
-per replica and per epoch (a rebuilt destination starts a new one), the
-furthest position ever acknowledged as flushed: the invariants check that
-every byte before it is on the replica, equal to the source.
+walship-replica. The agent runs at debug level, so its log has one line per
+new durable position a replica acknowledged; the world reads that log (and,
+every 0.2 s, walship-status) and keeps, per replica and per epoch (a rebuilt
+destination starts a new one), the furthest position ever acknowledged as
+flushed: the invariants check that every byte before it is on the replica,
+equal to the source.
 """
 
 import os
+import re
 import threading
 import time
 
 from integration import harness as h
 from integration.chaos import nodes
+
+
+ACK_LINE = re.compile(r"ack: replica (\S+) flushed (\S+)@(\d+)")
 
 
 class Tracker(object):
@@ -29,6 +35,13 @@ class Tracker(object):
 
     def shipped(self):
         return self.shipped_before + self.shipped_now
+
+    def note_ack(self, pos):
+        """A new durable position from the agent's acknowledgement log."""
+        if pos > self.acked:
+            self.acked = pos
+            if self.first is None:
+                self.first = pos.segment
 
     def update(self, entry):
         self.entry = entry
@@ -57,6 +70,7 @@ class World(object):
         self.replicas = []
         self.trackers = {}
         self.retired = []  # trackers of rebuilt replicas' earlier epochs
+        self.ack_log_offset = 0
         self.source_end = h.Pos("", 0)
         self.lock = threading.Lock()
         self.halt = threading.Event()
@@ -131,7 +145,25 @@ class World(object):
     def sample_source(self):
         """The sampler thread's look at the source itself (PostgreSQL)."""
 
+    def read_ack_log(self):
+        """Every acknowledgement the agent logged since the last call (its
+        log at debug level has one line per new durable position)."""
+        with self.lock:
+            try:
+                with open(self.agent.log_path, "rb") as f:
+                    f.seek(self.ack_log_offset)
+                    data = f.read()
+            except OSError:
+                return
+            end = data.rfind(b"\n") + 1
+            self.ack_log_offset += end
+            for m in ACK_LINE.finditer(data[:end].decode("utf-8", "replace")):
+                t = self.trackers.get(m.group(1))
+                if t:
+                    t.note_ack(h.Pos(m.group(2), int(m.group(3))))
+
     def sample(self):
+        self.read_ack_log()
         st = h.try_status(self.agent, timeout=2) if self.agent.running() else None
         if not st:
             return None
@@ -144,6 +176,7 @@ class World(object):
         return st
 
     def tracker(self, rep):
+        self.read_ack_log()
         with self.lock:
             return self.trackers[rep.name]
 

@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "spdlog/spdlog.h"
+#include "tests/fakes/log_capture.h"
 
 namespace walship::agent {
 namespace {
@@ -36,6 +38,29 @@ TEST(ReplicaSessionTest, ForgedHelloConsumesNothing) {
   s = session->ClaimToken(token);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
   EXPECT_NE(s.message().find("already used"), std::string::npos) << s;
+  registry.CloseAll();
+}
+
+// At debug level every new durable position a replica acknowledges is one
+// log line: the acknowledgement log a fault campaign checks replicas
+// against (sampling the status could miss the last one before a crash).
+TEST(ReplicaSessionTest, EachNewDurablePositionIsLoggedAtDebugLevel) {
+  testing::LogCapture logs;
+  const spdlog::level::level_enum was = spdlog::get_level();
+  spdlog::set_level(spdlog::level::debug);
+  SessionRegistry registry;
+  std::string token;
+  auto session = NewSession(registry, "r7", &token);
+  walship::v1::Ack ack;
+  ack.mutable_flushed()->set_segment("seg-001");
+  ack.mutable_flushed()->set_offset(4096);
+  session->OnAck(ack);
+  session->OnAck(ack);  // nothing new
+  ack.mutable_flushed()->set_offset(8192);
+  session->OnAck(ack);
+  spdlog::set_level(was);
+  EXPECT_TRUE(logs.Logged("ack: replica r7 flushed seg-001@4096"));
+  EXPECT_TRUE(logs.Logged("ack: replica r7 flushed seg-001@8192"));
   registry.CloseAll();
 }
 
