@@ -2,7 +2,7 @@
 """The walship benchmark: walship beside a raw sendfile -> splice pipeline and
 pg_receivewal --synchronous, in one run, several interleaved rounds, medians.
 
-    python3 integration/bench/bench.py [--quick] [--out DIR]   (see README.md)
+    python3 -m integration.bench.bench [--quick] [--out DIR]   (see README.md)
 
 Sections (each a function below; --sections picks some):
   catchup   append-format backlog of full segments: raw (zerocopy, copy),
@@ -45,13 +45,11 @@ import threading
 import time
 import traceback
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
-from integration import harness as kit  # noqa: E402
-from integration.drill import drillkit as dk  # noqa: E402
-from integration.bench import report  # noqa: E402
+from integration import harness as kit
+from integration.drill import drillkit as dk
+from integration.bench import report
+from integration.walshiptest import binaries
 
-BENCHTOOL = ("integration/bench", "benchtool")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MIB = 1 << 20
 GIB = 1 << 30
@@ -344,7 +342,7 @@ class Ctx(object):
         self.logdir = os.path.join(work, "logs")
         os.makedirs(self.logdir, exist_ok=True)
         self.procs = Procs(self.logdir)
-        self.tool = kit.binary(BENCHTOOL)
+        self.tool = binaries.find(binaries.BENCHTOOL)
         self.seed = random.SystemRandom().randrange(1 << 31)
         self.dir_counter = 0
         self.warm_costs = []  # CPU s/GiB of each settle()'s memory warming

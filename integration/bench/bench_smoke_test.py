@@ -5,13 +5,11 @@ results.json, results.md and chart.svg are well-formed.
 """
 import json
 import os
-import sys
 import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from integration.bench import bench  # noqa: E402
+from integration.bench import bench
 
 
 class BenchSmokeTest(unittest.TestCase):

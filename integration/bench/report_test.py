@@ -1,11 +1,8 @@
 """report.py on fake results: target verdicts, Markdown tables, SVG."""
-import os
-import sys
 import unittest
 import xml.etree.ElementTree as ET
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from integration.bench import bench, report  # noqa: E402
+from integration.bench import bench, report
 
 MIB = 1 << 20
 

@@ -5,14 +5,11 @@ The promotion gate (refuse when the standby is behind), the RPO checks
 arithmetic, and the pg_waldump line format.
 """
 
-import os
-import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import drillkit as dk  # noqa: E402
-import walship_drill as wd  # noqa: E402
+from integration.drill import drillkit as dk
+from integration.drill import walship_drill as wd
 
 MB = 1024 * 1024
 

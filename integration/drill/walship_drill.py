@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """walship-drill: failover drills of walship with a real PostgreSQL 15.
 
-    python3 integration/drill/walship_drill.py [--drills process-crash,host-loss,
+    python3 -m integration.drill.walship_drill [--drills process-crash,host-loss,
         replica-crash,network-cut,switchover] [--quick] [--out DIR] [--seed N]
 
 Each drill builds, on loopback and in a temp dir, a PostgreSQL primary, a
@@ -29,20 +29,12 @@ import threading
 import time
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import chart  # noqa: E402
-import drillkit as dk  # noqa: E402
-from drillkit import log, DrillError  # noqa: E402
+from integration.drill import chart
+from integration.drill import drillkit as dk
+from integration.drill.drillkit import log, DrillError
 
-try:
-    from integration import fault_proxy
-except ImportError:  # run as a script from the checkout
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    try:
-        from integration import fault_proxy
-    except ImportError:  # the network-cut drill reports it
-        fault_proxy = None
-from integration import statefile  # noqa: E402
+from integration import fault_proxy
+from integration import statefile
 
 ALL_DRILLS = ["process-crash", "host-loss", "replica-crash", "network-cut", "switchover"]
 QUICK_DRILLS = ["process-crash", "host-loss"]
@@ -134,7 +126,7 @@ class Agent(_Daemon):
                 self.control, self.data = kv["control"], kv["data"]
                 return True
             return False
-        dk.wait_until(ready, timeout, 0.05, "%s port file" % self.name)
+        dk.wait_until(ready, timeout, "%s port file" % self.name, interval=0.05)
         log("%s up: control %s data %s (pid %d)", self.name, self.control, self.data,
             self.proc.pid)
         return self
@@ -302,8 +294,6 @@ class Setup(object):
                       os.path.join(self.dir, "%s-dest" % replica_name))
         control, data = agent.control, None
         if self.proxied:
-            if fault_proxy is None:
-                raise DrillError("integration/fault_proxy.py could not be imported")
             for p in self.proxies:
                 p.close()
             self.proxies = [fault_proxy.FaultProxy(_hostport(agent.control)).start(),
@@ -323,7 +313,8 @@ class Setup(object):
                 raise DrillError("%s exited %s; see %s" % (replica_name, rep.proc.returncode(),
                                                            rep.log_path))
             return r and r["connected"]
-        dk.wait_until(connected, 30, 0.1, "%s to connect to %s" % (replica_name, agent_name))
+        dk.wait_until(connected, 30, "%s to connect to %s" % (replica_name, agent_name),
+                      interval=0.1)
         return agent, rep
 
     def basebackup(self, source, target):
@@ -356,8 +347,8 @@ class Setup(object):
         def caught_up():
             r = standby.lsn("pg_last_wal_replay_lsn()")
             return r is not None and r >= target
-        dk.wait_until(caught_up, timeout, 0.2, "%s to replay up to %s" % (
-            standby.name, dk.fmt_lsn(target)))
+        dk.wait_until(caught_up, timeout, "%s to replay up to %s" % (
+            standby.name, dk.fmt_lsn(target)), interval=0.2)
 
     # -- teardown -----------------------------------------------------------
     def teardown(self):
