@@ -10,6 +10,7 @@ import unittest
 import xml.etree.ElementTree as ET
 
 from integration.bench import bench
+from integration.drill import drillkit as dk
 
 
 class BenchSmokeTest(unittest.TestCase):
@@ -19,8 +20,8 @@ class BenchSmokeTest(unittest.TestCase):
                            "bench")
         sections = list(bench.SECTIONS)
         try:
-            bench.dk.find_pg_bin()
-        except bench.dk.DrillError:  # no PostgreSQL 15 here
+            dk.find_pg_bin()
+        except dk.DrillError:  # no PostgreSQL 15 here
             sections = [s for s in sections if s not in ("pg", "pgbench")]
         rc = bench.main(["--quick", "--out", out, "--sections", ",".join(sections)])
 
