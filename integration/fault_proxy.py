@@ -54,11 +54,7 @@ import sys
 import threading
 import time
 
-try:
-    from integration import wirelib
-except ImportError:  # run as a script from integration/
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from integration import wirelib
+from integration import wirelib
 
 C2S = "c2s"  # client -> server
 S2C = "s2c"  # server -> client

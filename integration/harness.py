@@ -2,11 +2,11 @@
 
 A small library, Python 3 standard library only:
 
-  * binary(): finds walship-agent, walship-replica and walship-status in the
-    Bazel runfiles (TEST_SRCDIR/TEST_WORKSPACE), or under bazel-bin/ of this
-    checkout for manual runs (`python3 -m integration.e2e_test` from the
-    repository root after `bazel build //agent:all //replica:all`), or in
-    $WALSHIP_BIN_DIR if that is set.
+  * binary(): finds walship-agent, walship-replica and walship-status
+    (integration/walshiptest/binaries.py: the Bazel runfiles, bazel-bin/ of
+    this checkout for manual runs (`python3 -m integration.e2e_test` from the
+    repository root after `bazel build //agent:all //replica:all`), or
+    $WALSHIP_BIN_DIR if that is set).
   * Agent, Replica: process wrappers. start() waits (bounded) until the
     daemon is up; stop() sends SIGTERM and returns the exit status; kill()
     is kill -9; pause()/resume() are SIGSTOP/SIGCONT. Each daemon's stderr
@@ -14,7 +14,8 @@ A small library, Python 3 standard library only:
     start); Cluster prints the tails of every log when a test fails.
   * status(agent): walship-status --json, with uint64 strings turned into
     ints where it matters (see Pos and replica_entry()).
-  * wait_until(pred, timeout): polls; every helper here is bounded in time.
+  * wait_until(pred, timeout, what): polls (integration/walshiptest/waits.py);
+    every helper here is bounded in time.
   * compare_dirs(src, dest): the replica holds the source byte for byte.
   * WalGenerator: appends seeded random records to seg-%08d files at a rate,
     rolling at a segment size.
@@ -37,13 +38,11 @@ import time
 import unittest
 import urllib.request
 
-try:
-    from integration import statefile
-except ImportError:  # run as a script from integration/
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from integration import statefile
+from integration import statefile
+from integration.walshiptest import binaries
+from integration.walshiptest import ports
+from integration.walshiptest import waits
 
-WORKSPACE = "walship"
 STATE_FILE = "walship.state"
 # The replica's own files in its destination (walship.state, walship.sums,
 # their temporaries): never segments.
@@ -51,11 +50,13 @@ METADATA_PREFIX = "walship."
 PARTIAL = ".partial"
 SEGMENT_RE = re.compile(r"^seg-\d{8}$")
 
-AGENT = ("agent", "walship-agent")
-REPLICA = ("replica", "walship-replica")
-STATUS = ("status", "walship-status")
-
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The daemons, for binary(); names the tests use.
+AGENT = binaries.AGENT
+REPLICA = binaries.REPLICA
+STATUS = binaries.STATUS
+binary = binaries.find
+runfile = binaries.runfile
+wait_until = waits.wait_until
 
 
 def log(msg, *args):
@@ -64,24 +65,6 @@ def log(msg, *args):
         msg = msg % args
     sys.stdout.write("[%s] %s\n" % (time.strftime("%H:%M:%S"), msg))
     sys.stdout.flush()
-
-
-def binary(target):
-    """Path of a daemon binary, e.g. binary(AGENT). Raises if missing."""
-    pkg, name = target
-    candidates = []
-    if os.environ.get("WALSHIP_BIN_DIR"):  # manual runs against a fixed build
-        candidates.append(os.path.join(os.environ["WALSHIP_BIN_DIR"], name))
-    srcdir = os.environ.get("TEST_SRCDIR") or os.environ.get("RUNFILES_DIR")
-    if srcdir:
-        ws = os.environ.get("TEST_WORKSPACE", WORKSPACE)
-        candidates.append(os.path.join(srcdir, ws, pkg, name))
-    candidates.append(os.path.join(_REPO, "bazel-bin", pkg, name))
-    for c in candidates:
-        if os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
-    raise FileNotFoundError("%s not found in %s; build it with bazel build //%s:%s"
-                            % (name, candidates, pkg, name))
 
 
 def make_tmpdir(prefix):
@@ -95,24 +78,6 @@ def seed_from_env(var, label):
     seed = int(text) if text else random.SystemRandom().randrange(1 << 32)
     log("%s seed=%d (replay with %s=%d)", label, seed, var, seed)
     return seed
-
-
-def wait_until(pred, timeout, what="condition", interval=0.05):
-    """Polls pred() until it returns a truthy value, which is returned.
-
-    Raises AssertionError naming `what` (a string, or a callable giving one,
-    for a message that shows the last state) after `timeout` seconds.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            desc = what() if callable(what) else what
-            raise AssertionError("timed out after %.1fs waiting for %s"
-                                 % (timeout, desc))
-        time.sleep(interval)
 
 
 # ---------------------------------------------------------------------------
@@ -192,9 +157,7 @@ def parse_metrics(text):
 
 def metrics_address(agent):
     """HOST:PORT of an agent's /metrics (from its port file)."""
-    with open(agent.port_file) as f:
-        kv = dict(l.split("=", 1) for l in f.read().splitlines() if "=" in l)
-    return kv["metrics"]
+    return ports.read_port_file(agent.port_file)["metrics"]
 
 
 def scrape(addr):
@@ -240,16 +203,6 @@ class Certs(object):
     def toml(self, who):
         """The same as config-file lines."""
         return "".join('%s = "%s"\n' % tuple(a[2:].split("=", 1)) for a in self.args(who))
-
-
-def runfile(rel):
-    """Path of a source file of this repository, in runfiles or the tree."""
-    srcdir = os.environ.get("TEST_SRCDIR") or os.environ.get("RUNFILES_DIR")
-    if srcdir:
-        p = os.path.join(srcdir, os.environ.get("TEST_WORKSPACE", WORKSPACE), rel)
-        if os.path.exists(p):
-            return p
-    return os.path.join(_REPO, rel)
 
 
 def replica_entry(st, name):
@@ -644,11 +597,7 @@ class Agent(Daemon):
             if not self.running():
                 raise AssertionError("%s exited (status %s) before listening:\n%s"
                                      % (self.label, self.returncode(), self.tail()))
-            try:
-                text = read_bytes(self.port_file).decode()
-            except FileNotFoundError:
-                return None
-            kv = dict(l.split("=", 1) for l in text.splitlines() if "=" in l)
+            kv = ports.read_port_file(self.port_file) or {}
             return kv if "control" in kv and "data" in kv else None
 
         kv = wait_until(ready, timeout, "%s to write %s" % (self.label, self.port_file),

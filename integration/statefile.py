@@ -16,10 +16,7 @@ kept its page cache. None when there is no state file.
 
 import os
 
-try:
-    from integration import wirelib
-except ImportError:  # run as a script from the checkout
-    import wirelib
+from integration import wirelib
 
 SLOT = 4096
 

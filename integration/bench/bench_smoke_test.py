@@ -5,13 +5,12 @@ results.json, results.md and chart.svg are well-formed.
 """
 import json
 import os
-import sys
 import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from integration.bench import bench  # noqa: E402
+from integration.bench import bench
+from integration.drill import drillkit as dk
 
 
 class BenchSmokeTest(unittest.TestCase):
@@ -21,8 +20,8 @@ class BenchSmokeTest(unittest.TestCase):
                            "bench")
         sections = list(bench.SECTIONS)
         try:
-            bench.dk.find_pg_bin()
-        except bench.dk.DrillError:  # no PostgreSQL 15 here
+            dk.find_pg_bin()
+        except dk.DrillError:  # no PostgreSQL 15 here
             sections = [s for s in sections if s not in ("pg", "pgbench")]
         rc = bench.main(["--quick", "--out", out, "--sections", ",".join(sections)])
 

@@ -21,4 +21,4 @@ cp bazel-bin/agent/walship-agent bazel-bin/status/walship-status \
 # background: about 2 % of this machine's CPU, taken from every variant.
 bazel shutdown
 
-WALSHIP_BIN_DIR="$bin_dir" python3 integration/bench/bench.py "$@"
+WALSHIP_BIN_DIR="$bin_dir" python3 -m integration.bench.bench "$@"

@@ -28,16 +28,12 @@ import threading
 import time
 import traceback
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(_HERE), "drill"))
-sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
-
-from integration import harness as h  # noqa: E402
-from integration.chaos import append_world  # noqa: E402
-from integration.chaos import checks  # noqa: E402
-from integration.chaos import faults  # noqa: E402
-from integration.chaos import netfault  # noqa: E402
-from integration.chaos import report  # noqa: E402
+from integration import harness as h
+from integration.chaos import append_world
+from integration.chaos import checks
+from integration.chaos import faults
+from integration.chaos import netfault
+from integration.chaos import report
 
 
 class Params(object):
@@ -203,7 +199,7 @@ def build_worlds(names, root, rng, params):
         worlds.append(append_world.AppendWorld(root, random.Random(rng.randrange(1 << 32)),
                                                params))
     if "postgres" in names:
-        import drillkit as dk
+        from integration.drill import drillkit as dk
         from integration.chaos import pg_world
         # PostgreSQL runs as an ordinary user, who must reach its files:
         # they live under /tmp, the daemons' logs under the output directory.

@@ -60,12 +60,7 @@ import tempfile
 import threading
 import time
 
-try:
-    from integration import fault_proxy
-except ImportError:  # run as a script from integration/chaos/
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))))
-    from integration import fault_proxy
+from integration import fault_proxy
 
 NS_PREFIX = "wschaos"
 VETH_PREFIX = "wsc"

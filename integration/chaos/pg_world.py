@@ -18,7 +18,7 @@ import shutil
 import signal
 import time
 
-import drillkit as dk
+from integration.drill import drillkit as dk
 from integration import harness as h
 from integration.chaos import checks
 from integration.chaos import world
@@ -185,7 +185,7 @@ class PgWorld(world.World):
             os.unlink(os.path.join(self.pg.datadir, "standby.signal"))
             self.pg.start(timeout=120)
         dk.wait_until(lambda: self.pg.psql("SELECT NOT pg_is_in_recovery()", check=False) == "t",
-                      60, 0.1, "the primary to accept writes")
+                      60, "the primary to accept writes", interval=0.1)
         self.set_sync(self.sync)
         self.start_load()
 

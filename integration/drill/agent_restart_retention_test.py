@@ -28,8 +28,7 @@ import signal
 import sys
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import drillkit as dk  # noqa: E402
+from integration.drill import drillkit as dk
 
 SEG = 1 << 20
 SLOT = "walship_restart"
@@ -68,7 +67,7 @@ class AgentRestartRetentionTest(unittest.TestCase):
             "--state-dir=%s" % self.state_dir,
             "--io-timeout-ms=2000", "--listen=%s" % self.control,
             "--data-listen=%s" % self.data, "--insecure"], self.agent_log)
-        dk.wait_until(lambda: self.status() is not None, 30, 0.1, "the agent to serve")
+        dk.wait_until(lambda: self.status() is not None, 30, "the agent to serve", interval=0.1)
 
     def stop_agent(self):
         rc = self.agent.stop(signal.SIGTERM)
@@ -129,16 +128,18 @@ class AgentRestartRetentionTest(unittest.TestCase):
             self.pg.psql("INSERT INTO filler VALUES ('x'); SELECT pg_switch_wal()")
 
     def wait_acked(self, name, lsn, what):
-        return dk.wait_until(lambda: self.flushed(name) >= lsn and self.flushed(name), 60, 0.1,
-                             "%s to acknowledge %s (%s)" % (name, dk.fmt_lsn(lsn), what))
+        return dk.wait_until(lambda: self.flushed(name) >= lsn and self.flushed(name), 60,
+                             "%s to acknowledge %s (%s)" % (name, dk.fmt_lsn(lsn), what),
+                             interval=0.1)
 
     def wait_keeper_round_after(self, name, acked, held):
         """Waits for a slot-keeper round that saw `name` at `acked`: either the
         agent recorded it (it records before it advances the slot), or the
         slot moved past `held` (what an agent that records nothing does)."""
         dk.wait_until(lambda: (self.recorded().get(name, (0, ""))[0] or 0) >= acked
-                      or self.slot()[0] > held, 20, 0.1,
-                      "a slot-keeper round after %s acknowledged %s" % (name, dk.fmt_lsn(acked)))
+                      or self.slot()[0] > held, 20,
+                      "a slot-keeper round after %s acknowledged %s" % (name, dk.fmt_lsn(acked)),
+                      interval=0.1)
 
     def assert_wal_kept_for(self, name, held):
         restart, _ = self.slot()
@@ -184,8 +185,8 @@ class AgentRestartRetentionTest(unittest.TestCase):
         _, flush = self.slot()
         self.wait_acked("r1", flush, "both follow")
         self.wait_acked("r2", flush, "both follow")
-        dk.wait_until(lambda: self.slot()[0] >= segment_of(flush), 20, 0.1,
-                      "the slot to follow both replicas")
+        dk.wait_until(lambda: self.slot()[0] >= segment_of(flush), 20,
+                      "the slot to follow both replicas", interval=0.1)
         self.assertEqual(self.replicas["r2"].stop(signal.SIGTERM), 0, "r2 did not stop cleanly")
         held = self.flushed("r2")  # its last acknowledgement, read once it stopped
 
@@ -239,18 +240,18 @@ class AgentRestartRetentionTest(unittest.TestCase):
         while self.slot()[1] - held <= bound + SEG:
             self.write_wal(1)
         dk.wait_until(lambda: "WAL retention bound exceeded" in self.log_text(self.agent_log),
-                      20, 0.2, "the agent's retention alert")
+                      20, "the agent's retention alert", interval=0.2)
         alert = [l for l in self.log_text(self.agent_log).splitlines()
                  if "WAL retention bound exceeded" in l][0]
         self.assertIn("r2 at %s" % dk.fmt_lsn(held), alert)
-        dk.wait_until(lambda: self.recorded().get("r2", (0, ""))[1] == "released", 20, 0.2,
-                      "the agent to record r2 as released")
+        dk.wait_until(lambda: self.recorded().get("r2", (0, ""))[1] == "released", 20,
+                      "the agent to record r2 as released", interval=0.2)
 
         # Released, r2 holds nothing: the slot follows r1 again.
         _, flush = self.slot()
         acked = self.wait_acked("r1", flush, "after the release")
-        dk.wait_until(lambda: self.slot()[0] >= segment_of(acked), 20, 0.2,
-                      "the slot to follow r1 once r2 was released")
+        dk.wait_until(lambda: self.slot()[0] >= segment_of(acked), 20,
+                      "the slot to follow r1 once r2 was released", interval=0.2)
 
     def test_damaged_state_file_stops_the_agent_at_start(self):
         path = os.path.join(self.state_dir, "replicas")

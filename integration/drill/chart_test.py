@@ -1,12 +1,9 @@
 """Tests for chart.py: percentiles and the SVG chart, on fake data."""
 
-import os
-import sys
 import unittest
 import xml.etree.ElementTree as ET
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import chart  # noqa: E402
+from integration.drill import chart
 
 
 class PercentilesTest(unittest.TestCase):

@@ -5,14 +5,13 @@ The promotion gate (refuse when the standby is behind), the RPO checks
 arithmetic, and the pg_waldump line format.
 """
 
-import os
-import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import drillkit as dk  # noqa: E402
-import walship_drill as wd  # noqa: E402
+from integration.drill import drillkit as dk
+from integration.drill import drill_measure
+from integration.drill import drill_setup
+from integration.drill import drill_steps
 
 MB = 1024 * 1024
 
@@ -83,8 +82,8 @@ class FakeCluster(object):
 class AckedPresentTest(unittest.TestCase):
 
     def run_check(self, acked, rows, suffix):
-        res = wd.Result("t")
-        wd.check_acked_present(res, FakeCluster(rows), [FakeLoad(acked)], suffix)
+        res = drill_steps.Result("t")
+        drill_steps.check_acked_present(res, FakeCluster(rows), [FakeLoad(acked)], suffix)
         return res
 
     def test_all_present(self):
@@ -119,12 +118,12 @@ class CommitAgeTest(unittest.TestCase):
     def test_oldest_unreplicated_commit(self):
         times = [10.0, 11.0, 12.0]
         lsns = [100, 200, 300]
-        self.assertEqual(wd.commit_age(12.5, 300, times, lsns), 0.0)
-        self.assertEqual(wd.commit_age(12.5, 200, times, lsns), 500.0)
-        self.assertEqual(wd.commit_age(12.5, 150, times, lsns), 1500.0)
+        self.assertEqual(drill_measure.commit_age(12.5, 300, times, lsns), 0.0)
+        self.assertEqual(drill_measure.commit_age(12.5, 200, times, lsns), 500.0)
+        self.assertEqual(drill_measure.commit_age(12.5, 150, times, lsns), 1500.0)
         # A commit acknowledged after the sample does not count.
-        self.assertEqual(wd.commit_age(11.5, 200, times, lsns), 0.0)
-        self.assertIsNone(wd.commit_age(12.5, None, times, lsns))
+        self.assertEqual(drill_measure.commit_age(11.5, 200, times, lsns), 0.0)
+        self.assertIsNone(drill_measure.commit_age(12.5, None, times, lsns))
 
 
 class FakeStandby(object):
@@ -155,35 +154,35 @@ class FakeReplica(object):
 class PromotionGateTest(unittest.TestCase):
 
     def setUp(self):
-        self.ctx = wd.Ctx(None, tempfile.mkdtemp(), 1, wd.Params(True))
+        self.ctx = drill_setup.Ctx(None, tempfile.mkdtemp(), 1, drill_setup.Params(True))
         self.ctx.p.replay_timeout = 1.0
         self.ctx.p.replay_stall = 0.3
         self.beyond = []
-        self.saved = wd.records_beyond
-        wd.records_beyond = lambda ctx, s, rep, start, tli: self.beyond.pop(0)
+        self.saved = drill_steps.records_beyond
+        drill_steps.records_beyond = lambda ctx, s, rep, start, tli: self.beyond.pop(0)
 
     def tearDown(self):
-        wd.records_beyond = self.saved
+        drill_steps.records_beyond = self.saved
 
     def test_caught_up(self):
-        ok, r, _ = wd.wait_standby_replayed(self.ctx, None, FakeStandby([50, 100]),
-                                            FakeReplica(100), 100)
+        ok, r, _ = drill_steps.wait_standby_replayed(self.ctx, None, FakeStandby([50, 100]),
+                                                     FakeReplica(100), 100)
         self.assertTrue(ok)
         self.assertEqual(r, 100)
 
     def test_incomplete_record_tail_is_caught_up(self):
         # Replay stops 40 bytes short; those bytes hold no complete record.
         self.beyond = [(0, 100)]
-        ok, r, detail = wd.wait_standby_replayed(self.ctx, None, FakeStandby([60]),
-                                                 FakeReplica(100), 100)
+        ok, r, detail = drill_steps.wait_standby_replayed(self.ctx, None, FakeStandby([60]),
+                                                          FakeReplica(100), 100)
         self.assertTrue(ok, detail)
         self.assertIn("no complete record", detail)
 
     def test_behind_refuses(self):
         # Replay stuck while complete records remain: refuse to promote.
         self.beyond = [(3, 100), (3, 100)]
-        ok, r, detail = wd.wait_standby_replayed(self.ctx, None, FakeStandby([60]),
-                                                 FakeReplica(100), 100)
+        ok, r, detail = drill_steps.wait_standby_replayed(self.ctx, None, FakeStandby([60]),
+                                                          FakeReplica(100), 100)
         self.assertFalse(ok)
         self.assertEqual(r, 60)
         self.assertIn("behind", detail)

@@ -15,7 +15,9 @@ import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The repository root (in the runfiles tree under Bazel): the drill runs as
+# `python3 -m integration.drill.walship_drill` from there.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class DrillQuickTest(unittest.TestCase):
@@ -24,14 +26,14 @@ class DrillQuickTest(unittest.TestCase):
         out = os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR") or tempfile.mkdtemp(
             prefix="drill-quick-")
         out = os.path.join(out, "drill")
-        argv = [sys.executable, os.path.join(HERE, "walship_drill.py"), "--quick", "--out", out]
+        argv = [sys.executable, "-m", "integration.drill.walship_drill", "--quick", "--out", out]
         if os.environ.get("WALSHIP_DRILL_SEED"):
             argv += ["--seed", os.environ["WALSHIP_DRILL_SEED"]]
         print("running: %s" % " ".join(argv), flush=True)
         # The drill bounds every wait itself; this is a last resort below
         # Bazel's "long" timeout (900 s). SIGTERM first: the drill then stops
         # every process it started and still writes nothing half-done.
-        p = subprocess.Popen(argv)
+        p = subprocess.Popen(argv, cwd=ROOT)
         try:
             rc = p.wait(timeout=780)
         except subprocess.TimeoutExpired:

@@ -13,8 +13,9 @@ Standard library only. What is here:
     cluster started as `postgres -D` (not pg_ctl, so the drill owns its
     process group), psql one-shot queries, basebackup, promote, pg_rewind.
   * PsqlSession: one long-lived psql for frequent cheap queries (sampling).
-  * LSN and WAL helpers: parse/format, segment names, pg_waldump's view of
-    where valid WAL ends.
+  * pg_waldump's view of where valid WAL ends. LSNs and segment names are
+    integration/walshiptest/lsn.py, waits walshiptest/waits.py, binaries
+    walshiptest/binaries.py (their names are here too, for the callers).
 
 Every wait is bounded: a helper that waits takes a timeout and raises
 DrillError (or returns None, as documented) when it passes.
@@ -26,21 +27,22 @@ import queue
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-WORKSPACE = "walship"
+from integration.walshiptest import binaries
+from integration.walshiptest import ports
+from integration.walshiptest import waits
+from integration.walshiptest.lsn import (  # noqa: F401 (the drill's names)
+    XLOG_BLCKSZ, fmt_lsn, parse_lsn, parse_segment, position_lsn, record_end, segment_name)
+
 PG_SUPERUSER = "drill"
 DEFAULT_USER = "walship-drill"
 _PG_BIN_CANDIDATES = ["/usr/lib/postgresql/15/bin"]
 _SBIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-XLOG_BLCKSZ = 8192
-_SHORT_PHD = 24  # SizeOfXLogShortPHD, MAXALIGNed
-_LONG_PHD = 40  # SizeOfXLogLongPHD, MAXALIGNed
 
 
 def _find_setpriv():
@@ -59,8 +61,11 @@ def _find_setpriv():
 _SETPRIV = _find_setpriv()
 
 
-class DrillError(Exception):
-    """A step of the drill could not be carried out (set-up, a bounded wait)."""
+# A step of the drill could not be carried out (set-up, a bounded wait: a
+# wait_until timing out raises waits.WaitTimeout, a DrillError).
+DrillError = waits.StepError
+wait_until = waits.wait_until
+free_port = ports.free_port
 
 
 _t_start = time.time()
@@ -77,21 +82,6 @@ def log(msg, *args):
     sys.stdout.flush()
 
 
-def wait_until(pred, timeout, interval=0.1, what="condition"):
-    """Polls pred() until it returns a true value, which is returned.
-
-    Raises DrillError after `timeout` seconds.
-    """
-    deadline = time.time() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.time() >= deadline:
-            raise DrillError("timed out after %.1fs waiting for %s" % (timeout, what))
-        time.sleep(interval)
-
-
 def read_text(path, since=0):
     """A log file's text from byte offset `since` ("" while it does not exist)."""
     try:
@@ -102,76 +92,6 @@ def read_text(path, since=0):
         return ""
 
 
-def free_port():
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-# ---------------------------------------------------------------------------
-# LSNs and segment names
-
-def parse_lsn(text):
-    """'1/A2B3C4' -> int; None or '' -> None."""
-    if not text:
-        return None
-    hi, _, lo = text.strip().partition("/")
-    return (int(hi, 16) << 32) | int(lo, 16)
-
-
-def fmt_lsn(lsn):
-    if lsn is None:
-        return "-"
-    return "%X/%X" % (lsn >> 32, lsn & 0xFFFFFFFF)
-
-
-_SEG_RE = re.compile(r"^([0-9A-F]{8})([0-9A-F]{8})([0-9A-F]{8})$")
-
-
-def parse_segment(name, segsize):
-    """'000000010000000000000003' -> (timeline, segno); None if not a segment."""
-    m = _SEG_RE.match(name or "")
-    if not m:
-        return None
-    per_id = 0x100000000 // segsize
-    return int(m.group(1), 16), int(m.group(2), 16) * per_id + int(m.group(3), 16)
-
-
-def segment_name(tli, segno, segsize):
-    per_id = 0x100000000 // segsize
-    return "%08X%08X%08X" % (tli, segno // per_id, segno % per_id)
-
-
-def position_lsn(pos, segsize):
-    """A walship Position {"segment": NAME, "offset": N} -> LSN, or None."""
-    if not pos:
-        return None
-    seg = parse_segment(pos.get("segment", ""), segsize)
-    if seg is None:
-        return None
-    return seg[1] * segsize + int(pos.get("offset", 0))
-
-
-def record_end(lsn, tot_len, segsize):
-    """End LSN of a WAL record of tot_len bytes starting at lsn.
-
-    Walks the bytes over page boundaries (a long page header at a segment
-    start, a short one elsewhere) and MAXALIGNs, as PostgreSQL's EndRecPtr.
-    """
-    pos, left = lsn, tot_len
-    while left > 0:
-        off = pos % XLOG_BLCKSZ
-        if off == 0:
-            hdr = _LONG_PHD if pos % segsize == 0 else _SHORT_PHD
-            pos += hdr
-            off = hdr
-        take = min(XLOG_BLCKSZ - off, left)
-        pos += take
-        left -= take
-    return (pos + 7) & ~7
-
-
 # rmgr: Heap len (rec/tot): 54/ 54, tx: 736, lsn: 0/0148A9D8, prev 0/0148A9A0, desc: ...
 _WALDUMP_RE = re.compile(
     r"^rmgr: (\S+)\s+len \(rec/tot\):\s*(\d+)/\s*(\d+), tx:\s*\d+, lsn: ([0-9A-F]+/[0-9A-F]+),"
@@ -180,29 +100,6 @@ _WALDUMP_RE = re.compile(
 
 # ---------------------------------------------------------------------------
 # The environment: user, temp dir, binaries, processes
-
-def find_binary(pkg, name):
-    """A walship-built binary in $WALSHIP_BIN_DIR, the Bazel runfiles, or bazel-bin/."""
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    cands = []
-    if os.environ.get("WALSHIP_BIN_DIR"):
-        cands.append(os.path.join(os.environ["WALSHIP_BIN_DIR"], name))
-    for var in ("TEST_SRCDIR", "RUNFILES_DIR"):
-        if os.environ.get(var):
-            cands.append(os.path.join(os.environ[var], os.environ.get("TEST_WORKSPACE", WORKSPACE),
-                                      pkg, name))
-    # py_binary under bazel run: runfiles beside the script.
-    here = os.path.abspath(__file__)
-    idx = here.find(".runfiles" + os.sep)
-    if idx >= 0:
-        cands.append(os.path.join(here[:idx + len(".runfiles")], WORKSPACE, pkg, name))
-    cands.append(os.path.join(repo, "bazel-bin", pkg, name))
-    for c in cands:
-        if os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
-    raise DrillError("%s not found (looked in %s); build it: bazel build //%s:%s"
-                     % (name, ", ".join(cands), pkg, name))
-
 
 def find_pg_bin():
     cands = ([os.environ["WALSHIP_PG_BIN"]] if os.environ.get("WALSHIP_PG_BIN") else []) + \
@@ -330,11 +227,11 @@ class DrillEnv(object):
         self.bin = self.mkdir("bin")
         self.binaries = {}
         try:
-            for pkg, name in [("agent", "walship-agent"), ("status", "walship-status"),
-                              ("replica", "walship-replica"),
-                              ("integration/drill", "drill-loader")]:
+            for target in [binaries.AGENT, binaries.STATUS, binaries.REPLICA,
+                           binaries.DRILL_LOADER]:
+                name = target[1]
                 dst = os.path.join(self.bin, name)
-                shutil.copyfile(find_binary(pkg, name), dst)
+                shutil.copyfile(binaries.find(target), dst)
                 os.chmod(dst, 0o755)
                 self.binaries[name] = dst
         except BaseException:
@@ -579,7 +476,7 @@ class PgCluster(object):
                     self.name, self.proc.returncode(), self.log_path))
             st = self.pm_status()
             return st in wait_for
-        wait_until(up, timeout, 0.1, "%s to be %s" % (self.name, "/".join(wait_for)))
+        wait_until(up, timeout, "%s to be %s" % (self.name, "/".join(wait_for)), interval=0.1)
         return self
 
     def pm_status(self):

@@ -30,15 +30,9 @@ import sys
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import drillkit as dk  # noqa: E402
+from integration.drill import drillkit as dk
 
-try:
-    from integration import statefile
-except ImportError:  # run as a script from the checkout
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))))
-    from integration import statefile
+from integration import statefile
 
 SEG = 1 << 20
 ROLE = "walship_agent"
@@ -123,7 +117,7 @@ class PgCrashRuleTest(unittest.TestCase):
                     return dict(l.strip().split("=", 1) for l in f if "=" in l).get("control")
             except OSError:
                 return None
-        addr = dk.wait_until(control, 30, 0.05, "agent port file")
+        addr = dk.wait_until(control, 30, "agent port file", interval=0.05)
         self.dest = os.path.join(self.dir, "replica-%s" % name)
         self.replica_log = os.path.join(self.logs, "replica-%s.log" % name)
         self.logs_to_show.append(self.replica_log)
@@ -147,7 +141,7 @@ class PgCrashRuleTest(unittest.TestCase):
         return self.pg.lsn("pg_current_wal_insert_lsn()")
 
     def wait_shipped(self, end, what):
-        dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.05, what)
+        dk.wait_until(lambda: self.replica_lsn() >= end, 30, what, interval=0.05)
 
     def lock_out(self):
         """Every query of the agent fails from now on, the postmaster running."""
@@ -218,12 +212,12 @@ class PgCrashRuleTest(unittest.TestCase):
         before = self.pg.lsn()
         self.pg.psql("INSERT INTO t SELECT generate_series(1, 5000)")
         self.pg.kill9_postmaster(timeout=30)
-        dk.wait_until(lambda: APPLIED in self.log_text(self.agent_log), 30, 0.05,
-                      "the agent to apply the crash rule")
+        dk.wait_until(lambda: APPLIED in self.log_text(self.agent_log), 30,
+                      "the agent to apply the crash rule", interval=0.05)
         end, records = dk.waldump_end(self.env, wal, before, 1, SEG)
         self.assertGreater(records, 0)
-        dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.05,
-                      "the replica to hold the valid WAL up to " + dk.fmt_lsn(end))
+        dk.wait_until(lambda: self.replica_lsn() >= end, 30,
+                      "the replica to hold the valid WAL up to " + dk.fmt_lsn(end), interval=0.05)
         self.assertEqual(self.replica_lsn(), end, "shipped past the end of valid WAL")
 
     def test_crash_rule_never_fires_from_another_pid_namespace(self):
@@ -242,8 +236,8 @@ class PgCrashRuleTest(unittest.TestCase):
         # it waits, and says why.
         start = len(self.log_text(self.agent_log))
         self.pg.kill9_postmaster(timeout=30)
-        dk.wait_until(lambda: WAITS in self.log_text(self.agent_log)[start:], 30, 0.05,
-                      "the agent to say why it waits")
+        dk.wait_until(lambda: WAITS in self.log_text(self.agent_log)[start:], 30,
+                      "the agent to say why it waits", interval=0.05)
         self.assertNotIn(APPLIED, self.log_text(self.agent_log))
 
     def test_pg_data_of_another_directory_is_refused_at_start(self):

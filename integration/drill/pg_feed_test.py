@@ -39,15 +39,9 @@ import time
 import unittest
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import drillkit as dk  # noqa: E402
+from integration.drill import drillkit as dk
 
-try:
-    from integration import statefile
-except ImportError:  # run as a script from the checkout
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))))
-    from integration import statefile
+from integration import statefile
 
 SEG = 1 << 20
 
@@ -89,7 +83,7 @@ class PgFeedTest(unittest.TestCase):
             except OSError:
                 return None
         addrs = dk.wait_until(lambda: (port_file() or {}).get("metrics") and port_file(), 30,
-                              0.05, "agent port file")
+                              "agent port file", interval=0.05)
         control = addrs["control"]
         self.metrics_url = "http://%s/metrics" % addrs["metrics"]
         self.dest = os.path.join(self.dir, "replica")
@@ -150,20 +144,20 @@ class PgFeedTest(unittest.TestCase):
         start = time.monotonic()
         for _ in range(commits):
             end = self.commit_row()
-            dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.005,
-                          "the replica to hold the commit")
+            dk.wait_until(lambda: self.replica_lsn() >= end, 30,
+                          "the replica to hold the commit", interval=0.005)
         return time.monotonic() - start, end
 
     def test_feed_pushes_flushes_and_reports_what_replicas_hold(self):
         self.start_pair()
-        dk.wait_until(self.feed_up, 30, 0.1, "the feed's walsender")
+        dk.wait_until(self.feed_up, 30, "the feed's walsender", interval=0.1)
         self.assertIn("flush feed: a walsender pushes each flush", self.log_text(self.agent_log))
         for _ in range(5):
             end = self.commit_row()
-            dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.02,
-                          "the replica to hold the commit (pushed by the feed)")
-        dk.wait_until(lambda: (self.walship_row() or (0, 0))[0] >= end, 15, 0.05,
-                      "pg_stat_replication to show the replica's flush position")
+            dk.wait_until(lambda: self.replica_lsn() >= end, 30,
+                          "the replica to hold the commit (pushed by the feed)", interval=0.02)
+        dk.wait_until(lambda: (self.walship_row() or (0, 0))[0] >= end, 15,
+                      "pg_stat_replication to show the replica's flush position", interval=0.05)
         # Never more than the replica holds: read the primary's view first.
         for _ in range(20):
             reported, written = self.walship_row()
@@ -173,7 +167,7 @@ class PgFeedTest(unittest.TestCase):
 
     def test_synchronous_commit_waits_for_a_walship_replica(self):
         self.start_pair()
-        dk.wait_until(self.feed_up, 30, 0.1, "the feed's walsender")
+        dk.wait_until(self.feed_up, 30, "the feed's walsender", interval=0.1)
         self.pg.psql("ALTER SYSTEM SET synchronous_standby_names = 'walship'")
         self.pg.psql("SELECT pg_reload_conf()")
         before = self.commit_row_before()  # returns: the replica acknowledged it
@@ -189,7 +183,7 @@ class PgFeedTest(unittest.TestCase):
             self.addCleanup(lambda: waiter.poll() is None and waiter.kill())
             dk.wait_until(lambda: self.pg.psql(
                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'") == "1",
-                30, 0.1, "the commit to wait for synchronous replication")
+                30, "the commit to wait for synchronous replication", interval=0.1)
             time.sleep(1.0)
             self.assertIsNone(waiter.poll(), "the commit returned while the replica was stopped")
         finally:
@@ -205,8 +199,8 @@ class PgFeedTest(unittest.TestCase):
     def test_async_standby_hears_positions_paced_and_a_sync_one_at_once(self):
         # A long interval, so that pacing shows in counts, not in timings.
         self.start_pair(extra=["--ack-interval-ms=400"])
-        dk.wait_until(lambda: self.metric("walship_agent_pg_feed_synchronous") == 0, 30, 0.1,
-                      "the agent to read that the primary lists the feed as async")
+        dk.wait_until(lambda: self.metric("walship_agent_pg_feed_synchronous") == 0, 30,
+                      "the agent to read that the primary lists the feed as async", interval=0.1)
         self.assertIn("as an async standby", self.log_text(self.agent_log))
         def updates():
             return {w: self.metric("walship_agent_pg_status_updates_total",
@@ -226,21 +220,21 @@ class PgFeedTest(unittest.TestCase):
         self.assertLess(sent, commits, "every acknowledgement was reported")
         # The last position held back still reaches the primary without any
         # further acknowledgement, and never more than the replica holds.
-        dk.wait_until(lambda: (self.walship_row() or (0, 0))[0] >= end, 15, 0.05,
-                      "pg_stat_replication to show the last position")
+        dk.wait_until(lambda: (self.walship_row() or (0, 0))[0] >= end, 15,
+                      "pg_stat_replication to show the last position", interval=0.05)
         self.assertLessEqual(self.walship_row()[0], self.replica_lsn())
         # Named in synchronous_standby_names: reports at once again, and a
         # commit waits for the replica as before.
         self.pg.psql("ALTER SYSTEM SET synchronous_standby_names = 'walship'")
         self.pg.psql("SELECT pg_reload_conf()")
-        dk.wait_until(lambda: self.metric("walship_agent_pg_feed_synchronous") == 1, 30, 0.1,
-                      "the agent to read that the primary waits for it")
+        dk.wait_until(lambda: self.metric("walship_agent_pg_feed_synchronous") == 1, 30,
+                      "the agent to read that the primary waits for it", interval=0.1)
         self.assertIn("as a sync standby", self.log_text(self.agent_log))
         # The replica hears it too (a commit would otherwise wait for a held
         # acknowledgement).
         dk.wait_until(lambda: "acknowledge new durable positions at once" in
-                      self.log_text(self.replica_log), 30, 0.1,
-                      "the replica to acknowledge at once")
+                      self.log_text(self.replica_log), 30,
+                      "the replica to acknowledge at once", interval=0.1)
         before, acks_before = updates(), self.acks()
         for _ in range(10):
             inside = self.commit_row_before()  # returns once a report covered it
@@ -255,8 +249,8 @@ class PgFeedTest(unittest.TestCase):
         # --ack-interval-ms applies from the start.
         self.start_pair(extra=["--pg-feed=false", "--ack-interval-ms=400"])
         dk.wait_until(lambda: "acknowledge new durable positions at most every 400ms" in
-                      self.log_text(self.replica_log), 30, 0.1,
-                      "the replica to hear that it may pace its acknowledgements")
+                      self.log_text(self.replica_log), 30,
+                      "the replica to hear that it may pace its acknowledgements", interval=0.1)
         acks_before = self.acks()
         commits = 30
         elapsed, _ = self.commit_one_by_one(commits)
@@ -278,19 +272,20 @@ class PgFeedTest(unittest.TestCase):
         self.pg.psql("ALTER ROLE %s SET log_statement = 'all'" % dk.PG_SUPERUSER)
         self.start_pair(extra=["--pg-feed=false"])
         end = self.commit_row()
-        dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.05, "shipping by query")
-        old = dk.wait_until(self.agent_query_backends, 10, 0.05, "the agent's query backend")
+        dk.wait_until(lambda: self.replica_lsn() >= end, 30, "shipping by query", interval=0.05)
+        old = dk.wait_until(self.agent_query_backends, 10, "the agent's query backend",
+                            interval=0.05)
         self.pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                      "WHERE application_name = 'walship-agent'")
         new = dk.wait_until(lambda: [p for p in self.agent_query_backends() if p not in old],
-                            30, 0.05, "the agent to connect again")
+                            30, "the agent to connect again", interval=0.05)
         end = self.commit_row()
-        dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.05,
-                      "shipping by query on the new connection")
+        dk.wait_until(lambda: self.replica_lsn() >= end, 30,
+                      "shipping by query on the new connection", interval=0.05)
         # Executed as the statement prepared on the new connection.
         executed = "[%d] LOG:  execute walship_flush_position: SELECT" % new[0]
-        dk.wait_until(lambda: executed in self.log_text(self.pg.log_path), 10, 0.1,
-                      "the new backend to execute the prepared statement")
+        dk.wait_until(lambda: executed in self.log_text(self.pg.log_path), 10,
+                      "the new backend to execute the prepared statement", interval=0.1)
         # Prepared before its first call there, not after a failed one.
         self.assertNotIn('prepared statement "walship_flush_position" does not exist',
                          self.log_text(self.pg.log_path))
@@ -302,7 +297,8 @@ class PgFeedTest(unittest.TestCase):
         replica holds the INSERT's WAL."""
         self.pg.psql("ALTER ROLE %s SET log_statement = 'all'" % dk.PG_SUPERUSER)
         self.start_pair(extra=["--pg-feed=false"] + list(extra))
-        pid = dk.wait_until(self.agent_query_backends, 30, 0.05, "the agent's query backend")[0]
+        pid = dk.wait_until(self.agent_query_backends, 30, "the agent's query backend",
+                            interval=0.05)[0]
         executed = "[%d] LOG:  execute walship_flush_position: SELECT" % pid
         before = len(self.log_text(self.pg.log_path))
         start = time.monotonic()
@@ -314,7 +310,8 @@ class PgFeedTest(unittest.TestCase):
                              "%d queries in %.2fs" % (asked, elapsed))
         self.assertGreater(asked, min(10, elapsed / interval_s / 4),
                            "%d queries in %.2fs" % (asked, elapsed))
-        dk.wait_until(lambda: self.replica_lsn() >= end, 60, 0.05, "the replica to hold it")
+        dk.wait_until(lambda: self.replica_lsn() >= end, 60, "the replica to hold it",
+                      interval=0.05)
 
     def test_without_a_feed_queries_are_spaced_while_wal_streams_in(self):
         # PostgreSQL writing into pg_wal prompts the query, at most one per
@@ -342,36 +339,39 @@ class PgFeedTest(unittest.TestCase):
             f.write(b"\xff\xff")  # xlp_magic
         self.start_pair(extra=["--pg-feed=false"])
         refused = "not shipping %s from offset %d" % (name, offset)
-        dk.wait_until(lambda: refused in self.log_text(self.agent_log), 30, 0.1,
-                      "the agent to refuse the damaged page")
-        dk.wait_until(lambda: self.replica_lsn() == page, 30, 0.05,
-                      "the replica to hold everything before the damaged page")
+        dk.wait_until(lambda: refused in self.log_text(self.agent_log), 30,
+                      "the agent to refuse the damaged page", interval=0.1)
+        dk.wait_until(lambda: self.replica_lsn() == page, 30,
+                      "the replica to hold everything before the damaged page", interval=0.05)
         time.sleep(0.5)
         self.assertEqual(self.replica_lsn(), page, "bytes past the damaged page were shipped")
         with open(path, "r+b") as f:
             f.seek(offset)
             f.write(whole)
-        dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.05,
-                      "shipping to go on once the page is whole")
+        dk.wait_until(lambda: self.replica_lsn() >= end, 30,
+                      "shipping to go on once the page is whole", interval=0.05)
 
     def test_feed_comes_back_after_its_walsender_is_terminated(self):
         self.start_pair()
-        dk.wait_until(self.feed_up, 30, 0.1, "the feed's walsender")
+        dk.wait_until(self.feed_up, 30, "the feed's walsender", interval=0.1)
         self.assertEqual(self.feed_metric(), 1)
         self.pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_replication "
                      "WHERE application_name = 'walship'")
-        dk.wait_until(lambda: "flush feed lost" in self.log_text(self.agent_log), 15, 0.1,
-                      "the agent to notice the lost feed")
-        dk.wait_until(lambda: self.feed_metric() == 0, 5, 0.05, "the metric to say it is down")
+        dk.wait_until(lambda: "flush feed lost" in self.log_text(self.agent_log), 15,
+                      "the agent to notice the lost feed", interval=0.1)
+        dk.wait_until(lambda: self.feed_metric() == 0, 5, "the metric to say it is down",
+                      interval=0.05)
         # Still shipping (by query while the feed is down).
         end = self.commit_row()
-        dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.05, "shipping by query")
+        dk.wait_until(lambda: self.replica_lsn() >= end, 30, "shipping by query", interval=0.05)
         dk.wait_until(lambda: self.log_text(self.agent_log).count(
-            "flush feed: a walsender pushes each flush") >= 2, 30, 0.2, "the feed to reopen")
-        dk.wait_until(self.feed_up, 15, 0.1, "the feed's walsender again")
-        dk.wait_until(lambda: self.feed_metric() == 1, 5, 0.05, "the metric to say it is up")
+            "flush feed: a walsender pushes each flush") >= 2, 30, "the feed to reopen",
+            interval=0.2)
+        dk.wait_until(self.feed_up, 15, "the feed's walsender again", interval=0.1)
+        dk.wait_until(lambda: self.feed_metric() == 1, 5, "the metric to say it is up",
+                      interval=0.05)
         end = self.commit_row()
-        dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.02, "shipping by the feed")
+        dk.wait_until(lambda: self.replica_lsn() >= end, 30, "shipping by the feed", interval=0.02)
 
     def test_role_without_replication_ships_by_query(self):
         self.pg.psql("CREATE ROLE plain LOGIN")
@@ -380,17 +380,17 @@ class PgFeedTest(unittest.TestCase):
         # Without pg_read_all_settings --pg-data cannot be checked: left out.
         self.start_pair(conninfo=conninfo, slot="", pg_data=False)
         dk.wait_until(lambda: "flush feed unavailable" in self.log_text(self.agent_log), 30,
-                      0.1, "the agent to say why there is no feed")
+                      "the agent to say why there is no feed", interval=0.1)
         self.assertIn("REPLICATION attribute", self.log_text(self.agent_log))
         end = self.commit_row()
-        dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.05, "shipping by query")
+        dk.wait_until(lambda: self.replica_lsn() >= end, 30, "shipping by query", interval=0.05)
         self.assertIsNone(self.walship_row())
 
     def test_wal_written_after_the_postmaster_died_is_shipped(self):
         self.start_pair()
-        dk.wait_until(self.feed_up, 30, 0.1, "the feed's walsender")
+        dk.wait_until(self.feed_up, 30, "the feed's walsender", interval=0.1)
         before = self.commit_row()
-        dk.wait_until(lambda: self.replica_lsn() >= before, 30, 0.02, "the first commit")
+        dk.wait_until(lambda: self.replica_lsn() >= before, 30, "the first commit", interval=0.02)
         # The InitPlan runs first and takes seconds without writing WAL; only
         # then are the rows inserted and the transaction committed. A backend
         # checks for postmaster death only when it waits, so it finishes.
@@ -404,7 +404,7 @@ class PgFeedTest(unittest.TestCase):
         self.addCleanup(lambda: busy.poll() is None and busy.kill())
         dk.wait_until(lambda: self.pg.psql(
             "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'INSERT INTO t SELECT 5%' "
-            "AND state = 'active'") == "1", 30, 0.02, "the busy backend")
+            "AND state = 'active'") == "1", 30, "the busy backend", interval=0.02)
         self.pg.kill9_postmaster(timeout=60)
         out, _ = busy.communicate(timeout=60)
         self.assertEqual(busy.returncode, 0, out)
@@ -413,9 +413,9 @@ class PgFeedTest(unittest.TestCase):
         self.assertIn("applying the crash rule", agent_log)
         end, records = dk.waldump_end(self.env, self.pg.pg_wal, before, 1, SEG)
         self.assertGreater(records, rows, "the rows' WAL is in pg_wal")
-        dk.wait_until(lambda: self.replica_lsn() >= end, 30, 0.05,
+        dk.wait_until(lambda: self.replica_lsn() >= end, 30,
                       "the replica to hold the WAL written after the postmaster died, up to "
-                      + dk.fmt_lsn(end))
+                      + dk.fmt_lsn(end), interval=0.05)
         self.assertEqual(self.replica_lsn(), end, "shipped past the end of valid WAL")
 
 

@@ -43,17 +43,10 @@ import sys
 import unittest
 import zlib
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import drillkit as dk  # noqa: E402
+from integration.drill import drillkit as dk
 
-try:
-    from integration import statefile
-    from integration import wirelib
-except ImportError:  # run as a script from the checkout
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))))
-    from integration import statefile
-    from integration import wirelib
+from integration import statefile
+from integration import wirelib
 
 SEG = 1 << 20
 NOT_PRIMARY = "is in recovery, not a primary"
@@ -115,7 +108,7 @@ class PgNeverSilentTest(unittest.TestCase):
                     return dict(l.strip().split("=", 1) for l in f if "=" in l).get("control")
             except OSError:
                 return None
-        return proc, dk.wait_until(control, 60, 0.05, "%s's port file" % name)
+        return proc, dk.wait_until(control, 60, "%s's port file" % name, interval=0.05)
 
     def start_replica(self, name, control, dest):
         log_path = os.path.join(self.logs, "%s.log" % name)
@@ -162,7 +155,7 @@ class PgNeverSilentTest(unittest.TestCase):
             if not d or dk.parse_segment(d[0], SEG)[0] != timeline or d[1] < lsn:
                 return False
             return not whole_before or os.path.exists(prev)
-        dk.wait_until(holds, 30, 0.05, what)
+        dk.wait_until(holds, 30, what, interval=0.05)
 
     def files(self, dest):
         """Every file of a replica directory but its lock: {name: (size, crc32)}."""
@@ -225,8 +218,8 @@ class PgNeverSilentTest(unittest.TestCase):
             held = [seg[1] for seg in (dk.parse_segment(n, SEG) for n in os.listdir(pg.pg_wal))
                     if seg and seg[0] == 1]
             return min(held) > segno_s + 2
-        dk.wait_until(gone, 40, 0, "%s and the two segments after it to be removed from "
-                      "pg_wal" % seg_s)
+        dk.wait_until(gone, 40, "%s and the two segments after it to be removed from "
+                      "pg_wal" % seg_s, interval=0)
         dk.log("%s and the two segments after it are gone from pg_wal: %s", seg_s,
                sorted(os.listdir(pg.pg_wal)))
 
@@ -254,7 +247,8 @@ class PgNeverSilentTest(unittest.TestCase):
         # Checked last: a failure of what the replicas do across the switch,
         # the main claim here, is reported first.
         try:
-            in_recovery = dk.wait_until(not_primary, 15, 0.1, "the agent to say not primary")
+            in_recovery = dk.wait_until(not_primary, 15, "the agent to say not primary",
+                                        interval=0.1)
         except dk.DrillError as e:
             in_recovery = "%s; last status: %s" % (e, self.status(control))
         self.assertEqual(pg.psql("SELECT pg_promote(true, 60)"), "t")
@@ -282,7 +276,7 @@ class PgNeverSilentTest(unittest.TestCase):
         def outcome():
             skipped = [n for n in os.listdir(dest1) if n.startswith("00000002")]
             return skipped or not r1.alive()
-        dk.wait_until(outcome, 30, 0.05, "r1 to stop or to skip to timeline 2")
+        dk.wait_until(outcome, 30, "r1 to stop or to skip to timeline 2", interval=0.05)
         skipped = [n for n in os.listdir(dest1) if n.startswith("00000002")]
         self.assertEqual(skipped, [], "r1 skipped the timeline 1 WAL after %s (removed from "
                          "pg_wal) and continued on timeline 2 with %s"
@@ -364,7 +358,7 @@ class PgNeverSilentTest(unittest.TestCase):
         def retried_or_stopped():
             text = self.log_text(r1.log_path, since)
             return not r1.alive() or len(re.findall(r"session ended: .*retrying", text)) >= 3
-        dk.wait_until(retried_or_stopped, 30, 0.05, "r1 to retry three times or stop")
+        dk.wait_until(retried_or_stopped, 30, "r1 to retry three times or stop", interval=0.05)
         text = self.log_text(r1.log_path, since)
         self.assertEqual(self.changes(before, self.files(dest)), "",
                          "r1 changed its files on a refusal by an agent beside a standby")
@@ -393,14 +387,14 @@ class PgNeverSilentTest(unittest.TestCase):
         self.wait_holds(dest, self.write_wal(pg, 50), "r1 to hold the rows")
         dk.wait_until(lambda: pg.psql("SELECT count(*) FROM pg_stat_replication WHERE "
                                       "application_name = 'walship'") == "1",
-                      30, 0.1, "the agent's flush feed")
+                      30, "the agent's flush feed", interval=0.1)
         # The replica is down: nothing will ever confirm the shutdown
         # checkpoint. The feed must not hold the shutdown up.
         self.assertEqual(r1.stop(), 0)
         self.write_wal(pg, 50)
         os.kill(pg.proc.pid, signal.SIGINT)
-        dk.wait_until(lambda: not pg.running(), 60, 0.1,
-                      "PostgreSQL to finish a fast shutdown while the agent runs")
+        dk.wait_until(lambda: not pg.running(), 60,
+                      "PostgreSQL to finish a fast shutdown while the agent runs", interval=0.1)
         log = self.log_text(os.path.join(self.logs, "agent.log"))
         self.assertIn("PostgreSQL is shutting down: closed the flush feed", log)
         agent.stop()
@@ -425,8 +419,8 @@ class PgNeverSilentTest(unittest.TestCase):
         def restart_lsn():
             return dk.parse_lsn(pg.psql(
                 "SELECT restart_lsn FROM pg_replication_slots WHERE slot_name = 'walship_idle'"))
-        dk.wait_until(lambda: restart_lsn() >= x_end - SEG, 30, 0.2,
-                      "the slot to reach %s" % x_name)
+        dk.wait_until(lambda: restart_lsn() >= x_end - SEG, 30,
+                      "the slot to reach %s" % x_name, interval=0.2)
         # Two rounds of the slot keeper: it must not move past X.
         time.sleep(2.5)
         self.assertLess(restart_lsn(), x_end,

@@ -17,8 +17,7 @@ import sys
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import drillkit as dk  # noqa: E402
+from integration.drill import drillkit as dk
 
 SEG = 1 << 20
 BOUND = 6 * SEG
@@ -51,7 +50,7 @@ class RetentionTest(unittest.TestCase):
                     return dict(l.strip().split("=", 1) for l in f if "=" in l).get("control")
             except OSError:
                 return None
-        self.control = dk.wait_until(port_file, 30, 0.05, "agent port file")
+        self.control = dk.wait_until(port_file, 30, "agent port file", interval=0.05)
         self.replica_log = os.path.join(self.logs, "replica.log")
         self.replica_argv = [
             self.env.binaries["walship-replica"], "--agent=%s" % self.control,
@@ -91,11 +90,11 @@ class RetentionTest(unittest.TestCase):
         self.write_wal(3)
         self.pg.psql("CHECKPOINT")
         _, flush = self.slot()
-        dk.wait_until(lambda: (self.replica_flushed() or 0) >= flush, 60, 0.1,
-                      "replica to catch up")
+        dk.wait_until(lambda: (self.replica_flushed() or 0) >= flush, 60,
+                      "replica to catch up", interval=0.1)
         acked = self.replica_flushed()
-        dk.wait_until(lambda: self.slot()[0] >= acked - SEG, 15, 0.2,
-                      "slot to advance to the replica's position")
+        dk.wait_until(lambda: self.slot()[0] >= acked - SEG, 15,
+                      "slot to advance to the replica's position", interval=0.2)
         restart, _ = self.slot()
         self.assertLessEqual(restart, acked, "the slot released WAL the replica lacks")
 
@@ -120,7 +119,7 @@ class RetentionTest(unittest.TestCase):
         while self.slot()[1] - hold <= BOUND * 0.8:
             self.write_wal(1)
         dk.wait_until(lambda: "over 80% of --max-retained-bytes" in self.log_text(self.agent_log),
-                      20, 0.2, "the agent's 80% alert")
+                      20, "the agent's 80% alert", interval=0.2)
         self.assertLessEqual(self.slot()[0], held, "released before the bound was reached")
         self.assertNotIn("bound exceeded", self.log_text(self.agent_log))
 
@@ -128,13 +127,13 @@ class RetentionTest(unittest.TestCase):
         self.write_wal(4)
         self.pg.psql("CHECKPOINT")
         dk.wait_until(lambda: "WAL retention bound exceeded" in self.log_text(self.agent_log),
-                      20, 0.2, "the agent's retention alert")
+                      20, "the agent's retention alert", interval=0.2)
         self.assertIn("r1 at", self.log_text(self.agent_log))
-        dk.wait_until(lambda: self.slot()[1] - self.slot()[0] <= BOUND + SEG, 15, 0.2,
-                      "the slot to release WAL beyond the bound")
+        dk.wait_until(lambda: self.slot()[1] - self.slot()[0] <= BOUND + SEG, 15,
+                      "the slot to release WAL beyond the bound", interval=0.2)
         self.pg.psql("CHECKPOINT")
-        dk.wait_until(lambda: first_needed not in os.listdir(self.pg.pg_wal), 15, 0.2,
-                      "the released segment to be recycled")
+        dk.wait_until(lambda: first_needed not in os.listdir(self.pg.pg_wal), 15,
+                      "the released segment to be recycled", interval=0.2)
 
         # 3. The replica restarts and reports the gap; it does not skip WAL.
         self.replica = dk.Proc(self.env, "replica", self.replica_argv, self.replica_log)

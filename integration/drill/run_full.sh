@@ -8,4 +8,4 @@ cd "$(dirname "$0")/../.."
 bash bazel/setup.sh
 bazel build --jobs=2 //integration/drill:drill-loader //agent:walship-agent \
     //status:walship-status //replica:walship-replica
-exec python3 integration/drill/walship_drill.py "$@"
+exec python3 -m integration.drill.walship_drill "$@"

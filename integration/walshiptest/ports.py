@@ -1,0 +1,43 @@
+"""TCP ports and the daemons' --port-file (KEY=HOST:PORT lines).
+
+Prefer `--listen=127.0.0.1:0 --port-file=F` and read_port_file(F) to
+free_port(): a port picked by binding and releasing can be taken by another
+process before the daemon binds it.
+"""
+
+import socket
+
+
+def parse_port_file(text):
+    """'control=127.0.0.1:5\\ndata=127.0.0.1:6\\n' -> {"control": ..., "data": ...}.
+
+    Lines without '=' are skipped; callers wait until the keys they need
+    are there.
+    """
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
+def read_port_file(path):
+    """parse_port_file() of the file at `path`; None while it does not exist."""
+    try:
+        with open(path, "rb") as f:
+            return parse_port_file(f.read().decode("utf-8", "replace"))
+    except FileNotFoundError:
+        return None
+
+
+def port_of(addr):
+    """'127.0.0.1:5432' -> 5432."""
+    return int(addr.rsplit(":", 1)[1])
+
+
+def free_port():
+    """A TCP port free on 127.0.0.1 right now (see the module comment)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
