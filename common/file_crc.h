@@ -2,14 +2,9 @@
 //
 // Used by the agent to checksum payloads and whole segments before they are
 // sent, and by the replica to verify what it wrote. The bytes are read with
-// pread(2) into a 256 KiB buffer that stays in the CPU cache and checksummed
-// there. Reading the page cache through mmap instead, which avoids that
-// copy, cost two to three times the CPU on the benchmark VM (0.24-0.71
-// against 0.13-0.26 CPU s/GiB over five runs of `benchtool crc`, a cached
-// 1 GiB file in 256 KiB frames):
-// mapping and unmapping page-cache pages (page-table updates, TLB
-// shootdowns) costs more there than copying them into a cache-resident
-// buffer.
+// pread(2) through the SysCalls seam into a 256 KiB buffer and checksummed
+// there (why not mmap: docs/benchmarks.md, "Design choices these
+// measurements decided").
 //
 // Thread-safety: stateless; safe from any thread. The file may grow while it
 // is read, but the range [offset, offset + length) must exist: a range past
@@ -35,10 +30,10 @@ absl::StatusOr<uint32_t> Crc32cOfFileRange(sys::SysCalls& sys, int fd,
                                            const std::string& context,
                                            uint32_t seed = 0);
 
-// Two CRC32Cs of the same range in one pass over the mapping: extending
-// `seed_a` and `seed_b` (e.g. a frame's own CRC and a segment's running CRC).
-// Each 64 KiB piece is read once from the page cache and then from the CPU
-// cache.
+// Two CRC32Cs of the same range in one pass: extending `seed_a` and `seed_b`
+// (e.g. a frame's own CRC and a segment's running CRC). Each buffer's worth
+// (256 KiB) is read once with pread(2) and checksummed twice while it is in
+// the CPU cache.
 absl::StatusOr<std::pair<uint32_t, uint32_t>> Crc32cOfFileRangeTwice(
     sys::SysCalls& sys, int fd, uint64_t offset, uint64_t length, const std::string& context,
     uint32_t seed_a, uint32_t seed_b);

@@ -161,9 +161,10 @@ class StateStore {
 // So a reader takes it only as a claim (ProgressPast()) and trusts it only
 // where the segment file holds bytes [0, offset) whose CRC32C is the
 // record's prefix_crc, the CRC computed when those bytes were received and
-// verified: SegmentWriter::Recover checks that for the replica, the restore
-// helper by extending the record's prefix CRC over the bytes past it. The benchmark
-// times acknowledgements by its modifications (inotify IN_MODIFY).
+// verified: recovery (replica/recovery.h) checks that for the replica, the
+// restore helper by extending the record's prefix CRC over the bytes past it.
+// Each acknowledgement follows one write of it, so a watcher of its
+// modifications (inotify IN_MODIFY) sees every acknowledgement.
 //
 // Thread-safety: Write() from one thread at a time; Load() from anywhere.
 inline constexpr char kProgressFileName[] = "walship.progress";
