@@ -103,7 +103,9 @@ void DataServer::Stop() {
   if (stopping_.exchange(true)) return;
   if (wake_write_.valid()) {
     char c = 1;
-    sys_.Write(wake_write_.get(), &c, 1);
+    // Ignored on purpose: the pipe is nonblocking, and when it is full
+    // (EAGAIN) a wake-up is already pending.
+    (void)sys_.Write(wake_write_.get(), &c, 1);
   }
   if (loop_thread_.joinable()) loop_thread_.join();
 }

@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <cstring>
 #include <limits>
 #include <thread>
 
@@ -138,7 +139,13 @@ absl::Status Session::ConnectData() {
       sock_, ConnectTcp(sys_, data, options_.connect_timeout, /*nonblocking=*/true));
   WALSHIP_RETURN_IF_ERROR(SetNoDelay(sys_, sock_.get()));
   int rcvbuf = 4 << 20;
-  sys_.Setsockopt(sock_.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+  if (sys::SysResult r =
+          sys_.Setsockopt(sock_.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+      !r.ok()) {
+    // Only a tuning hint: the session works with the kernel's default.
+    spdlog::warn("setsockopt SO_RCVBUF {}: {}; the kernel's default receive buffer stays",
+                 rcvbuf, std::strerror(r.err));
+  }
   std::string hello = wire::EncodeFrame(wire::FrameType::kHello, handshake_.session_id(), 0,
                                         handshake_.data_token());
   io_.io_timeout = options_.io_timeout;

@@ -2,6 +2,7 @@
 
 #include "common/sys/syscalls.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -11,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -107,6 +109,14 @@ SysResult RealSysCalls::Mkdir(const char* path, mode_t mode) {
   return Capture(::mkdir(path, mode));
 }
 
+SysResult RealSysCalls::Statvfs(const char* path, struct statvfs* st) {
+  return Capture(::statvfs(path, st));
+}
+
+SysResult RealSysCalls::Getdents64(int fd, void* buf, size_t n) {
+  return Capture(::getdents64(fd, buf, n));
+}
+
 SysResult RealSysCalls::Flock(int fd, int operation) {
   return Capture(::flock(fd, operation));
 }
@@ -179,6 +189,11 @@ SysResult RealSysCalls::SendRoom(int fd) {
 SysResult RealSysCalls::Setsockopt(int fd, int level, int name, const void* val,
                                    socklen_t len) {
   return Capture(::setsockopt(fd, level, name, val, len));
+}
+
+SysResult RealSysCalls::Getsockopt(int fd, int level, int name, void* val,
+                                   socklen_t* len) {
+  return Capture(::getsockopt(fd, level, name, val, len));
 }
 
 SysResult RealSysCalls::Getsockname(int fd, sockaddr* addr, socklen_t* len) {
