@@ -124,8 +124,8 @@ absl::StatusOr<std::string> DeriveStreamId(sys::SysCalls& sys,
 }
 
 AppendSource::AppendSource(sys::SysCalls& sys, AppendSourceOptions options,
-                           SegmentCatalog& catalog)
-    : sys_(sys), options_(std::move(options)), catalog_(catalog) {
+                           SegmentCatalog& catalog, Clock& clock)
+    : clock_(clock), sys_(sys), options_(std::move(options)), catalog_(catalog) {
   if (!options_.segment_pattern.empty()) {
     auto pattern = SegmentPattern::Compile(options_.segment_pattern);
     if (pattern.ok()) {
@@ -187,13 +187,13 @@ void AppendSource::Stop() {
 }
 
 void AppendSource::Loop() {
-  absl::Time next_rescan = absl::Now() + options_.rescan_interval;
+  absl::Time next_rescan = clock_.Now() + options_.rescan_interval;
   while (!stopping_.load()) {
     bool rescan = false;
     bool tail_modified = false;
     // Events are drained in one batch and acted on once: a burst of appends
     // costs one fstat, not one per write.
-    watch_->Wait(next_rescan - absl::Now(), [&](const inotify_event& ev) {
+    watch_->Wait(next_rescan - clock_.Now(), [&](const inotify_event& ev) {
       if (ev.mask & IN_Q_OVERFLOW) {
         rescan = true;
       } else if (ev.mask & (IN_DELETE_SELF | IN_MOVE_SELF)) {
@@ -214,12 +214,12 @@ void AppendSource::Loop() {
       }
     });
     if (stopping_.load()) break;
-    if (absl::Now() >= next_rescan) rescan = true;
+    if (clock_.Now() >= next_rescan) rescan = true;
     if (failed_) continue;
     absl::Status s;
     if (rescan) {
       s = Rescan();
-      next_rescan = absl::Now() + options_.rescan_interval;
+      next_rescan = clock_.Now() + options_.rescan_interval;
     } else if (tail_modified) {
       s = RefreshTail();
     }
@@ -434,7 +434,7 @@ absl::StatusOr<bool> AppendSource::CheckWritten(const std::string& name, int fd,
   }
   const uint64_t run_from = size - kPreallocatedZeroRun;
   if (complete) return RefusePreallocated(name, fd, from, size, run_from, false);
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_.Now();
   if (zero_tail_.has_value() && zero_tail_->name == name && zero_tail_->size == size) {
     if (now - zero_tail_->since < options_.zero_tail_grace) return false;
     return RefusePreallocated(name, fd, from, size, run_from, false);

@@ -55,8 +55,8 @@ uint64_t RandomId() {
 
 ReplicaSession::ReplicaSession(uint64_t id, std::string name, ShipStart start,
                                std::string token, absl::Time token_deadline,
-                               std::string replica_transport)
-    : id_(id),
+                               std::string replica_transport, Clock& clock)
+    : clock_(clock), id_(id),
       name_(std::move(name)),
       start_(std::move(start)),
       token_deadline_(token_deadline),
@@ -65,7 +65,7 @@ ReplicaSession::ReplicaSession(uint64_t id, std::string name, ShipStart start,
   sent_ = start_.position;
   written_ = start_.position;
   flushed_ = start_.position;
-  progress_at_ = absl::Now();
+  progress_at_ = clock_.Now();
 }
 
 ReplicaSession::~ReplicaSession() { Close(); }
@@ -74,7 +74,7 @@ absl::Status ReplicaSession::ClaimToken(absl::string_view token) {
   absl::MutexLock lock(&mu_);
   if (finished_) return absl::UnauthenticatedError("session has ended");
   if (token_used_) return absl::UnauthenticatedError("token already used (replayed)");
-  if (absl::Now() > token_deadline_) return absl::UnauthenticatedError("token expired");
+  if (clock_.Now() > token_deadline_) return absl::UnauthenticatedError("token expired");
   // A wrong token consumes nothing: otherwise anyone who reaches the data
   // port could end a replica's session with a forged HELLO. Guessing is
   // hopeless anyway (256 random bits, and the data port rate-limits
@@ -144,7 +144,7 @@ void ReplicaSession::OnAck(const walship::v1::Ack& ack) {
   if (written_ < w) written_ = w;
   if (flushed_ < f) {
     flushed_ = f;
-    progress_at_ = absl::Now();
+    progress_at_ = clock_.Now();
   }
   replica_counters_ = ack.counters();
 }
@@ -247,7 +247,7 @@ std::shared_ptr<ReplicaSession> SessionRegistry::Create(
     absl::MutexLock lock(&mu_);
     *token_out = RandomToken();
     s = std::make_shared<ReplicaSession>(NewIdLocked(), name, start, *token_out,
-                                         absl::Now() + token_ttl, replica_transport);
+                                         clock_.Now() + token_ttl, replica_transport, clock_);
     auto it = by_name_.find(name);
     if (it != by_name_.end()) old = it->second;
     by_name_[name] = s;

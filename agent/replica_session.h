@@ -33,6 +33,7 @@
 #include "agent/held_segments.h"
 #include "agent/replica_state.h"
 #include "agent/shipper.h"
+#include "common/clock.h"
 #include "common/position.h"
 #include "common/sys/unique_fd.h"
 #include "proto/walship.pb.h"
@@ -57,7 +58,8 @@ using ShipperRunner = std::function<absl::Status(
 class ReplicaSession final : public ShipperEvents {
  public:
   ReplicaSession(uint64_t id, std::string name, ShipStart start, std::string token,
-                 absl::Time token_deadline, std::string replica_transport);
+                 absl::Time token_deadline, std::string replica_transport,
+                 Clock& clock = DefaultClock());
   ~ReplicaSession() override;
 
   uint64_t id() const { return id_; }
@@ -105,6 +107,8 @@ class ReplicaSession final : public ShipperEvents {
  private:
   void Push(walship::v1::SessionEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  Clock& clock_;
+
   const uint64_t id_;
   const std::string name_;
   const ShipStart start_;
@@ -135,6 +139,9 @@ class ReplicaSession final : public ShipperEvents {
 // All sessions, by id and by replica name.
 class SessionRegistry {
  public:
+  // Sessions read the time (token deadlines, progress) from `clock`.
+  explicit SessionRegistry(Clock& clock = DefaultClock()) : clock_(clock) {}
+
   // Creates a session with a fresh random token (32 bytes) and a random id
   // (64 bits, never 0, unique among the registry's sessions), replacing (and
   // closing) any earlier session of the same replica name. The id is no
@@ -165,6 +172,7 @@ class SessionRegistry {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::function<void()> ack_observer_;
+  Clock& clock_;
   mutable absl::Mutex mu_;
   absl::Mutex pacing_mu_;  // SetAckPacing calls reach sessions in order
   absl::Duration ack_pacing_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();

@@ -64,8 +64,8 @@ absl::Status RenamePartial(sys::SysCalls& sys, const std::string& dir, const std
   return absl::OkStatus();
 }
 
-Publisher::Publisher(sys::SysCalls& sys, std::string dir, bool drop_behind)
-    : sys_(sys), dir_(std::move(dir)), drop_behind_(drop_behind) {}
+Publisher::Publisher(sys::SysCalls& sys, std::string dir, bool drop_behind, Clock& clock)
+    : clock_(clock), sys_(sys), dir_(std::move(dir)), drop_behind_(drop_behind) {}
 
 Publisher::~Publisher() = default;
 
@@ -160,7 +160,7 @@ void Publisher::DropPages(const Queued& q) {
       return;
     }
     off += len;
-    if (off < total && !HasPagesToDrop()) absl::SleepFor(kDropSlicePause);
+    if (off < total && !HasPagesToDrop()) clock_.SleepFor(kDropSlicePause);
   } while (off < total);
 }
 

@@ -48,8 +48,9 @@ std::string OneLine(absl::string_view text) {
 }  // namespace
 
 PostgresSource::PostgresSource(sys::SysCalls& sys, PostgresSourceOptions options,
-                               SegmentCatalog& catalog)
+                               SegmentCatalog& catalog, Clock& clock)
     : sys_(sys),
+      clock_(clock),
       options_(std::move(options)),
       catalog_(catalog),
       pg_(options_.conninfo),
@@ -58,15 +59,15 @@ PostgresSource::PostgresSource(sys::SysCalls& sys, PostgresSourceOptions options
 PostgresSource::~PostgresSource() { Stop(); }
 
 absl::Status PostgresSource::Start() {
-  absl::Time deadline = absl::Now() + options_.start_timeout;
+  absl::Time deadline = clock_.Now() + options_.start_timeout;
   absl::StatusOr<PgClient::Rows> rows;
   for (;;) {
     rows = pg_.Query(
         "SELECT s.system_identifier, i.bytes_per_wal_segment, i.wal_block_size "
         "FROM pg_control_system() s, pg_control_init() i");
-    if (rows.ok() || absl::Now() > deadline) break;
+    if (rows.ok() || clock_.Now() > deadline) break;
     spdlog::warn("waiting for PostgreSQL: {}", rows.status().ToString());
-    absl::SleepFor(absl::Seconds(1));
+    clock_.SleepFor(absl::Seconds(1));
   }
   if (!rows.ok()) return rows.status();
   if (rows->size() != 1 || (*rows)[0].size() != 3 ||
@@ -131,7 +132,7 @@ void PostgresSource::ReportReplicas(pg::Lsn write, pg::Lsn flush) {
   report_flush_ = std::max(report_flush_, flush);
   if (feed_ == nullptr || !feed_->active()) return;
   const bool was_held = feed_->report_due() != absl::InfiniteFuture();
-  absl::Status s = feed_->Report(report_write_, report_flush_, absl::Now());
+  absl::Status s = feed_->Report(report_write_, report_flush_, clock_.Now());
   // A failed report: the source thread notices the closed feed and falls
   // back to queries. A position newly held back: the source thread sends it
   // when due, and must wake for that rather than sleep its usual second.
@@ -153,7 +154,7 @@ void PostgresSource::CheckSyncState() {
     if (feed_ == nullptr || !feed_->active()) return;
     pid = feed_->backend_pid();
   }
-  next_sync_check_ = absl::Now() + options_.sync_state_interval;
+  next_sync_check_ = clock_.Now() + options_.sync_state_interval;
   auto rows = pg_.Query(
       absl::StrCat("SELECT sync_state FROM pg_stat_replication WHERE pid = ", pid));
   // Until the primary says async (no answer, no row yet), the feed keeps
@@ -183,7 +184,7 @@ void PostgresSource::CheckSyncState() {
 
 void PostgresSource::MaybeStartFeed() {
   if (!options_.feed || primary_down_ || in_recovery_ || timeline_ == 0) return;
-  if (absl::Now() < next_feed_attempt_) return;
+  if (clock_.Now() < next_feed_attempt_) return;
   {
     absl::MutexLock lock(&feed_mu_);
     if (feed_ != nullptr) return;  // live, or lost and not yet handled
@@ -196,7 +197,7 @@ void PostgresSource::MaybeStartFeed() {
   absl::Status s = feed->Start(exp_.system_id, timeline_);
   if (!s.ok()) {
     const bool refused = absl::IsFailedPrecondition(s);
-    next_feed_attempt_ = absl::Now() + options_.feed_retry * (refused ? 12 : 1);
+    next_feed_attempt_ = clock_.Now() + options_.feed_retry * (refused ? 12 : 1);
     std::string msg(s.message());
     if (msg != last_feed_error_) {
       spdlog::warn("flush feed unavailable, following the flush position by query instead "
@@ -235,7 +236,7 @@ absl::Status PostgresSource::FollowFeed(absl::Time* last_query) {
     if (announced.ok()) {
       // Periodic, asked for by the server, or held back by the pacer and
       // now due; otherwise acknowledgements report from ReportReplicas().
-      absl::Status r = feed_->Report(report_write_, report_flush_, absl::Now());
+      absl::Status r = feed_->Report(report_write_, report_flush_, clock_.Now());
       if (!r.ok()) announced = r;
     }
   }
@@ -243,14 +244,14 @@ absl::Status PostgresSource::FollowFeed(absl::Time* last_query) {
     spdlog::warn("flush feed lost ({}); following the flush position by query",
                  std::string(announced.status().message()));
     DropFeed();
-    *last_query = absl::Now();
+    *last_query = clock_.Now();
     return Poll();  // at once: the primary may have gone down
   }
   if (*announced > flush_ && !primary_down_) flush_ = *announced;
   if (absl::Status s = Publish(timeline_, flush_); !s.ok()) return s;
-  if (absl::Now() >= next_sync_check_) CheckSyncState();
-  if (absl::Now() - *last_query >= options_.feed_query_interval) {
-    *last_query = absl::Now();
+  if (clock_.Now() >= next_sync_check_) CheckSyncState();
+  if (clock_.Now() - *last_query >= options_.feed_query_interval) {
+    *last_query = clock_.Now();
     return Poll();
   }
   return absl::OkStatus();
@@ -265,7 +266,7 @@ void PostgresSource::Stop() {
 }
 
 void PostgresSource::Loop() {
-  absl::Time last_query = absl::Now();  // Start() has just queried
+  absl::Time last_query = clock_.Now();  // Start() has just queried
   while (!stopping_.load()) {
     int feed_fd = -1;
     bool feed_live = false;  // open, or closed by a failed report not yet handled
@@ -287,16 +288,16 @@ void PostgresSource::Loop() {
     // With the feed, a held-back status update (FollowFeed sends it) sets
     // the deadline too.
     if (!feed_live) {
-      const absl::Duration since = absl::Now() - last_query;
+      const absl::Duration since = clock_.Now() - last_query;
       if (since < options_.min_query_interval) {
-        absl::SleepFor(options_.min_query_interval - since);
+        clock_.SleepFor(options_.min_query_interval - since);
         if (stopping_.load()) break;
       }
     }
     watch_->Wait(
         feed_live ? std::max(absl::ZeroDuration(),
                              std::min({options_.feed_query_interval, absl::Seconds(1),
-                                       report_due - absl::Now()}))
+                                       report_due - clock_.Now()}))
                   : options_.poll_interval,
         [this](const inotify_event& ev) {
           if (ev.mask & (IN_CREATE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE | IN_Q_OVERFLOW)) {
@@ -310,7 +311,7 @@ void PostgresSource::Loop() {
     if (feed_live) {
       s = FollowFeed(&last_query);
     } else {
-      last_query = absl::Now();
+      last_query = clock_.Now();
       s = Poll();
     }
     if (!s.ok()) {
@@ -370,14 +371,14 @@ void PostgresSource::VerifyPostmaster(int backend_pid) {
 void PostgresSource::LogNoCrashRule(const absl::Status& failed,
                                     const PostmasterWatch::Evidence& e) {
   if (e.why == no_crash_rule_logged_ &&
-      absl::Now() - last_no_crash_rule_log_ < absl::Seconds(10)) {
+      clock_.Now() - last_no_crash_rule_log_ < absl::Seconds(10)) {
     return;
   }
   spdlog::warn("cannot query the flush position ({}); the crash rule does not run ({}): "
                "waiting for PostgreSQL",
                OneLine(failed.message()), e.why);
   no_crash_rule_logged_ = e.why;
-  last_no_crash_rule_log_ = absl::Now();
+  last_no_crash_rule_log_ = clock_.Now();
 }
 
 bool PostgresSource::DropFeed() {
@@ -390,7 +391,7 @@ bool PostgresSource::DropFeed() {
   }
   sync_state_.clear();
   NoteSync();
-  next_feed_attempt_ = absl::Now() + options_.feed_retry;
+  next_feed_attempt_ = clock_.Now() + options_.feed_retry;
   if (watch_.has_value()) {
     if (absl::Status m = watch_->SetMask(WatchMask(false)); !m.ok()) {
       spdlog::warn("{}", m.ToString());
@@ -438,10 +439,10 @@ absl::Status PostgresSource::Poll() {
     // still be writing and committing. Recovery would replay what they
     // write, so every write in pg_wal while the primary is down is
     // scanned for.
-    if (wal_written_ && absl::Now() - last_crash_scan_ >= kCrashRescanSpacing) {
+    if (wal_written_ && clock_.Now() - last_crash_scan_ >= kCrashRescanSpacing) {
       return ApplyCrashRule(/*first=*/false);
     }
-    if (crash_logged_ < flush_ && absl::Now() - last_crash_log_ >= absl::Seconds(1)) {
+    if (crash_logged_ < flush_ && clock_.Now() - last_crash_log_ >= absl::Seconds(1)) {
       LogCrashRuleProgress(/*first=*/false);
     }
     return absl::OkStatus();
@@ -484,10 +485,10 @@ absl::Status PostgresSource::Poll() {
     // than the scan shipped. Its recovery replays the same records, so its
     // flush position catches up; never ship backwards meanwhile.
     static absl::Time last_warn = absl::InfinitePast();
-    if (absl::Now() - last_warn > absl::Seconds(10)) {
+    if (clock_.Now() - last_warn > absl::Seconds(10)) {
       spdlog::warn("PostgreSQL reports flush position {} behind the {} already shipped",
                    lsn_text, pg::FormatLsn(flush_));
-      last_warn = absl::Now();
+      last_warn = clock_.Now();
     }
     *lsn = flush_;
   }
@@ -500,7 +501,7 @@ absl::Status PostgresSource::ApplyCrashRule(bool first) {
   if (timeline_ == 0) return absl::OkStatus();
   // Cleared before reading: a write during the scan sets it again.
   wal_written_ = false;
-  last_crash_scan_ = absl::Now();
+  last_crash_scan_ = clock_.Now();
   const uint64_t seg_size = exp_.segment_size;
   const pg::Lsn seg_start = pg::SegmentStartLsn(pg::SegmentOfLsn(flush_, seg_size), seg_size);
   pg::DirectoryWalBytes wal(sys_, options_.wal_dir, timeline_, seg_size);
@@ -516,7 +517,7 @@ absl::Status PostgresSource::ApplyCrashRule(bool first) {
     flush_ = scan->end;
     // A busy orphaned backend can make this a rescan every few ms: a line a
     // second, covering every scan since the last line, says enough.
-    if (first || absl::Now() - last_crash_log_ >= absl::Seconds(1)) LogCrashRuleProgress(first);
+    if (first || clock_.Now() - last_crash_log_ >= absl::Seconds(1)) LogCrashRuleProgress(first);
     return Publish(timeline_, flush_);
   }
   if (first) {
@@ -533,7 +534,7 @@ void PostgresSource::LogCrashRuleProgress(bool first) {
       flush_ - crash_logged_,
       first ? "the last reported flush position" : "what it shipped before,",
       pg::FormatLsn(crash_logged_), pg::FormatLsn(flush_), crash_stop_reason_);
-  last_crash_log_ = absl::Now();
+  last_crash_log_ = clock_.Now();
   crash_logged_ = flush_;
 }
 

@@ -109,14 +109,14 @@ uint64_t PostgresSource::ValidatePages(const std::string& name, pg::Lsn seg_star
 
 absl::Status PostgresSource::Publish(uint32_t timeline, pg::Lsn flush) {
   // A rescan once a second regardless, in case an event was missed.
-  const bool rescan = dir_changed_ || absl::Now() - last_scan_ > absl::Seconds(1);
+  const bool rescan = dir_changed_ || clock_.Now() - last_scan_ > absl::Seconds(1);
   if (!rescan && published_all_ && timeline == published_timeline_ &&
       flush == published_flush_) {
     return absl::OkStatus();
   }
   if (rescan) {
     dir_changed_ = false;  // events from here on count for the next poll
-    last_scan_ = absl::Now();
+    last_scan_ = clock_.Now();
     DIR* d = opendir(options_.wal_dir.c_str());
     if (d == nullptr) {
       return sys::ErrnoToStatus(errno, absl::StrCat("open WAL directory ", options_.wal_dir));
