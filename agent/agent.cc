@@ -151,7 +151,7 @@ uint16_t Agent::data_port() const { return data_server_ ? data_server_->port() :
 
 absl::Status Agent::StartSource() {
   catalog_ = std::make_unique<SegmentCatalog>(clock_);
-  registry_ = std::make_unique<SessionRegistry>(clock_);
+  registry_ = std::make_unique<SessionRegistry>(sys_, clock_);
   WALSHIP_ASSIGN_OR_RETURN(source_, MakeWalSource(sys_, options_, *catalog_, clock_));
   DeclareMetrics();
   // Replicas acknowledge at --ack-interval unless the source asks for sooner.

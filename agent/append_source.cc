@@ -1,6 +1,5 @@
 #include "agent/append_source.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -237,17 +236,14 @@ absl::Status AppendSource::Rescan() {
 }
 
 absl::StatusOr<std::map<std::string, uint64_t>> AppendSource::ListSegments() {
-  DIR* d = opendir(options_.wal_dir.c_str());
-  if (d == nullptr) {
-    return sys::ErrnoToStatus(errno, absl::StrCat("open WAL directory ", options_.wal_dir));
-  }
+  WALSHIP_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                           sys::ListDirectory(sys_, options_.wal_dir, "WAL directory"));
   std::map<std::string, uint64_t> sizes;
   std::map<std::string, std::vector<std::string>> by_shape;
   std::set<std::string> seen;
   absl::Status unshippable;
   skipped_shapes_.clear();
-  while (dirent* e = readdir(d)) {
-    std::string name = e->d_name;
+  for (const std::string& name : names) {
     if (name.empty() || name[0] == '.') continue;
     seen.insert(name);
     std::string path = absl::StrCat(options_.wal_dir, "/", name);
@@ -284,7 +280,6 @@ absl::StatusOr<std::map<std::string, uint64_t>> AppendSource::ListSegments() {
     }
     sizes[name] = static_cast<uint64_t>(st.st_size);
   }
-  closedir(d);
   for (auto it = noted_.begin(); it != noted_.end();) {
     it = seen.count(*it) ? std::next(it) : noted_.erase(it);
   }

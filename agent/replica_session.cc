@@ -53,10 +53,12 @@ uint64_t RandomId() {
 
 }  // namespace
 
-ReplicaSession::ReplicaSession(uint64_t id, std::string name, ShipStart start,
-                               std::string token, absl::Time token_deadline,
+ReplicaSession::ReplicaSession(sys::SysCalls& sys, uint64_t id, std::string name,
+                               ShipStart start, std::string token, absl::Time token_deadline,
                                std::string replica_transport, Clock& clock)
-    : clock_(clock), id_(id),
+    : sys_(sys),
+      clock_(clock),
+      id_(id),
       name_(std::move(name)),
       start_(std::move(start)),
       token_deadline_(token_deadline),
@@ -165,7 +167,9 @@ void ReplicaSession::Fail(absl::Status status) {
     if (finished_) return;
     finished_ = true;
     if (failure_.ok()) failure_ = std::move(status);
-    if (data_fd_.valid()) ::shutdown(data_fd_.get(), SHUT_RDWR);
+    // Ignored on purpose: it only wakes the shipper; ENOTCONN (the peer went
+    // first) leaves nothing to wake.
+    if (data_fd_.valid()) (void)sys_.Shutdown(data_fd_.get(), SHUT_RDWR);
   }
   stop_.store(true);
 }
@@ -246,7 +250,7 @@ std::shared_ptr<ReplicaSession> SessionRegistry::Create(
   {
     absl::MutexLock lock(&mu_);
     *token_out = RandomToken();
-    s = std::make_shared<ReplicaSession>(NewIdLocked(), name, start, *token_out,
+    s = std::make_shared<ReplicaSession>(sys_, NewIdLocked(), name, start, *token_out,
                                          clock_.Now() + token_ttl, replica_transport, clock_);
     auto it = by_name_.find(name);
     if (it != by_name_.end()) old = it->second;

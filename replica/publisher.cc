@@ -73,7 +73,8 @@ absl::Status Publisher::AppendSum(const std::string& name, uint64_t length, uint
   const std::string path = absl::StrCat(dir_, "/", kSumsFileName);
   std::string line = SegmentSumLine(name, length, crc32c);
   if (!sums_.valid()) {
-    bool existed = access(path.c_str(), F_OK) == 0;
+    struct stat st;
+    const bool existed = sys_.Stat(path.c_str(), &st).ok();
     WALSHIP_ASSIGN_OR_RETURN(sums_, sys::OpenFile(sys_, path, O_RDWR | O_CREAT | O_APPEND));
     if (!existed) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
     // A crash in the middle of an earlier append leaves a last line without

@@ -119,7 +119,7 @@ absl::Status Replica::Run() {
       // new is acknowledged, and the next session resumes from the durable
       // position once space returns.
       struct statvfs v;
-      uint64_t free_bytes = statvfs(options_.dest.c_str(), &v) == 0
+      uint64_t free_bytes = sys_.Statvfs(options_.dest.c_str(), &v).ok()
                                 ? static_cast<uint64_t>(v.f_bavail) * v.f_frsize
                                 : 0;
       spdlog::error("disk full in {}: {} bytes free; acknowledging nothing new; retrying in {} "

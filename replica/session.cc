@@ -514,7 +514,9 @@ void Session::Fail(absl::Status s) {
   if (failed_) return;
   failed_ = true;
   status_ = std::move(s);
-  if (data_fd_ >= 0) ::shutdown(data_fd_, SHUT_RDWR);
+  // Ignored on purpose: it only wakes the reader; ENOTCONN (the peer went
+  // first) leaves nothing to wake.
+  if (data_fd_ >= 0) (void)sys_.Shutdown(data_fd_, SHUT_RDWR);
   if (ctx_ != nullptr) ctx_->TryCancel();
 }
 
@@ -533,7 +535,9 @@ void Session::Attach(int data_fd, grpc::ClientContext* ctx) {
   data_fd_ = data_fd;
   ctx_ = ctx;
   if (failed_) {
-    if (data_fd_ >= 0) ::shutdown(data_fd_, SHUT_RDWR);
+    // Ignored on purpose: it only wakes the reader; ENOTCONN (the peer went
+  // first) leaves nothing to wake.
+  if (data_fd_ >= 0) (void)sys_.Shutdown(data_fd_, SHUT_RDWR);
     if (ctx_ != nullptr) ctx_->TryCancel();
   }
 }

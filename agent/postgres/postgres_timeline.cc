@@ -4,7 +4,6 @@
 // position raises about timelines (RedirectMissing, Successor). The loop,
 // the flush-position follower and the crash rule are in postgres_source.cc.
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -117,13 +116,8 @@ absl::Status PostgresSource::Publish(uint32_t timeline, pg::Lsn flush) {
   if (rescan) {
     dir_changed_ = false;  // events from here on count for the next poll
     last_scan_ = clock_.Now();
-    DIR* d = opendir(options_.wal_dir.c_str());
-    if (d == nullptr) {
-      return sys::ErrnoToStatus(errno, absl::StrCat("open WAL directory ", options_.wal_dir));
-    }
-    names_.clear();
-    while (dirent* e = readdir(d)) names_.push_back(e->d_name);
-    closedir(d);
+    WALSHIP_ASSIGN_OR_RETURN(names_,
+                             sys::ListDirectory(sys_, options_.wal_dir, "WAL directory"));
     std::sort(names_.begin(), names_.end());
     ancestry_.reset();
     validate_name_.clear();  // the name may now be another (recycled) file

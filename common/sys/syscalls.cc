@@ -9,7 +9,6 @@
 #include <linux/sockios.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/statvfs.h>
@@ -202,18 +201,6 @@ SysResult RealSysCalls::Getsockname(int fd, sockaddr* addr, socklen_t* len) {
 
 SysResult RealSysCalls::Shutdown(int fd, int how) {
   return Capture(::shutdown(fd, how));
-}
-
-SysResult RealSysCalls::Mmap(void* addr, size_t len, int prot, int flags,
-                             int fd, off_t off, void** out) {
-  void* p = ::mmap(addr, len, prot, flags, fd, off);
-  if (p == MAP_FAILED) return SysResult{-1, errno};
-  *out = p;
-  return SysResult{0, 0};
-}
-
-SysResult RealSysCalls::Munmap(void* addr, size_t len) {
-  return Capture(::munmap(addr, len));
 }
 
 SysResult RealSysCalls::InotifyInit1(int flags) {

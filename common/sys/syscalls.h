@@ -145,12 +145,6 @@ class SysCalls {
   virtual SysResult Getsockname(int fd, sockaddr* addr, socklen_t* len) = 0;
   virtual SysResult Shutdown(int fd, int how) = 0;
 
-  // Memory mapping. On success rc == 0 and *out holds the mapping address;
-  // on failure *out is left untouched.
-  virtual SysResult Mmap(void* addr, size_t len, int prot, int flags, int fd,
-                         off_t off, void** out) = 0;
-  virtual SysResult Munmap(void* addr, size_t len) = 0;
-
   // inotify(7).
   virtual SysResult InotifyInit1(int flags) = 0;
   virtual SysResult InotifyAddWatch(int fd, const char* path,
@@ -210,9 +204,6 @@ class RealSysCalls : public SysCalls {
                        socklen_t* len) override;
   SysResult Getsockname(int fd, sockaddr* addr, socklen_t* len) override;
   SysResult Shutdown(int fd, int how) override;
-  SysResult Mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off,
-                 void** out) override;
-  SysResult Munmap(void* addr, size_t len) override;
   SysResult InotifyInit1(int flags) override;
   SysResult InotifyAddWatch(int fd, const char* path, uint32_t mask) override;
 };

@@ -115,7 +115,7 @@ class DataServerTest : public ::testing::Test {
     return ConnectFrom(source, server_->port());
   }
 
-  SessionRegistry registry_;
+  SessionRegistry registry_{sys::DefaultSysCalls()};
   Rejections rejections_;
   std::unique_ptr<DataServer> server_;
 };

@@ -1,6 +1,7 @@
 // The session's data token and id: what a HELLO may consume, and whether the
 // next session's id can be guessed.
 #include "agent/replica_session.h"
+#include "common/sys/syscalls.h"
 
 #include <set>
 #include <string>
@@ -17,7 +18,7 @@ std::shared_ptr<ReplicaSession> NewSession(SessionRegistry& registry, const std:
 }
 
 TEST(ReplicaSessionTest, ForgedHelloConsumesNothing) {
-  SessionRegistry registry;
+  SessionRegistry registry{sys::DefaultSysCalls()};
   std::string token;
   auto session = NewSession(registry, "r1", &token);
   std::string forged = token;
@@ -40,7 +41,7 @@ TEST(ReplicaSessionTest, ForgedHelloConsumesNothing) {
 }
 
 TEST(ReplicaSessionTest, SessionIdsAreRandomNotTheNextNumber) {
-  SessionRegistry registry;
+  SessionRegistry registry{sys::DefaultSysCalls()};
   std::set<uint64_t> ids;
   uint64_t previous = 0;
   for (int i = 0; i < 200; ++i) {
