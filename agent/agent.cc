@@ -5,6 +5,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "agent/held_segments.h"
 #include "agent/rate_limiter.h"
 #include "agent/control_service.h"
@@ -320,7 +321,7 @@ void Agent::Shutdown() {
   if (catalog_) catalog_->Shutdown();
   if (registry_) registry_->CloseAll();
   if (server_) {
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_->Shutdown(absl::ToChronoTime(clock_.Now() + absl::Seconds(2)));
     server_.reset();
   }
   if (source_) source_->Stop();
