@@ -5,6 +5,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "agent/held_segments.h"
 #include "agent/rate_limiter.h"
 #include "agent/control_service.h"
@@ -56,8 +57,11 @@ class MeteredEvents final : public ShipperEvents {
 
 }  // namespace
 
-Agent::Agent(sys::SysCalls& sys, AgentOptions options)
-    : sys_(sys), options_(std::move(options)), metrics_(std::make_unique<MetricsRegistry>()) {}
+Agent::Agent(sys::SysCalls& sys, AgentOptions options, Clock& clock)
+    : clock_(clock),
+      sys_(sys),
+      options_(std::move(options)),
+      metrics_(std::make_unique<MetricsRegistry>()) {}
 
 uint16_t Agent::metrics_port() const {
   return metrics_server_ ? metrics_server_->port() : 0;
@@ -113,7 +117,7 @@ void Agent::DeclareMetrics() {
     stalled.Clear();
     const absl::Status readiness = source_->Readiness();
     source_up.Set({}, snap.source_status.ok() && readiness.ok() ? 1 : 0);
-    const absl::Time now = absl::Now();
+    const absl::Time now = clock_.Now();
     uint64_t total = 0;
     if (snap.segments) {
       for (const SegmentInfo& s : *snap.segments) total += s.shippable;
@@ -147,9 +151,9 @@ Agent::~Agent() { Shutdown(); }
 uint16_t Agent::data_port() const { return data_server_ ? data_server_->port() : 0; }
 
 absl::Status Agent::StartSource() {
-  catalog_ = std::make_unique<SegmentCatalog>();
-  registry_ = std::make_unique<SessionRegistry>();
-  WALSHIP_ASSIGN_OR_RETURN(source_, MakeWalSource(sys_, options_, *catalog_));
+  catalog_ = std::make_unique<SegmentCatalog>(clock_);
+  registry_ = std::make_unique<SessionRegistry>(sys_, clock_);
+  WALSHIP_ASSIGN_OR_RETURN(source_, MakeWalSource(sys_, options_, *catalog_, clock_));
   DeclareMetrics();
   // Replicas acknowledge at --ack-interval unless the source asks for sooner.
   registry_->SetAckPacing(options_.ack_interval);
@@ -186,8 +190,8 @@ absl::Status Agent::Start() {
     std::optional<RateLimiter> limiter;
     std::optional<ThrottledEvents> throttled;
     if (options_.max_rate_bytes_per_sec > 0) {
-      limiter.emplace(options_.max_rate_bytes_per_sec, 0, [] { return absl::Now(); });
-      throttled.emplace(events, &*limiter, stop);
+      limiter.emplace(options_.max_rate_bytes_per_sec, 0, [this] { return clock_.Now(); });
+      throttled.emplace(events, &*limiter, stop, clock_);
       events = &*throttled;
     }
     // The replica's complete segments first: a damaged copy ends the
@@ -196,10 +200,11 @@ absl::Status Agent::Start() {
         CheckHeldSegments(start.held, catalog_->Get(), *checksums_, events, stop));
     const StreamOrder order(*source_, *catalog_);
     Shipper shipper(sys_, *catalog_, order, *checksums_, source_->wal_dir(), fd,
-                    start.position, start.prefix_crc32c, ship, events);
+                    start.position, start.prefix_crc32c, ship, events, clock_);
     return shipper.Run(stop);
   };
   DataServerOptions dso;
+  dso.clock = &clock_;
   WALSHIP_ASSIGN_OR_RETURN(dso.listen, ParseHostPort(options_.data_listen));
   MetricsRegistry::Family rejected =
       metrics_->Counter("walship_agent_data_connections_rejected_total", "");
@@ -212,7 +217,7 @@ absl::Status Agent::Start() {
 
   service_ = std::make_unique<ControlServiceImpl>(options_, *source_, *catalog_,
                                                   *checksums_, *registry_, data_port_,
-                                                  metrics_.get());
+                                                  metrics_.get(), clock_);
   WALSHIP_RETURN_IF_ERROR(StartControlServer());
   WALSHIP_ASSIGN_OR_RETURN(HostPort control, ParseHostPort(options_.listen));
   WALSHIP_ASSIGN_OR_RETURN(HostPort data, ParseHostPort(options_.data_listen));
@@ -316,7 +321,7 @@ void Agent::Shutdown() {
   if (catalog_) catalog_->Shutdown();
   if (registry_) registry_->CloseAll();
   if (server_) {
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_->Shutdown(absl::ToChronoTime(clock_.Now() + absl::Seconds(2)));
     server_.reset();
   }
   if (source_) source_->Stop();

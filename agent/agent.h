@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "agent/agent_options.h"
+#include "common/clock.h"
 #include "common/metrics.h"
 #include "common/sys/syscalls.h"
 
@@ -39,7 +40,8 @@ class ControlServiceImpl;
 
 class Agent {
  public:
-  Agent(sys::SysCalls& sys, AgentOptions options);
+  Agent(sys::SysCalls& sys, AgentOptions options,
+        Clock& clock = DefaultClock());
   ~Agent();
 
   absl::Status Start();
@@ -62,6 +64,8 @@ class Agent {
   // Until Shutdown: NOT_SERVING (and an error line) while the source has
   // failed or cannot serve (WalSource::Readiness), SERVING otherwise.
   void WatchHealth(grpc::HealthCheckServiceInterface* health);
+
+  Clock& clock_;
 
   sys::SysCalls& sys_;
   const AgentOptions options_;

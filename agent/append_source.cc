@@ -1,6 +1,5 @@
 #include "agent/append_source.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -124,8 +123,8 @@ absl::StatusOr<std::string> DeriveStreamId(sys::SysCalls& sys,
 }
 
 AppendSource::AppendSource(sys::SysCalls& sys, AppendSourceOptions options,
-                           SegmentCatalog& catalog)
-    : sys_(sys), options_(std::move(options)), catalog_(catalog) {
+                           SegmentCatalog& catalog, Clock& clock)
+    : clock_(clock), sys_(sys), options_(std::move(options)), catalog_(catalog) {
   if (!options_.segment_pattern.empty()) {
     auto pattern = SegmentPattern::Compile(options_.segment_pattern);
     if (pattern.ok()) {
@@ -187,13 +186,13 @@ void AppendSource::Stop() {
 }
 
 void AppendSource::Loop() {
-  absl::Time next_rescan = absl::Now() + options_.rescan_interval;
+  absl::Time next_rescan = clock_.Now() + options_.rescan_interval;
   while (!stopping_.load()) {
     bool rescan = false;
     bool tail_modified = false;
     // Events are drained in one batch and acted on once: a burst of appends
     // costs one fstat, not one per write.
-    watch_->Wait(next_rescan - absl::Now(), [&](const inotify_event& ev) {
+    watch_->Wait(next_rescan - clock_.Now(), [&](const inotify_event& ev) {
       if (ev.mask & IN_Q_OVERFLOW) {
         rescan = true;
       } else if (ev.mask & (IN_DELETE_SELF | IN_MOVE_SELF)) {
@@ -214,12 +213,12 @@ void AppendSource::Loop() {
       }
     });
     if (stopping_.load()) break;
-    if (absl::Now() >= next_rescan) rescan = true;
+    if (clock_.Now() >= next_rescan) rescan = true;
     if (failed_) continue;
     absl::Status s;
     if (rescan) {
       s = Rescan();
-      next_rescan = absl::Now() + options_.rescan_interval;
+      next_rescan = clock_.Now() + options_.rescan_interval;
     } else if (tail_modified) {
       s = RefreshTail();
     }
@@ -237,17 +236,14 @@ absl::Status AppendSource::Rescan() {
 }
 
 absl::StatusOr<std::map<std::string, uint64_t>> AppendSource::ListSegments() {
-  DIR* d = opendir(options_.wal_dir.c_str());
-  if (d == nullptr) {
-    return sys::ErrnoToStatus(errno, absl::StrCat("open WAL directory ", options_.wal_dir));
-  }
+  WALSHIP_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                           sys::ListDirectory(sys_, options_.wal_dir, "WAL directory"));
   std::map<std::string, uint64_t> sizes;
   std::map<std::string, std::vector<std::string>> by_shape;
   std::set<std::string> seen;
   absl::Status unshippable;
   skipped_shapes_.clear();
-  while (dirent* e = readdir(d)) {
-    std::string name = e->d_name;
+  for (const std::string& name : names) {
     if (name.empty() || name[0] == '.') continue;
     seen.insert(name);
     std::string path = absl::StrCat(options_.wal_dir, "/", name);
@@ -284,7 +280,6 @@ absl::StatusOr<std::map<std::string, uint64_t>> AppendSource::ListSegments() {
     }
     sizes[name] = static_cast<uint64_t>(st.st_size);
   }
-  closedir(d);
   for (auto it = noted_.begin(); it != noted_.end();) {
     it = seen.count(*it) ? std::next(it) : noted_.erase(it);
   }
@@ -434,7 +429,7 @@ absl::StatusOr<bool> AppendSource::CheckWritten(const std::string& name, int fd,
   }
   const uint64_t run_from = size - kPreallocatedZeroRun;
   if (complete) return RefusePreallocated(name, fd, from, size, run_from, false);
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_.Now();
   if (zero_tail_.has_value() && zero_tail_->name == name && zero_tail_->size == size) {
     if (now - zero_tail_->since < options_.zero_tail_grace) return false;
     return RefusePreallocated(name, fd, from, size, run_from, false);

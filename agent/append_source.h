@@ -78,6 +78,7 @@
 #include "absl/time/time.h"
 #include "agent/segment_catalog.h"
 #include "agent/wal_source.h"
+#include "common/clock.h"
 #include "common/sys/dir_watch.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/unique_fd.h"
@@ -146,7 +147,8 @@ struct AppendSourceOptions {
 class AppendSource final : public WalSource {
  public:
   AppendSource(sys::SysCalls& sys, AppendSourceOptions options,
-               SegmentCatalog& catalog);
+               SegmentCatalog& catalog,
+               Clock& clock = DefaultClock());
   ~AppendSource() override;
 
   absl::Status Start() override;
@@ -195,6 +197,8 @@ class AppendSource final : public WalSource {
   // Makes `last` the tail and tail_fd_ its descriptor (reopened unless
   // `tail_sized_by_fd` or it still names that file).
   void UpdateTail(const std::string& last, bool tail_sized_by_fd);
+
+  Clock& clock_;
 
   sys::SysCalls& sys_;
   const AppendSourceOptions options_;

@@ -42,8 +42,9 @@ ControlServiceImpl::ControlServiceImpl(const AgentOptions& options,
                                        SegmentChecksums& checksums,
                                        SessionRegistry& registry,
                                        const uint16_t& data_port,
-                                       MetricsRegistry* metrics)
-    : options_(options),
+                                       MetricsRegistry* metrics, Clock& clock)
+    : clock_(clock),
+      options_(options),
       source_(source),
       catalog_(catalog),
       checksums_(checksums),
@@ -226,8 +227,8 @@ void ControlServiceImpl::RefusalLog(const std::string& replica, const std::strin
     // Names come from callers: bounded, at the price of a repeated line.
     if (last_refusal_log_.size() >= 1024) last_refusal_log_.clear();
     absl::Time& last = last_refusal_log_[key];
-    if (absl::Now() - last < absl::Seconds(30)) return;
-    last = absl::Now();
+    if (clock_.Now() - last < absl::Seconds(30)) return;
+    last = clock_.Now();
   }
   spdlog::warn("handshake from replica {} ({}): not now, the replica retries: {}", replica,
                peer, std::string(why.message()));
@@ -424,14 +425,14 @@ class SessionReactor final
           session.Fail(absl::CancelledError("control stream cancelled"));
           continue;
         }
-        if (!session.has_data_socket() && absl::Now() > session.token_deadline()) {
+        if (!session.has_data_socket() && service_.clock_.Now() > session.token_deadline()) {
           session.Fail(absl::DeadlineExceededError(
               "the replica never connected its data socket"));
           continue;
         }
         CatalogSnapshot snap = service_.catalog_.Get();
         Position endpos = snap.End();
-        ev.mutable_heartbeat()->set_agent_unix_nanos(absl::ToUnixNanos(absl::Now()));
+        ev.mutable_heartbeat()->set_agent_unix_nanos(absl::ToUnixNanos(service_.clock_.Now()));
         SetPos(endpos, ev.mutable_heartbeat()->mutable_source_end());
       }
       const bool is_error = ev.has_error();
@@ -483,7 +484,7 @@ grpc::Status ControlServiceImpl::Status(grpc::ServerContext*,
   } else if (!readiness.ok()) {
     resp->set_source_error(readiness.ToString());
   }
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_.Now();
   uint64_t zc = 0, cp = 0;
   for (const auto& session : registry_.All()) {
     walship::v1::ReplicaStatus* r = resp->add_replicas();

@@ -30,6 +30,7 @@
 #include "agent/segment_checksums.h"
 #include "agent/stream_order.h"
 #include "agent/wal_source.h"
+#include "common/clock.h"
 #include "common/metrics.h"
 #include "proto/walship.grpc.pb.h"
 
@@ -44,7 +45,8 @@ class ControlServiceImpl final
   ControlServiceImpl(const AgentOptions& options, const WalSource& source,
                      const SegmentCatalog& catalog, SegmentChecksums& checksums,
                      SessionRegistry& registry, const uint16_t& data_port,
-                     MetricsRegistry* metrics = nullptr);
+                     MetricsRegistry* metrics = nullptr,
+                     Clock& clock = DefaultClock());
 
   grpc::Status Handshake(grpc::ServerContext* ctx,
                          const walship::v1::HandshakeRequest* req,
@@ -82,6 +84,8 @@ class ControlServiceImpl final
                              const std::string& replica_name) const;
   // Counts a refused handshake by reason (when metrics are on).
   void CountRefusal(const std::string& reason);
+
+  Clock& clock_;
 
   const AgentOptions& options_;
   const WalSource& source_;

@@ -76,7 +76,7 @@ DataServer::DataServer(sys::SysCalls& sys, DataServerOptions options,
       table_(options_.max_pending, options_.max_pending_per_address),
       limiter_(options_.failure_limits),
       rejects_(options_.reject_log, [](const std::string& line) { spdlog::warn("{}", line); }) {
-  if (!options_.clock) options_.clock = [] { return absl::Now(); };
+  if (options_.clock == nullptr) options_.clock = &DefaultClock();
 }
 
 DataServer::~DataServer() { Stop(); }
@@ -103,7 +103,9 @@ void DataServer::Stop() {
   if (stopping_.exchange(true)) return;
   if (wake_write_.valid()) {
     char c = 1;
-    sys_.Write(wake_write_.get(), &c, 1);
+    // Ignored on purpose: the pipe is nonblocking, and when it is full
+    // (EAGAIN) a wake-up is already pending.
+    (void)sys_.Write(wake_write_.get(), &c, 1);
   }
   if (loop_thread_.joinable()) loop_thread_.join();
 }
@@ -147,7 +149,7 @@ void DataServer::Loop() {
         spdlog::error("data port: {}", sys::ErrnoToStatus(r.err, "poll").ToString());
         poll_error_logged = true;
       }
-      if (r.err != EINTR) absl::SleepFor(kAcceptPause);
+      if (r.err != EINTR) options_.clock->SleepFor(kAcceptPause);
       continue;
     }
     if (r.rc == 0) continue;

@@ -54,6 +54,7 @@
 #include "absl/time/time.h"
 #include "agent/data_port_limits.h"
 #include "agent/replica_session.h"
+#include "common/clock.h"
 #include "common/net.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/unique_fd.h"
@@ -69,8 +70,9 @@ struct DataServerOptions {
   int socket_buffer_bytes = 4 << 20;
   FailureLimiterOptions failure_limits;
   RejectLogOptions reject_log;
-  // Defaults to absl::Now.
-  std::function<absl::Time()> clock;
+  // Time and the pause after a failed poll; nullptr: DefaultClock(). Must
+  // outlive the server.
+  Clock* clock = nullptr;
   // Called (on the event-loop thread) for every rejected connection, before
   // it is closed, with a short reason: "rate_limited", "too_many_pending",
   // "evicted", "timeout", "closed", "bad_frame", "bad_token", "other".
@@ -104,7 +106,7 @@ class DataServer {
   absl::Status CheckHello(const PendingHello& p, std::shared_ptr<ReplicaSession>* session);
   void StartSession(PendingHello p, std::shared_ptr<ReplicaSession> session);
   void Reject(PendingHello p, const char* reason, const absl::Status& why, absl::Time now);
-  absl::Time Now() const { return options_.clock(); }
+  absl::Time Now() const { return options_.clock->Now(); }
 
   sys::SysCalls& sys_;
   DataServerOptions options_;

@@ -13,21 +13,28 @@
 #include "common/sys/transfer.h"
 #include "spdlog/spdlog.h"
 
-int main(int argc, char** argv) {
-  walship::agent::AgentOptions o;
+namespace {
+
+// Flag values that are converted (units, lists, enums) before they reach
+// AgentOptions.
+struct RawFlags {
+  explicit RawFlags(const walship::agent::AgentOptions& o)
+      : max_frame(o.max_payload),
+        pg_feed_query_ms(absl::ToInt64Milliseconds(o.pg_feed_query_interval)),
+        pg_query_ms(absl::ToInt64Milliseconds(o.pg_query_interval)),
+        ack_interval_ms(absl::ToInt64Milliseconds(o.ack_interval)) {}
   std::string transport = "zerocopy";
   std::string log_level = "info";
-  uint64_t max_frame = o.max_payload;
+  uint64_t max_frame;
   int64_t heartbeat_ms = 1000, io_timeout_ms = 30000, stall_timeout_ms = 10000;
-  int64_t pg_feed_query_ms = absl::ToInt64Milliseconds(o.pg_feed_query_interval);
-  int64_t pg_query_ms = absl::ToInt64Milliseconds(o.pg_query_interval);
-  int64_t ack_interval_ms = absl::ToInt64Milliseconds(o.ack_interval);
+  int64_t pg_feed_query_ms;
+  int64_t pg_query_ms;
+  int64_t ack_interval_ms;
   std::string allow_replicas;
+};
 
-  walship::FlagSet flags(
-      "walship-agent: ships WAL segment files to walship-replica subscribers.\n"
-      "Usage: walship-agent --wal-dir=DIR [--listen=HOST:PORT] "
-      "[--data-listen=HOST:PORT] [flags]");
+// The flags that say where the WAL comes from and how it is read.
+void RegisterSourceFlags(walship::FlagSet& flags, walship::agent::AgentOptions& o, RawFlags& r) {
   flags.String("wal-dir", &o.wal_dir, "Directory of WAL segment files to ship (required).");
   flags.String("format", &o.format,
                "WAL source format. append: segment files sort by name in WAL order and "
@@ -73,20 +80,24 @@ int main(int argc, char** argv) {
   flags.String("pg-feed-name", &o.pg_feed_name,
                "postgres: application_name of the feed's connection, as pg_stat_replication "
                "and synchronous_standby_names see it.");
-  flags.Int("pg-feed-query-interval-ms", &pg_feed_query_ms,
+  flags.Int("pg-feed-query-interval-ms", &r.pg_feed_query_ms,
             "postgres: while the feed is live, the longest pause between the flush-position "
             "queries kept as a safety net.");
-  flags.Int("pg-query-interval-ms", &pg_query_ms,
+  flags.Int("pg-query-interval-ms", &r.pg_query_ms,
             "postgres, without a live feed: the shortest pause between flush-position "
             "queries while PostgreSQL writes WAL (1 to 1000). Longer: fewer, larger "
             "frames and replica flush cycles, so less CPU beside the primary, and up to "
             "that much more lag.");
-  flags.Int("ack-interval-ms", &ack_interval_ms,
+  flags.Int("ack-interval-ms", &r.ack_interval_ms,
             "While nothing waits for acknowledgements (--format=append, no flush feed, or a "
             "primary whose pg_stat_replication lists the feed as async), replicas acknowledge new durable "
             "positions at most this often, and the feed reports them to the primary at most "
             "this often (each message wakes a thread on both ends); 0: each at once. While "
             "the primary may wait for the agent (sync, quorum, potential), always at once.");
+}
+
+// The flags of the network side: listeners, frames, timeouts, replicas, TLS, logging.
+void RegisterServingFlags(walship::FlagSet& flags, walship::agent::AgentOptions& o, RawFlags& r) {
   flags.String("stream-id", &o.stream_id,
                "Identity of the WAL stream reported to replicas. Default: derived from "
                "the host name and the WAL directory's path, device and inode.");
@@ -94,22 +105,22 @@ int main(int argc, char** argv) {
                "HOST:PORT of the gRPC control service; port 0 picks a free port (logged).");
   flags.String("data-listen", &o.data_listen,
                "HOST:PORT of the data socket; port 0 picks a free port (logged).");
-  flags.String("transport", &transport,
+  flags.String("transport", &r.transport,
                "zerocopy: sendfile(2) from the page cache; copy: pread/write through one "
                "buffer, for kernels or filesystems where sendfile misbehaves.");
-  flags.Uint("max-frame-bytes", &max_frame,
+  flags.Uint("max-frame-bytes", &r.max_frame,
              "Largest DATA frame payload; appends are coalesced up to this size.");
-  flags.Int("heartbeat-ms", &heartbeat_ms, "Heartbeat interval on each control stream.");
-  flags.Int("stall-timeout-ms", &stall_timeout_ms,
+  flags.Int("heartbeat-ms", &r.heartbeat_ms, "Heartbeat interval on each control stream.");
+  flags.Int("stall-timeout-ms", &r.stall_timeout_ms,
             "A replica behind the source whose durable position has not moved for this long "
             "is reported stalled (walship-status, walship_agent_replica_stalled).");
-  flags.Int("io-timeout-ms", &io_timeout_ms,
+  flags.Int("io-timeout-ms", &r.io_timeout_ms,
             "Longest wait for a replica's socket to take bytes before its session is "
             "dropped (other replicas are unaffected).");
   flags.String("port-file", &o.port_file,
                "If set, write 'control=HOST:PORT' and 'data=HOST:PORT' lines to this file "
                "once listening.");
-  flags.String("allow-replicas", &allow_replicas,
+  flags.String("allow-replicas", &r.allow_replicas,
                "Comma-separated replica names allowed to subscribe; empty allows all. "
                "Others are refused at handshake with PERMISSION_DENIED.");
   flags.Uint("max-rate", &o.max_rate_bytes_per_sec,
@@ -118,36 +129,55 @@ int main(int argc, char** argv) {
                "HOST:PORT serving Prometheus metrics at /metrics; empty disables it; "
                "port 0 picks a free port (logged).");
   walship::RegisterTlsFlags(flags, &o.tls, /*client=*/false);
-  flags.String("log-level", &log_level, "trace, debug, info, warn or error.");
+  flags.String("log-level", &r.log_level, "trace, debug, info, warn or error.");
+}
+
+// Converts the raw values into `o`; false (logged) on a bad value.
+bool ApplyRawFlags(const RawFlags& r, walship::agent::AgentOptions& o) {
+  auto t = walship::ParseTransport(r.transport);
+  if (!t.ok()) {
+    spdlog::error("--transport: {}", std::string(t.status().message()));
+    return false;
+  }
+  o.transport = *t;
+  for (absl::string_view name : absl::StrSplit(r.allow_replicas, ',', absl::SkipWhitespace())) {
+    o.allow_replicas.emplace_back(absl::StripAsciiWhitespace(name));
+  }
+  o.max_payload = static_cast<uint32_t>(std::min<uint64_t>(r.max_frame, UINT32_MAX));
+  o.heartbeat = absl::Milliseconds(r.heartbeat_ms);
+  o.stall_timeout = absl::Milliseconds(r.stall_timeout_ms);
+  o.pg_feed_query_interval = absl::Milliseconds(r.pg_feed_query_ms);
+  o.pg_query_interval = absl::Milliseconds(r.pg_query_ms);
+  o.ack_interval = absl::Milliseconds(r.ack_interval_ms);
+  o.io_timeout = absl::Milliseconds(r.io_timeout_ms);
+  if (absl::Status s = o.Validate(); !s.ok()) {
+    spdlog::error("{}", std::string(s.message()));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  walship::agent::AgentOptions o;
+  RawFlags r(o);
+  walship::FlagSet flags(
+      "walship-agent: ships WAL segment files to walship-replica subscribers.\n"
+      "Usage: walship-agent --wal-dir=DIR [--listen=HOST:PORT] "
+      "[--data-listen=HOST:PORT] [flags]");
+  RegisterSourceFlags(flags, o, r);
+  RegisterServingFlags(flags, o, r);
 
   flags.EnableConfigFile();
   if (std::optional<int> exit_status = flags.ParseOrExitStatus(argc, argv, "walship-agent", 2)) {
     return *exit_status;
   }
-  if (absl::Status s = walship::InitLogging("walship-agent", log_level); !s.ok()) {
+  if (absl::Status s = walship::InitLogging("walship-agent", r.log_level); !s.ok()) {
     std::fprintf(stderr, "walship-agent: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  auto t = walship::ParseTransport(transport);
-  if (!t.ok()) {
-    spdlog::error("--transport: {}", std::string(t.status().message()));
-    return 2;
-  }
-  o.transport = *t;
-  for (absl::string_view name : absl::StrSplit(allow_replicas, ',', absl::SkipWhitespace())) {
-    o.allow_replicas.emplace_back(absl::StripAsciiWhitespace(name));
-  }
-  o.max_payload = static_cast<uint32_t>(std::min<uint64_t>(max_frame, UINT32_MAX));
-  o.heartbeat = absl::Milliseconds(heartbeat_ms);
-  o.stall_timeout = absl::Milliseconds(stall_timeout_ms);
-  o.pg_feed_query_interval = absl::Milliseconds(pg_feed_query_ms);
-  o.pg_query_interval = absl::Milliseconds(pg_query_ms);
-  o.ack_interval = absl::Milliseconds(ack_interval_ms);
-  o.io_timeout = absl::Milliseconds(io_timeout_ms);
-  if (absl::Status s = o.Validate(); !s.ok()) {
-    spdlog::error("{}", std::string(s.message()));
-    return 2;
-  }
+  if (!ApplyRawFlags(r, o)) return 2;
 
   walship::PrepareDaemonRuntime();
   const sigset_t signals = walship::PrepareDaemonSignals();

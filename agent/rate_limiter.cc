@@ -24,8 +24,8 @@ absl::Duration RateLimiter::Take(uint64_t bytes) {
 }
 
 ThrottledEvents::ThrottledEvents(ShipperEvents* inner, RateLimiter* limiter,
-                                 const std::atomic<bool>& stop)
-    : inner_(inner), limiter_(limiter), stop_(stop) {}
+                                 const std::atomic<bool>& stop, Clock& clock)
+    : clock_(clock), inner_(inner), limiter_(limiter), stop_(stop) {}
 
 void ThrottledEvents::OnCheckpoint(const std::string& segment, uint64_t length,
                                    uint32_t crc32c) {
@@ -35,10 +35,10 @@ void ThrottledEvents::OnCheckpoint(const std::string& segment, uint64_t length,
 void ThrottledEvents::OnSent(const Position& sent, uint64_t bytes, bool zerocopy) {
   inner_->OnSent(sent, bytes, zerocopy);
   absl::Duration wait = limiter_->Take(bytes);
-  absl::Time until = absl::Now() + wait;
+  absl::Time until = clock_.Now() + wait;
   while (!stop_.load() && wait > absl::ZeroDuration()) {
-    absl::SleepFor(std::min(wait, absl::Milliseconds(50)));
-    wait = until - absl::Now();
+    clock_.SleepFor(std::min(wait, absl::Milliseconds(50)));
+    wait = until - clock_.Now();
   }
 }
 

@@ -19,6 +19,7 @@
 
 #include "absl/time/time.h"
 #include "agent/shipper.h"
+#include "common/clock.h"
 
 namespace walship::agent {
 
@@ -46,11 +47,14 @@ class RateLimiter {
 // own thread, so the sleep paces that replica's send loop and no other.
 class ThrottledEvents final : public ShipperEvents {
  public:
-  ThrottledEvents(ShipperEvents* inner, RateLimiter* limiter, const std::atomic<bool>& stop);
+  // Waits are timed and slept on `clock`.
+  ThrottledEvents(ShipperEvents* inner, RateLimiter* limiter, const std::atomic<bool>& stop,
+                  Clock& clock = DefaultClock());
   void OnCheckpoint(const std::string& segment, uint64_t length, uint32_t crc32c) override;
   void OnSent(const Position& sent, uint64_t bytes, bool zerocopy) override;
 
  private:
+  Clock& clock_;
   ShipperEvents* const inner_;
   RateLimiter* const limiter_;
   const std::atomic<bool>& stop_;

@@ -53,10 +53,12 @@ uint64_t RandomId() {
 
 }  // namespace
 
-ReplicaSession::ReplicaSession(uint64_t id, std::string name, ShipStart start,
-                               std::string token, absl::Time token_deadline,
-                               std::string replica_transport)
-    : id_(id),
+ReplicaSession::ReplicaSession(sys::SysCalls& sys, uint64_t id, std::string name,
+                               ShipStart start, std::string token, absl::Time token_deadline,
+                               std::string replica_transport, Clock& clock)
+    : sys_(sys),
+      clock_(clock),
+      id_(id),
       name_(std::move(name)),
       start_(std::move(start)),
       token_deadline_(token_deadline),
@@ -65,7 +67,7 @@ ReplicaSession::ReplicaSession(uint64_t id, std::string name, ShipStart start,
   sent_ = start_.position;
   written_ = start_.position;
   flushed_ = start_.position;
-  progress_at_ = absl::Now();
+  progress_at_ = clock_.Now();
 }
 
 ReplicaSession::~ReplicaSession() { Close(); }
@@ -74,7 +76,7 @@ absl::Status ReplicaSession::ClaimToken(absl::string_view token) {
   absl::MutexLock lock(&mu_);
   if (finished_) return absl::UnauthenticatedError("session has ended");
   if (token_used_) return absl::UnauthenticatedError("token already used (replayed)");
-  if (absl::Now() > token_deadline_) return absl::UnauthenticatedError("token expired");
+  if (clock_.Now() > token_deadline_) return absl::UnauthenticatedError("token expired");
   // A wrong token consumes nothing: otherwise anyone who reaches the data
   // port could end a replica's session with a forged HELLO. Guessing is
   // hopeless anyway (256 random bits, and the data port rate-limits
@@ -146,7 +148,7 @@ void ReplicaSession::OnAck(const walship::v1::Ack& ack) {
     if (written_ < w) written_ = w;
     if (flushed_ < f) {
       flushed_ = f;
-      progress_at_ = absl::Now();
+      progress_at_ = clock_.Now();
       advanced = true;
     }
     replica_counters_ = ack.counters();
@@ -172,7 +174,9 @@ void ReplicaSession::Fail(absl::Status status) {
     if (finished_) return;
     finished_ = true;
     if (failure_.ok()) failure_ = std::move(status);
-    if (data_fd_.valid()) ::shutdown(data_fd_.get(), SHUT_RDWR);
+    // Ignored on purpose: it only wakes the shipper; ENOTCONN (the peer went
+    // first) leaves nothing to wake.
+    if (data_fd_.valid()) (void)sys_.Shutdown(data_fd_.get(), SHUT_RDWR);
   }
   stop_.store(true);
 }
@@ -253,8 +257,8 @@ std::shared_ptr<ReplicaSession> SessionRegistry::Create(
   {
     absl::MutexLock lock(&mu_);
     *token_out = RandomToken();
-    s = std::make_shared<ReplicaSession>(NewIdLocked(), name, start, *token_out,
-                                         absl::Now() + token_ttl, replica_transport);
+    s = std::make_shared<ReplicaSession>(sys_, NewIdLocked(), name, start, *token_out,
+                                         clock_.Now() + token_ttl, replica_transport, clock_);
     auto it = by_name_.find(name);
     if (it != by_name_.end()) old = it->second;
     by_name_[name] = s;

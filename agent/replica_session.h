@@ -33,7 +33,9 @@
 #include "agent/held_segments.h"
 #include "agent/replica_state.h"
 #include "agent/shipper.h"
+#include "common/clock.h"
 #include "common/position.h"
+#include "common/sys/syscalls.h"
 #include "common/sys/unique_fd.h"
 #include "proto/walship.pb.h"
 
@@ -56,8 +58,11 @@ using ShipperRunner = std::function<absl::Status(
 
 class ReplicaSession final : public ShipperEvents {
  public:
-  ReplicaSession(uint64_t id, std::string name, ShipStart start, std::string token,
-                 absl::Time token_deadline, std::string replica_transport);
+  // `sys` shuts the data socket down on failure; it must outlive the session.
+  ReplicaSession(sys::SysCalls& sys, uint64_t id, std::string name, ShipStart start,
+                 std::string token,
+                 absl::Time token_deadline, std::string replica_transport,
+                 Clock& clock = DefaultClock());
   ~ReplicaSession() override;
 
   uint64_t id() const { return id_; }
@@ -105,6 +110,9 @@ class ReplicaSession final : public ShipperEvents {
  private:
   void Push(walship::v1::SessionEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  sys::SysCalls& sys_;
+  Clock& clock_;
+
   const uint64_t id_;
   const std::string name_;
   const ShipStart start_;
@@ -128,13 +136,19 @@ class ReplicaSession final : public ShipperEvents {
 
   sys::UniqueFd data_fd_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stop_{false};
-  std::thread shipper_thread_;
-  absl::Mutex thread_mu_;
+  absl::Mutex thread_mu_;  // Start and Close may race
+  std::thread shipper_thread_ ABSL_GUARDED_BY(thread_mu_);
 };
 
 // All sessions, by id and by replica name.
 class SessionRegistry {
  public:
+  // Sessions read the time (token deadlines, progress) from `clock`.
+  // Sessions shut their data socket down through `sys`; both must outlive
+  // the registry.
+  explicit SessionRegistry(sys::SysCalls& sys, Clock& clock = DefaultClock())
+      : sys_(sys), clock_(clock) {}
+
   // Creates a session with a fresh random token (32 bytes) and a random id
   // (64 bits, never 0, unique among the registry's sessions), replacing (and
   // closing) any earlier session of the same replica name. The id is no
@@ -165,8 +179,11 @@ class SessionRegistry {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::function<void()> ack_observer_;
+  sys::SysCalls& sys_;
+  Clock& clock_;
   mutable absl::Mutex mu_;
-  absl::Mutex pacing_mu_;  // SetAckPacing calls reach sessions in order
+  // SetAckPacing calls reach sessions in order; guards no data.
+  absl::Mutex pacing_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Duration ack_pacing_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   std::map<std::string, std::shared_ptr<ReplicaSession>> by_name_ ABSL_GUARDED_BY(mu_);
 };

@@ -33,9 +33,9 @@ uint64_t CatalogSnapshot::BytesAfter(const Position& from) const {
   return total;
 }
 
-SegmentCatalog::SegmentCatalog() {
+SegmentCatalog::SegmentCatalog(Clock& clock) : clock_(clock) {
   current_.segments = std::make_shared<const std::vector<SegmentInfo>>();
-  current_.published = absl::Now();
+  current_.published = clock_.Now();
 }
 
 namespace {
@@ -53,7 +53,7 @@ void SegmentCatalog::Publish(std::vector<SegmentInfo> segments) {
     for (const SegmentInfo& seg : segments) ever_published_.insert(seg.name);
     current_.segments =
         std::make_shared<const std::vector<SegmentInfo>>(std::move(segments));
-    current_.published = absl::Now();
+    current_.published = clock_.Now();
     Position end = current_.End();
     if (ends_.empty() || ends_.back().first < end) ends_.emplace_back(end, current_.published);
     while (ends_.size() > kMaxEnds) ends_.pop_front();

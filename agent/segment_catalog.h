@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/position.h"
 
 namespace walship::agent {
@@ -78,7 +79,8 @@ class CatalogListener {
 
 class SegmentCatalog {
  public:
-  SegmentCatalog();
+  // `published` times are read from `clock`.
+  explicit SegmentCatalog(Clock& clock = DefaultClock());
   SegmentCatalog(const SegmentCatalog&) = delete;
   SegmentCatalog& operator=(const SegmentCatalog&) = delete;
 
@@ -129,6 +131,7 @@ class SegmentCatalog {
   ListenerState* StateOf(const CatalogListener* l) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const ListenerState* StateOf(const CatalogListener* l) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  Clock& clock_;
   mutable absl::Mutex mu_;
   CatalogSnapshot current_ ABSL_GUARDED_BY(mu_);
   // (end of shippable WAL, when it was published), oldest first; bounded.

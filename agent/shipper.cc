@@ -18,8 +18,9 @@ namespace walship::agent {
 Shipper::Shipper(sys::SysCalls& sys, SegmentCatalog& catalog, const StreamOrder& order,
                  SegmentChecksums& checksums, std::string wal_dir, int data_fd,
                  Position start, uint32_t start_prefix_crc32c, ShipperOptions options,
-                 ShipperEvents* events)
-    : sys_(sys),
+                 ShipperEvents* events, Clock& clock)
+    : clock_(clock),
+      sys_(sys),
       catalog_(catalog),
       checksums_(checksums),
       wal_dir_(std::move(wal_dir)),
@@ -192,7 +193,7 @@ absl::Status Shipper::Run(const std::atomic<bool>& stop) {
       wait_at = *step;
     }
     if (wait_at.has_value()) {
-      catalog_.WaitForChange(this, *wait_at, absl::Now() + options_.idle_wait);
+      catalog_.WaitForChange(this, *wait_at, clock_.Now() + options_.idle_wait);
     }
   }
   // Waits for a Pump still running (it touches nothing of this after its

@@ -58,6 +58,7 @@
 #include "agent/segment_catalog.h"
 #include "agent/segment_checksums.h"
 #include "agent/stream_order.h"
+#include "common/clock.h"
 #include "common/file_crc.h"
 #include "common/position.h"
 #include "common/sys/syscalls.h"
@@ -100,7 +101,8 @@ class Shipper final : private CatalogListener {
   // the next segment. All references must outlive the Shipper.
   Shipper(sys::SysCalls& sys, SegmentCatalog& catalog, const StreamOrder& order,
           SegmentChecksums& checksums, std::string wal_dir, int data_fd, Position start,
-          uint32_t start_prefix_crc32c, ShipperOptions options, ShipperEvents* events);
+          uint32_t start_prefix_crc32c, ShipperOptions options, ShipperEvents* events,
+          Clock& clock = DefaultClock());
 
   absl::Status Run(const std::atomic<bool>& stop);
 
@@ -122,6 +124,8 @@ class Shipper final : private CatalogListener {
   absl::StatusOr<uint32_t> VerifySent(uint64_t length);
   // True when bytes sent from `at` on belong to the last piece recorded.
   bool ExtendsLastPiece(uint64_t at) const;
+
+  Clock& clock_;
 
   sys::SysCalls& sys_;
   SegmentCatalog& catalog_;

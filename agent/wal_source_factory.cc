@@ -9,16 +9,17 @@ namespace walship::agent {
 
 absl::StatusOr<std::unique_ptr<WalSource>> MakeWalSource(sys::SysCalls& sys,
                                                          const AgentOptions& options,
-                                                         SegmentCatalog& catalog) {
+                                                         SegmentCatalog& catalog,
+                                                         Clock& clock) {
   if (options.format == "append") {
     AppendSourceOptions so;
     so.wal_dir = options.wal_dir;
     so.stream_id = options.stream_id;
     so.segment_pattern = options.segment_pattern;
-    return std::make_unique<AppendSource>(sys, so, catalog);
+    return std::make_unique<AppendSource>(sys, so, catalog, clock);
   }
   if (options.format == "postgres") {
-    return std::make_unique<PostgresFormat>(sys, options, catalog);
+    return std::make_unique<PostgresFormat>(sys, options, catalog, clock);
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "--format=", options.format, " is not supported (supported: append, postgres)"));

@@ -13,6 +13,7 @@
 #include "agent/agent_options.h"
 #include "agent/segment_catalog.h"
 #include "agent/wal_source.h"
+#include "common/clock.h"
 #include "common/sys/syscalls.h"
 
 namespace walship::agent {
@@ -23,7 +24,8 @@ namespace walship::agent {
 // refuses it first).
 absl::StatusOr<std::unique_ptr<WalSource>> MakeWalSource(sys::SysCalls& sys,
                                                          const AgentOptions& options,
-                                                         SegmentCatalog& catalog);
+                                                         SegmentCatalog& catalog,
+                                                         Clock& clock = DefaultClock());
 
 }  // namespace walship::agent
 

@@ -90,7 +90,9 @@ absl::StatusOr<sys::UniqueFd> ListenTcp(sys::SysCalls& sys, const HostPort& addr
     }
     sys::UniqueFd fd(static_cast<int>(r.rc));
     int one = 1;
-    sys.Setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    // Ignored on purpose: without SO_REUSEADDR the bind below may fail with
+    // EADDRINUSE, and that failure is reported.
+    (void)sys.Setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     r = sys.Bind(fd.get(), p->ai_addr, p->ai_addrlen);
     if (!r.ok()) {
       last = sys::ErrnoToStatus(r.err, absl::StrCat("bind ", addr.ToString()));
@@ -139,16 +141,17 @@ absl::StatusOr<sys::UniqueFd> ConnectTcp(sys::SysCalls& sys, const HostPort& add
       }
       int err = 0;
       socklen_t len = sizeof(err);
-      getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-      r = err == 0 ? sys::SysResult{0, 0} : sys::SysResult{-1, err};
+      r = sys.Getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+      if (r.ok() && err != 0) r = sys::SysResult{-1, err};
     }
     if (!r.ok()) {
       last = sys::ErrnoToStatus(r.err, absl::StrCat("connect ", addr.ToString()));
       continue;
     }
     if (!nonblocking) {
-      int flags = fcntl(fd.get(), F_GETFL);
-      sys.Fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+      r = sys.Fcntl(fd.get(), F_GETFL, 0);
+      if (r.ok()) r = sys.Fcntl(fd.get(), F_SETFL, r.rc & ~O_NONBLOCK);
+      if (!r.ok()) return sys::ErrnoToStatus(r.err, "fcntl F_SETFL (blocking)");
     }
     return fd;
   }
@@ -160,21 +163,6 @@ absl::Status SetNoDelay(sys::SysCalls& sys, int fd) {
   sys::SysResult r = sys.Setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   if (!r.ok()) return sys::ErrnoToStatus(r.err, "setsockopt TCP_NODELAY");
   return absl::OkStatus();
-}
-
-std::string PeerName(int fd) {
-  sockaddr_storage ss;
-  socklen_t len = sizeof(ss);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
-  char buf[INET6_ADDRSTRLEN] = {0};
-  if (ss.ss_family == AF_INET6) {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-    inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof(buf));
-    return absl::StrCat("[", buf, "]:", ntohs(a->sin6_port));
-  }
-  auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-  inet_ntop(AF_INET, &a->sin_addr, buf, sizeof(buf));
-  return absl::StrCat(buf, ":", ntohs(a->sin_port));
 }
 
 }  // namespace walship

@@ -44,9 +44,6 @@ absl::StatusOr<sys::UniqueFd> ConnectTcp(sys::SysCalls& sys, const HostPort& add
 // Disables Nagle: the tail of the WAL must not wait for more bytes.
 absl::Status SetNoDelay(sys::SysCalls& sys, int fd);
 
-// "ip:port" of the socket's peer, for log lines; "?" when unknown.
-std::string PeerName(int fd);
-
 }  // namespace walship
 
 #endif  // WALSHIP_COMMON_NET_H_

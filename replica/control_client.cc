@@ -80,7 +80,7 @@ absl::StatusOr<Negotiated> NegotiateHandshake(const ReplicaOptions& options,
 }
 
 absl::StatusOr<std::unique_ptr<ControlClient>> ControlClient::Create(
-    const ReplicaOptions& options) {
+    const ReplicaOptions& options, Clock& clock) {
   WALSHIP_ASSIGN_OR_RETURN(HostPort agent, ParseHostPort(options.agent));
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
       MakeChannel(options.agent, options.tls);
@@ -91,7 +91,7 @@ absl::StatusOr<std::unique_ptr<ControlClient>> ControlClient::Create(
         absl::StrCat("TLS files: ", channel.status().message()));
   }
   return std::unique_ptr<ControlClient>(
-      new ControlClient(options, std::move(agent), walship::v1::Control::NewStub(*channel)));
+      new ControlClient(options, std::move(agent), walship::v1::Control::NewStub(*channel), clock));
 }
 
 grpc::Status ControlClient::Call(const std::string& stream_id,
@@ -114,7 +114,7 @@ grpc::Status ControlClient::Call(const std::string& stream_id,
   }
   req.set_transport(TransportName(options_.transport));
   grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
+  ctx.set_deadline(absl::ToChronoTime(clock_.Now() + options_.connect_timeout));
   return stub_->Handshake(&ctx, req, out);
 }
 

@@ -45,6 +45,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/clock.h"
 #include "common/net.h"
 #include "proto/walship.grpc.pb.h"
 #include "replica/replica_options.h"
@@ -87,8 +88,10 @@ class ControlClient {
 
   // Parses the agent's address (kInvalidArgument) and builds the channel
   // (no connection yet). TLS files that no longer load are kUnavailable:
-  // they were checked at start-up, so a rotation is in progress.
-  static absl::StatusOr<std::unique_ptr<ControlClient>> Create(const ReplicaOptions& options);
+  // they were checked at start-up, so a rotation is in progress. Call
+  // deadlines are read from `clock`.
+  static absl::StatusOr<std::unique_ptr<ControlClient>> Create(const ReplicaOptions& options,
+                                                               Clock& clock = DefaultClock());
 
   // The agent's control address; its host is the data socket's default.
   const HostPort& agent() const { return agent_; }
@@ -105,12 +108,14 @@ class ControlClient {
 
  private:
   ControlClient(const ReplicaOptions& options, HostPort agent,
-                std::unique_ptr<walship::v1::Control::Stub> stub)
-      : options_(options), agent_(std::move(agent)), stub_(std::move(stub)) {}
+                std::unique_ptr<walship::v1::Control::Stub> stub, Clock& clock)
+      : clock_(clock), options_(options), agent_(std::move(agent)), stub_(std::move(stub)) {}
 
   grpc::Status Call(const std::string& stream_id, const std::vector<HeldCopy>& held,
                     const DurablePoint& at, bool unrecorded,
                     walship::v1::HandshakeResponse* out);
+
+  Clock& clock_;
 
   const ReplicaOptions& options_;
   const HostPort agent_;

@@ -64,8 +64,8 @@ absl::Status RenamePartial(sys::SysCalls& sys, const std::string& dir, const std
   return absl::OkStatus();
 }
 
-Publisher::Publisher(sys::SysCalls& sys, std::string dir, bool drop_behind)
-    : sys_(sys), dir_(std::move(dir)), drop_behind_(drop_behind) {}
+Publisher::Publisher(sys::SysCalls& sys, std::string dir, bool drop_behind, Clock& clock)
+    : clock_(clock), sys_(sys), dir_(std::move(dir)), drop_behind_(drop_behind) {}
 
 Publisher::~Publisher() = default;
 
@@ -73,7 +73,8 @@ absl::Status Publisher::AppendSum(const std::string& name, uint64_t length, uint
   const std::string path = absl::StrCat(dir_, "/", kSumsFileName);
   std::string line = SegmentSumLine(name, length, crc32c);
   if (!sums_.valid()) {
-    bool existed = access(path.c_str(), F_OK) == 0;
+    struct stat st;
+    const bool existed = sys_.Stat(path.c_str(), &st).ok();
     WALSHIP_ASSIGN_OR_RETURN(sums_, sys::OpenFile(sys_, path, O_RDWR | O_CREAT | O_APPEND));
     if (!existed) WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
     // A crash in the middle of an earlier append leaves a last line without
@@ -160,7 +161,7 @@ void Publisher::DropPages(const Queued& q) {
       return;
     }
     off += len;
-    if (off < total && !HasPagesToDrop()) absl::SleepFor(kDropSlicePause);
+    if (off < total && !HasPagesToDrop()) clock_.SleepFor(kDropSlicePause);
   } while (off < total);
 }
 

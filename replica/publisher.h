@@ -43,6 +43,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/unique_fd.h"
 #include "replica/state_store.h"
@@ -73,7 +74,8 @@ class Publisher {
  public:
   // `dir` is the destination directory; with `drop_behind`, QueueDrop keeps
   // segments for DropPublishedPages(), else it ignores them.
-  Publisher(sys::SysCalls& sys, std::string dir, bool drop_behind);
+  Publisher(sys::SysCalls& sys, std::string dir, bool drop_behind,
+            Clock& clock = DefaultClock());
   ~Publisher();
 
   // Step 1: appends the line for `name` to walship.sums (creating the file,
@@ -110,6 +112,8 @@ class Publisher {
     std::string name;
   };
   void DropPages(const Queued& q);
+
+  Clock& clock_;
 
   sys::SysCalls& sys_;
   const std::string dir_;

@@ -1,6 +1,5 @@
 #include "replica/recovery.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 
 #include <algorithm>
@@ -73,19 +72,15 @@ absl::StatusOr<RecoveredPoint> DirectoryRecovery::Run() {
 }
 
 absl::Status DirectoryRecovery::ListDirectory() {
-  DIR* d = opendir(dir_.c_str());
-  if (d == nullptr) {
-    return sys::ErrnoToStatus(errno, absl::StrCat("open destination ", dir_));
-  }
-  while (dirent* e = readdir(d)) {
-    std::string n = e->d_name;
+  WALSHIP_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                           sys::ListDirectory(sys_, dir_, "destination"));
+  for (const std::string& n : names) {
     if (absl::EndsWith(n, kPartialSuffix)) {
       partial_.push_back(n.substr(0, n.size() - strlen(kPartialSuffix)));
     } else if (wire::ValidateSegmentName(n).ok()) {  // never the replica's walship.*
       complete_.push_back(n);
     }
   }
-  closedir(d);
   std::sort(complete_.begin(), complete_.end());
   return absl::OkStatus();
 }

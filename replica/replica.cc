@@ -12,8 +12,11 @@
 
 namespace walship::replica {
 
-Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* metrics)
-    : sys_(sys), options_(std::move(options)), metrics_(metrics ? *metrics : own_metrics_) {
+Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* metrics, Clock& clock)
+    : clock_(clock),
+      sys_(sys),
+      options_(std::move(options)),
+      metrics_(metrics ? *metrics : own_metrics_) {
   // Declared up front so every series exists (at 0) from the first scrape.
   metrics_.Counter("walship_replica_sessions_total", "Sessions started (handshakes sent).");
   metrics_.Counter("walship_replica_session_failures_total",
@@ -96,7 +99,7 @@ absl::Status Replica::Run() {
   }
   absl::Duration backoff = options_.min_backoff;
   while (!stopping_.load()) {
-    absl::Time began = absl::Now();
+    absl::Time began = clock_.Now();
     absl::Status s = RunOnce();
     if (stopping_.load()) break;
     CountFailure(s);
@@ -108,7 +111,7 @@ absl::Status Replica::Run() {
     }
     // A session that got as far as shipping resets the backoff: an agent
     // restart is not a reason to wait longer each time.
-    if (established_.exchange(false) || absl::Now() - began > absl::Seconds(10)) {
+    if (established_.exchange(false) || clock_.Now() - began > absl::Seconds(10)) {
       backoff = options_.min_backoff;
     }
     if (absl::IsResourceExhausted(s)) {
@@ -116,7 +119,7 @@ absl::Status Replica::Run() {
       // new is acknowledged, and the next session resumes from the durable
       // position once space returns.
       struct statvfs v;
-      uint64_t free_bytes = statvfs(options_.dest.c_str(), &v) == 0
+      uint64_t free_bytes = sys_.Statvfs(options_.dest.c_str(), &v).ok()
                                 ? static_cast<uint64_t>(v.f_bavail) * v.f_frsize
                                 : 0;
       spdlog::error("disk full in {}: {} bytes free; acknowledging nothing new; retrying in {} "
@@ -126,15 +129,15 @@ absl::Status Replica::Run() {
       spdlog::warn("session ended: {}; retrying in {}", s.ToString(),
                    absl::FormatDuration(backoff));
     }
-    absl::Time until = absl::Now() + backoff;
-    while (!stopping_.load() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(20));
+    absl::Time until = clock_.Now() + backoff;
+    while (!stopping_.load() && clock_.Now() < until) clock_.SleepFor(absl::Milliseconds(20));
     backoff = std::min(backoff * 2, options_.max_backoff);
   }
   return absl::OkStatus();
 }
 
 absl::Status Replica::RunOnce() {
-  Session session(sys_, options_, metrics_, after_failed_flush_);
+  Session session(sys_, options_, metrics_, after_failed_flush_, clock_);
   WALSHIP_RETURN_IF_ERROR(session.Open());
   established_.store(true);
   {

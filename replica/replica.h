@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 #include "common/metrics.h"
 #include "common/sys/syscalls.h"
 #include "replica/replica_options.h"
@@ -38,7 +39,8 @@ class Replica {
  public:
   // `metrics` (optional, not owned, must outlive the object) receives the
   // walship_replica_* series.
-  Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* metrics = nullptr);
+  Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* metrics = nullptr,
+          Clock& clock = DefaultClock());
   ~Replica();
 
   absl::Status Run();
@@ -51,6 +53,8 @@ class Replica {
   absl::Status RunOnce();
   // Counts why a session ended, for the metrics.
   void CountFailure(const absl::Status& s);
+
+  Clock& clock_;
 
   sys::SysCalls& sys_;
   const ReplicaOptions options_;

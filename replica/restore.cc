@@ -44,6 +44,39 @@ absl::Status CopyOut(sys::SysCalls& sys, int src, uint64_t length, uint64_t pad,
   return absl::OkStatus();
 }
 
+// Serves the published (or about to be published) file `complete` of `name`,
+// open as `fd`, if it matches its line in the checksum file.
+int ServeComplete(sys::SysCalls& sys, const std::string& dest, const std::string& name,
+                  const std::string& complete, int fd, const std::string& target,
+                  std::string* why) {
+  std::map<std::string, SegmentSum> sums = LoadSegmentSums(sys, dest);
+  auto it = sums.find(name);
+  if (it == sums.end()) {
+    *why = absl::StrCat("refusing ", complete, ": no checksum recorded in ", kSumsFileName);
+    return kRestoreRefused;
+  }
+  struct stat st;
+  if (!sys.Fstat(fd, &st).ok() ||
+      static_cast<uint64_t>(st.st_size) != it->second.length) {
+    *why = absl::StrCat("refusing ", complete, ": length ", st.st_size, " but ",
+                        it->second.length, " recorded");
+    return kRestoreRefused;
+  }
+  auto crc = Crc32cOfFileRange(sys, fd, 0, it->second.length, complete);
+  if (!crc.ok() || *crc != it->second.crc32c) {
+    *why = crc.ok() ? absl::StrFormat("refusing %s: CRC32C %08x but %08x recorded",
+                                      complete, *crc, it->second.crc32c)
+                    : std::string(crc.status().message());
+    return kRestoreRefused;
+  }
+  if (absl::Status s = CopyOut(sys, fd, it->second.length, 0, target); !s.ok()) {
+    *why = s.ToString();
+    return kRestoreRefused;
+  }
+  *why = absl::StrCat("served ", name, " (", it->second.length, " bytes, verified)");
+  return kRestoreServed;
+}
+
 }  // namespace
 
 int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name,
@@ -74,34 +107,7 @@ int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name
     fd = sys::OpenFile(sys, partial, O_RDONLY);
     if (fd.ok()) complete = partial;
   }
-  if (fd.ok()) {
-    std::map<std::string, SegmentSum> sums = LoadSegmentSums(sys, dest);
-    auto it = sums.find(name);
-    if (it == sums.end()) {
-      *why = absl::StrCat("refusing ", complete, ": no checksum recorded in ", kSumsFileName);
-      return kRestoreRefused;
-    }
-    struct stat st;
-    if (!sys.Fstat(fd->get(), &st).ok() ||
-        static_cast<uint64_t>(st.st_size) != it->second.length) {
-      *why = absl::StrCat("refusing ", complete, ": length ", st.st_size, " but ",
-                          it->second.length, " recorded");
-      return kRestoreRefused;
-    }
-    auto crc = Crc32cOfFileRange(sys, fd->get(), 0, it->second.length, complete);
-    if (!crc.ok() || *crc != it->second.crc32c) {
-      *why = crc.ok() ? absl::StrFormat("refusing %s: CRC32C %08x but %08x recorded",
-                                        complete, *crc, it->second.crc32c)
-                      : std::string(crc.status().message());
-      return kRestoreRefused;
-    }
-    if (absl::Status s = CopyOut(sys, fd->get(), it->second.length, 0, target); !s.ok()) {
-      *why = s.ToString();
-      return kRestoreRefused;
-    }
-    *why = absl::StrCat("served ", name, " (", it->second.length, " bytes, verified)");
-    return kRestoreServed;
-  }
+  if (fd.ok()) return ServeComplete(sys, dest, name, complete, fd->get(), target, why);
   // The segment being received: durable bytes only.
   if (!state.ok()) {
     *why = state.status().ToString();

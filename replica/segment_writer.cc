@@ -39,12 +39,13 @@ absl::Status PutBackRecord(const absl::Status& failed, const SegmentWriter::Pers
 }  // namespace
 
 SegmentWriter::SegmentWriter(sys::SysCalls& sys, std::string dest_dir,
-                             WriterOptions options)
-    : sys_(sys),
+                             WriterOptions options, Clock& clock)
+    : clock_(clock),
+      sys_(sys),
       dir_(std::move(dest_dir)),
       options_(options),
       crc_reader_(sys),
-      publisher_(sys, dir_, options_.drop_behind) {}
+      publisher_(sys, dir_, options_.drop_behind, clock) {}
 
 SegmentWriter::~SegmentWriter() = default;
 
@@ -58,10 +59,10 @@ absl::Status SegmentWriter::SyncOverlapped(int fd, const std::string& path,
 }
 
 absl::Status SegmentWriter::SyncFile(int fd, const std::string& path) {
-  const absl::Time start = absl::Now();
+  const absl::Time start = clock_.Now();
   sys::SysResult r = sys_.Fdatasync(fd);
   if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", path));
-  if (options_.on_data_sync) options_.on_data_sync(absl::Now() - start);
+  if (options_.on_data_sync) options_.on_data_sync(clock_.Now() - start);
   return absl::OkStatus();
 }
 

@@ -58,6 +58,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/file_crc.h"
 #include "common/position.h"
 #include "common/sys/pipe.h"
@@ -94,7 +95,8 @@ struct WriterCounters {
 
 class SegmentWriter {
  public:
-  SegmentWriter(sys::SysCalls& sys, std::string dest_dir, WriterOptions options);
+  SegmentWriter(sys::SysCalls& sys, std::string dest_dir, WriterOptions options,
+                Clock& clock = DefaultClock());
   ~SegmentWriter();
 
   // Reconciles the directory with the persisted state (RecoverDirectory,
@@ -302,6 +304,8 @@ class SegmentWriter {
 
   // Flush() only (one caller at a time).
   HelperPool pool_;
+
+  Clock& clock_;
 
   sys::SysCalls& sys_;
   const std::string dir_;

@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <cstring>
 #include <limits>
 #include <thread>
 
@@ -56,13 +57,14 @@ WriterOptions WriterOptionsFor(const ReplicaOptions& options, MetricsRegistry& m
 }  // namespace
 
 Session::Session(sys::SysCalls& sys, const ReplicaOptions& options, MetricsRegistry& metrics,
-                 std::atomic<bool>& after_failed_flush)
-    : sys_(sys),
+                 std::atomic<bool>& after_failed_flush, Clock& clock)
+    : clock_(clock),
+      sys_(sys),
       options_(options),
       metrics_(metrics),
       after_failed_flush_(after_failed_flush),
       store_(sys, options.dest),
-      writer_(sys, options.dest, WriterOptionsFor(options, metrics)),
+      writer_(sys, options.dest, WriterOptionsFor(options, metrics), clock),
       progress_(sys, options.dest),
       ack_due_us_(kNoAckDue),
       flush_seconds_(metrics.Histogram("walship_replica_flush_seconds", "", {})),
@@ -99,7 +101,7 @@ absl::Status Session::Handshake() {
   // Presented at handshake: the agent checks each against the source.
   WALSHIP_ASSIGN_OR_RETURN(std::vector<HeldCopy> held,
                            ListHeldSegments(sys_, options_.dest, kMaxHeldSegments));
-  WALSHIP_ASSIGN_OR_RETURN(control_, ControlClient::Create(options_));
+  WALSHIP_ASSIGN_OR_RETURN(control_, ControlClient::Create(options_, clock_));
   const std::optional<DurablePoint> tail = writer_.tail();
   WALSHIP_ASSIGN_OR_RETURN(
       Negotiated negotiated,
@@ -138,7 +140,13 @@ absl::Status Session::ConnectData() {
       sock_, ConnectTcp(sys_, data, options_.connect_timeout, /*nonblocking=*/true));
   WALSHIP_RETURN_IF_ERROR(SetNoDelay(sys_, sock_.get()));
   int rcvbuf = 4 << 20;
-  sys_.Setsockopt(sock_.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+  if (sys::SysResult r =
+          sys_.Setsockopt(sock_.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+      !r.ok()) {
+    // Only a tuning hint: the session works with the kernel's default.
+    spdlog::warn("setsockopt SO_RCVBUF {}: {}; the kernel's default receive buffer stays",
+                 rcvbuf, std::strerror(r.err));
+  }
   std::string hello = wire::EncodeFrame(wire::FrameType::kHello, handshake_.session_id(), 0,
                                         handshake_.data_token());
   io_.io_timeout = options_.io_timeout;
@@ -150,7 +158,7 @@ absl::Status Session::ConnectData() {
 absl::Status Session::Run() {
   {
     absl::MutexLock lock(&fail_mu_);
-    last_heard_ = absl::Now();
+    last_heard_ = clock_.Now();
   }
   stream_ = control_->OpenSession(&session_ctx_);
   Attach(sock_.get(), &session_ctx_);
@@ -306,11 +314,11 @@ void Session::FlushLoop() {
     if (!writer_.HasUnflushedWork()) {
       const int64_t due = ack_due_us_.load();
       absl::Duration wait = options_.flush_interval;
-      if (due != kNoAckDue) wait = std::min(wait, absl::FromUnixMicros(due) - absl::Now());
+      if (due != kNoAckDue) wait = std::min(wait, absl::FromUnixMicros(due) - clock_.Now());
       if (wait > absl::ZeroDuration()) WaitKick(wait);
     }
     if (!FlushCycle()) break;
-    if (absl::Now() - last_heard() > options_.agent_silence_timeout) {
+    if (clock_.Now() - last_heard() > options_.agent_silence_timeout) {
       return Fail(absl::UnavailableError(absl::StrCat(
           "agent silent for ", absl::FormatDuration(options_.agent_silence_timeout))));
     }
@@ -328,7 +336,7 @@ bool Session::FlushCycle() {
 // (AfterData). flush_mu_ serializes them.
 bool Session::FlushCycleLocked() {
   if (failed()) return false;
-  const absl::Time flush_start = absl::Now();
+  const absl::Time flush_start = clock_.Now();
   const uint64_t gen = ++cycle_gen_;
   absl::StatusOr<DurablePoint> dp =
       writer_.Flush([this, gen](const DurablePoint& p) { return Record(p, gen); });
@@ -361,7 +369,7 @@ bool Session::FlushCycleLocked() {
 void Session::CountCycle(const DurablePoint& dp, absl::Time flush_start) {
   WriterCounters c = writer_.counters();
   if (c.bytes_zerocopy > counted_.bytes_zerocopy || c.bytes_copy > counted_.bytes_copy) {
-    flush_seconds_.Observe({}, absl::ToDoubleSeconds(absl::Now() - flush_start));
+    flush_seconds_.Observe({}, absl::ToDoubleSeconds(clock_.Now() - flush_start));
     received_.Add({{"path", "zerocopy"}},
                   static_cast<double>(c.bytes_zerocopy - counted_.bytes_zerocopy));
     received_.Add({{"path", "copy"}}, static_cast<double>(c.bytes_copy - counted_.bytes_copy));
@@ -375,7 +383,7 @@ void Session::CountCycle(const DurablePoint& dp, absl::Time flush_start) {
 }
 
 bool Session::MaybeAck(const DurablePoint& dp) {
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_.Now();
   acks_.set_interval(absl::Microseconds(ack_pacing_us_.load()));
   if (acks_.ShouldSend(dp.position, now)) {
     if (!SendAck(dp)) return false;
@@ -440,7 +448,7 @@ void Session::RecordLoop() {
       at = latest_;
       taken = latest_gen_;
     }
-    last_save = absl::Now();
+    last_save = clock_.Now();
     if (absl::Status s = Record(at, taken); !s.ok()) {
       spdlog::error("saving the durable position: {}", s.ToString());
       return Fail(s);
@@ -506,7 +514,9 @@ void Session::Fail(absl::Status s) {
   if (failed_) return;
   failed_ = true;
   status_ = std::move(s);
-  if (data_fd_ >= 0) ::shutdown(data_fd_, SHUT_RDWR);
+  // Ignored on purpose: it only wakes the reader; ENOTCONN (the peer went
+  // first) leaves nothing to wake.
+  if (data_fd_ >= 0) (void)sys_.Shutdown(data_fd_, SHUT_RDWR);
   if (ctx_ != nullptr) ctx_->TryCancel();
 }
 
@@ -525,7 +535,9 @@ void Session::Attach(int data_fd, grpc::ClientContext* ctx) {
   data_fd_ = data_fd;
   ctx_ = ctx;
   if (failed_) {
-    if (data_fd_ >= 0) ::shutdown(data_fd_, SHUT_RDWR);
+    // Ignored on purpose: it only wakes the reader; ENOTCONN (the peer went
+  // first) leaves nothing to wake.
+  if (data_fd_ >= 0) (void)sys_.Shutdown(data_fd_, SHUT_RDWR);
     if (ctx_ != nullptr) ctx_->TryCancel();
   }
 }
@@ -549,7 +561,7 @@ void Session::WaitKick(absl::Duration timeout) {
 
 void Session::Heard() {
   absl::MutexLock lock(&fail_mu_);
-  last_heard_ = absl::Now();
+  last_heard_ = clock_.Now();
 }
 
 absl::Time Session::last_heard() {

@@ -58,6 +58,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/metrics.h"
 #include "common/pacer.h"
 #include "common/position.h"
@@ -74,7 +75,8 @@ namespace walship::replica {
 class Session {
  public:
   Session(sys::SysCalls& sys, const ReplicaOptions& options, MetricsRegistry& metrics,
-          std::atomic<bool>& after_failed_flush);
+          std::atomic<bool>& after_failed_flush,
+          Clock& clock = DefaultClock());
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -137,6 +139,8 @@ class Session {
   void Attach(int data_fd, grpc::ClientContext* ctx) ABSL_LOCKS_EXCLUDED(fail_mu_);
   void Detach() ABSL_LOCKS_EXCLUDED(fail_mu_);
 
+  Clock& clock_;
+
   sys::SysCalls& sys_;
   const ReplicaOptions& options_;
   MetricsRegistry& metrics_;
@@ -166,7 +170,7 @@ class Session {
   absl::Status status_ ABSL_GUARDED_BY(fail_mu_);
   int data_fd_ ABSL_GUARDED_BY(fail_mu_) = -1;
   grpc::ClientContext* ctx_ ABSL_GUARDED_BY(fail_mu_) = nullptr;
-  absl::Time last_heard_ ABSL_GUARDED_BY(fail_mu_) = absl::Now();
+  absl::Time last_heard_ ABSL_GUARDED_BY(fail_mu_) = clock_.Now();
 
   // Wakes the flusher.
   absl::Mutex kick_mu_;

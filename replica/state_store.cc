@@ -1,6 +1,5 @@
 #include "replica/state_store.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -208,12 +207,11 @@ std::map<std::string, SegmentSum> LoadSegmentSums(sys::SysCalls& sys, const std:
 absl::StatusOr<std::vector<HeldCopy>> ListHeldSegments(sys::SysCalls& sys,
                                                        const std::string& dir, size_t max) {
   std::vector<std::string> names;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return sys::ErrnoToStatus(errno, absl::StrCat("open destination ", dir));
-  while (dirent* e = readdir(d)) {
-    if (wire::ValidateSegmentName(e->d_name).ok()) names.push_back(e->d_name);
+  WALSHIP_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                           sys::ListDirectory(sys, dir, "destination"));
+  for (std::string& n : all) {
+    if (wire::ValidateSegmentName(n).ok()) names.push_back(std::move(n));
   }
-  closedir(d);
   std::sort(names.begin(), names.end());
   if (names.size() > max) names.erase(names.begin(), names.end() - max);
   const std::map<std::string, SegmentSum> sums = LoadSegmentSums(sys, dir);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "status/status_watch.h"
 #include "common/flags.h"
 #include "common/logging.h"
@@ -172,10 +173,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto stub = walship::v1::Control::NewStub(*channel);
+  walship::Clock& clock = walship::DefaultClock();
 
   auto call = [&](walship::v1::StatusResponse* resp) {
     grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(timeout_ms)));
+    ctx.set_deadline(absl::ToChronoTime(clock.Now() + absl::Milliseconds(timeout_ms)));
     grpc::Status s = stub->Status(&ctx, walship::v1::StatusRequest(), resp);
     if (!s.ok()) {
       std::fprintf(stderr, "walship-status: %s: %s\n", agent.c_str(),
@@ -199,11 +201,11 @@ int main(int argc, char** argv) {
   std::map<std::string, st::ReplicaTracker> trackers;
   bool last_ok = false;
   for (int64_t i = 0; count == 0 || i < count; ++i) {
-    if (i > 0) absl::SleepFor(absl::Milliseconds(interval_ms));
+    if (i > 0) clock.SleepFor(absl::Milliseconds(interval_ms));
     walship::v1::StatusResponse resp;
     last_ok = call(&resp);
     if (!last_ok) continue;
-    absl::Time now = absl::Now();
+    absl::Time now = clock.Now();
     std::map<std::string, st::Progress> progress;
     for (const auto& r : resp.replicas()) {
       progress[r.name()] = trackers[r.name()].Update({now, BytesSent(r), r.lag_bytes()});

@@ -10,8 +10,8 @@
 namespace walship::agent {
 
 PostgresFormat::PostgresFormat(sys::SysCalls& sys, const AgentOptions& options,
-                               SegmentCatalog& catalog)
-    : sys_(sys), options_(options), source_(sys, SourceOptions(options), catalog) {}
+                               SegmentCatalog& catalog, Clock& clock)
+    : clock_(clock), sys_(sys), options_(options), source_(sys, SourceOptions(options), catalog, clock) {}
 
 PostgresFormat::~PostgresFormat() { Stop(); }
 
@@ -74,7 +74,7 @@ absl::Status PostgresFormat::StartSlotKeeper() {
         for (const ReplicaProgress& r : replicas()) out.push_back({r.name, r.flushed});
         return out;
       },
-      [this](const Position& p) { return source_.PositionToLsn(p); });
+      [this](const Position& p) { return source_.PositionToLsn(p); }, clock_);
   return slot_keeper_->Start();
 }
 

@@ -29,6 +29,7 @@
 #include "agent/postgres/slot_keeper.h"
 #include "agent/segment_catalog.h"
 #include "agent/wal_source.h"
+#include "common/clock.h"
 #include "common/metrics.h"
 #include "common/position.h"
 #include "common/sys/syscalls.h"
@@ -38,7 +39,8 @@ namespace walship::agent {
 class PostgresFormat final : public WalSource {
  public:
   // `options` as validated by AgentOptions::Validate(), format "postgres".
-  PostgresFormat(sys::SysCalls& sys, const AgentOptions& options, SegmentCatalog& catalog);
+  PostgresFormat(sys::SysCalls& sys, const AgentOptions& options, SegmentCatalog& catalog,
+                 Clock& clock = DefaultClock());
   ~PostgresFormat() override;
 
   // Starts the source, then (with a slot) the slot keeper.
@@ -67,6 +69,8 @@ class PostgresFormat final : public WalSource {
   static PostgresSourceOptions SourceOptions(const AgentOptions& options);
   // Start(), after the source: the slot keeper, when there is a slot.
   absl::Status StartSlotKeeper();
+
+  Clock& clock_;
 
   sys::SysCalls& sys_;
   const AgentOptions options_;

@@ -31,17 +31,6 @@ namespace {
 // the spacing is scanned at the next poll.
 constexpr absl::Duration kCrashRescanSpacing = absl::Milliseconds(20);
 
-bool SameSegments(const std::vector<SegmentInfo>& a, const std::vector<SegmentInfo>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].name != b[i].name || a[i].shippable != b[i].shippable ||
-        a[i].complete != b[i].complete) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // libpq's messages run over several lines; a log line is one.
 std::string OneLine(absl::string_view text) {
   std::string out;
@@ -59,8 +48,9 @@ std::string OneLine(absl::string_view text) {
 }  // namespace
 
 PostgresSource::PostgresSource(sys::SysCalls& sys, PostgresSourceOptions options,
-                               SegmentCatalog& catalog)
+                               SegmentCatalog& catalog, Clock& clock)
     : sys_(sys),
+      clock_(clock),
       options_(std::move(options)),
       catalog_(catalog),
       pg_(options_.conninfo),
@@ -69,15 +59,15 @@ PostgresSource::PostgresSource(sys::SysCalls& sys, PostgresSourceOptions options
 PostgresSource::~PostgresSource() { Stop(); }
 
 absl::Status PostgresSource::Start() {
-  absl::Time deadline = absl::Now() + options_.start_timeout;
+  absl::Time deadline = clock_.Now() + options_.start_timeout;
   absl::StatusOr<PgClient::Rows> rows;
   for (;;) {
     rows = pg_.Query(
         "SELECT s.system_identifier, i.bytes_per_wal_segment, i.wal_block_size "
         "FROM pg_control_system() s, pg_control_init() i");
-    if (rows.ok() || absl::Now() > deadline) break;
+    if (rows.ok() || clock_.Now() > deadline) break;
     spdlog::warn("waiting for PostgreSQL: {}", rows.status().ToString());
-    absl::SleepFor(absl::Seconds(1));
+    clock_.SleepFor(absl::Seconds(1));
   }
   if (!rows.ok()) return rows.status();
   if (rows->size() != 1 || (*rows)[0].size() != 3 ||
@@ -142,7 +132,7 @@ void PostgresSource::ReportReplicas(pg::Lsn write, pg::Lsn flush) {
   report_flush_ = std::max(report_flush_, flush);
   if (feed_ == nullptr || !feed_->active()) return;
   const bool was_held = feed_->report_due() != absl::InfiniteFuture();
-  absl::Status s = feed_->Report(report_write_, report_flush_, absl::Now());
+  absl::Status s = feed_->Report(report_write_, report_flush_, clock_.Now());
   // A failed report: the source thread notices the closed feed and falls
   // back to queries. A position newly held back: the source thread sends it
   // when due, and must wake for that rather than sleep its usual second.
@@ -164,7 +154,7 @@ void PostgresSource::CheckSyncState() {
     if (feed_ == nullptr || !feed_->active()) return;
     pid = feed_->backend_pid();
   }
-  next_sync_check_ = absl::Now() + options_.sync_state_interval;
+  next_sync_check_ = clock_.Now() + options_.sync_state_interval;
   auto rows = pg_.Query(
       absl::StrCat("SELECT sync_state FROM pg_stat_replication WHERE pid = ", pid));
   // Until the primary says async (no answer, no row yet), the feed keeps
@@ -194,7 +184,7 @@ void PostgresSource::CheckSyncState() {
 
 void PostgresSource::MaybeStartFeed() {
   if (!options_.feed || primary_down_ || in_recovery_ || timeline_ == 0) return;
-  if (absl::Now() < next_feed_attempt_) return;
+  if (clock_.Now() < next_feed_attempt_) return;
   {
     absl::MutexLock lock(&feed_mu_);
     if (feed_ != nullptr) return;  // live, or lost and not yet handled
@@ -207,7 +197,7 @@ void PostgresSource::MaybeStartFeed() {
   absl::Status s = feed->Start(exp_.system_id, timeline_);
   if (!s.ok()) {
     const bool refused = absl::IsFailedPrecondition(s);
-    next_feed_attempt_ = absl::Now() + options_.feed_retry * (refused ? 12 : 1);
+    next_feed_attempt_ = clock_.Now() + options_.feed_retry * (refused ? 12 : 1);
     std::string msg(s.message());
     if (msg != last_feed_error_) {
       spdlog::warn("flush feed unavailable, following the flush position by query instead "
@@ -246,7 +236,7 @@ absl::Status PostgresSource::FollowFeed(absl::Time* last_query) {
     if (announced.ok()) {
       // Periodic, asked for by the server, or held back by the pacer and
       // now due; otherwise acknowledgements report from ReportReplicas().
-      absl::Status r = feed_->Report(report_write_, report_flush_, absl::Now());
+      absl::Status r = feed_->Report(report_write_, report_flush_, clock_.Now());
       if (!r.ok()) announced = r;
     }
   }
@@ -254,14 +244,14 @@ absl::Status PostgresSource::FollowFeed(absl::Time* last_query) {
     spdlog::warn("flush feed lost ({}); following the flush position by query",
                  std::string(announced.status().message()));
     DropFeed();
-    *last_query = absl::Now();
+    *last_query = clock_.Now();
     return Poll();  // at once: the primary may have gone down
   }
   if (*announced > flush_ && !primary_down_) flush_ = *announced;
   if (absl::Status s = Publish(timeline_, flush_); !s.ok()) return s;
-  if (absl::Now() >= next_sync_check_) CheckSyncState();
-  if (absl::Now() - *last_query >= options_.feed_query_interval) {
-    *last_query = absl::Now();
+  if (clock_.Now() >= next_sync_check_) CheckSyncState();
+  if (clock_.Now() - *last_query >= options_.feed_query_interval) {
+    *last_query = clock_.Now();
     return Poll();
   }
   return absl::OkStatus();
@@ -276,7 +266,7 @@ void PostgresSource::Stop() {
 }
 
 void PostgresSource::Loop() {
-  absl::Time last_query = absl::Now();  // Start() has just queried
+  absl::Time last_query = clock_.Now();  // Start() has just queried
   while (!stopping_.load()) {
     int feed_fd = -1;
     bool feed_live = false;  // open, or closed by a failed report not yet handled
@@ -298,16 +288,16 @@ void PostgresSource::Loop() {
     // With the feed, a held-back status update (FollowFeed sends it) sets
     // the deadline too.
     if (!feed_live) {
-      const absl::Duration since = absl::Now() - last_query;
+      const absl::Duration since = clock_.Now() - last_query;
       if (since < options_.min_query_interval) {
-        absl::SleepFor(options_.min_query_interval - since);
+        clock_.SleepFor(options_.min_query_interval - since);
         if (stopping_.load()) break;
       }
     }
     watch_->Wait(
         feed_live ? std::max(absl::ZeroDuration(),
                              std::min({options_.feed_query_interval, absl::Seconds(1),
-                                       report_due - absl::Now()}))
+                                       report_due - clock_.Now()}))
                   : options_.poll_interval,
         [this](const inotify_event& ev) {
           if (ev.mask & (IN_CREATE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE | IN_Q_OVERFLOW)) {
@@ -321,7 +311,7 @@ void PostgresSource::Loop() {
     if (feed_live) {
       s = FollowFeed(&last_query);
     } else {
-      last_query = absl::Now();
+      last_query = clock_.Now();
       s = Poll();
     }
     if (!s.ok()) {
@@ -381,14 +371,14 @@ void PostgresSource::VerifyPostmaster(int backend_pid) {
 void PostgresSource::LogNoCrashRule(const absl::Status& failed,
                                     const PostmasterWatch::Evidence& e) {
   if (e.why == no_crash_rule_logged_ &&
-      absl::Now() - last_no_crash_rule_log_ < absl::Seconds(10)) {
+      clock_.Now() - last_no_crash_rule_log_ < absl::Seconds(10)) {
     return;
   }
   spdlog::warn("cannot query the flush position ({}); the crash rule does not run ({}): "
                "waiting for PostgreSQL",
                OneLine(failed.message()), e.why);
   no_crash_rule_logged_ = e.why;
-  last_no_crash_rule_log_ = absl::Now();
+  last_no_crash_rule_log_ = clock_.Now();
 }
 
 bool PostgresSource::DropFeed() {
@@ -401,7 +391,7 @@ bool PostgresSource::DropFeed() {
   }
   sync_state_.clear();
   NoteSync();
-  next_feed_attempt_ = absl::Now() + options_.feed_retry;
+  next_feed_attempt_ = clock_.Now() + options_.feed_retry;
   if (watch_.has_value()) {
     if (absl::Status m = watch_->SetMask(WatchMask(false)); !m.ok()) {
       spdlog::warn("{}", m.ToString());
@@ -449,10 +439,10 @@ absl::Status PostgresSource::Poll() {
     // still be writing and committing. Recovery would replay what they
     // write, so every write in pg_wal while the primary is down is
     // scanned for.
-    if (wal_written_ && absl::Now() - last_crash_scan_ >= kCrashRescanSpacing) {
+    if (wal_written_ && clock_.Now() - last_crash_scan_ >= kCrashRescanSpacing) {
       return ApplyCrashRule(/*first=*/false);
     }
-    if (crash_logged_ < flush_ && absl::Now() - last_crash_log_ >= absl::Seconds(1)) {
+    if (crash_logged_ < flush_ && clock_.Now() - last_crash_log_ >= absl::Seconds(1)) {
       LogCrashRuleProgress(/*first=*/false);
     }
     return absl::OkStatus();
@@ -495,10 +485,10 @@ absl::Status PostgresSource::Poll() {
     // than the scan shipped. Its recovery replays the same records, so its
     // flush position catches up; never ship backwards meanwhile.
     static absl::Time last_warn = absl::InfinitePast();
-    if (absl::Now() - last_warn > absl::Seconds(10)) {
+    if (clock_.Now() - last_warn > absl::Seconds(10)) {
       spdlog::warn("PostgreSQL reports flush position {} behind the {} already shipped",
                    lsn_text, pg::FormatLsn(flush_));
-      last_warn = absl::Now();
+      last_warn = clock_.Now();
     }
     *lsn = flush_;
   }
@@ -507,168 +497,11 @@ absl::Status PostgresSource::Poll() {
   return Publish(timeline_, flush_);
 }
 
-absl::StatusOr<std::vector<PostgresSource::TimelineRange>> PostgresSource::Ancestry(
-    uint32_t timeline, pg::Lsn flush) {
-  std::vector<TimelineRange> ranges;
-  pg::Lsn begin = 0;
-  if (timeline > 1) {
-    std::string path = absl::StrCat(options_.wal_dir, "/", pg::HistoryFileName(timeline));
-    auto text = sys::ReadFileToString(sys_, path);
-    if (!text.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "timeline ", timeline, " has no history file ", path, ": ", text.status().message()));
-    }
-    WALSHIP_ASSIGN_OR_RETURN(std::vector<pg::TimelineSwitch> switches,
-                             pg::ParseHistoryFile(*text));
-    for (const pg::TimelineSwitch& s : switches) {
-      ranges.push_back(TimelineRange{s.parent_timeline, begin, s.switch_lsn});
-      begin = s.switch_lsn;
-    }
-  }
-  ranges.push_back(TimelineRange{timeline, begin, flush});
-  return ranges;
-}
-
-uint64_t PostgresSource::ValidatePages(const std::string& name, pg::Lsn seg_start,
-                                       uint64_t from, uint64_t to) {
-  if (from >= to) return from;
-  if (validate_name_ != name || !validate_fd_.valid()) {
-    auto fd = sys::OpenRegularFile(sys_, absl::StrCat(options_.wal_dir, "/", name));
-    if (!fd.ok()) return from;
-    validate_fd_ = *std::move(fd);
-    validate_name_ = name;
-  }
-  const sys::UniqueFd* fd = &validate_fd_;
-  const uint64_t block = exp_.block_size;
-  // Pages starting before `from` were checked by an earlier call.
-  uint64_t page = (from + block - 1) / block * block;
-  uint8_t header[pg::kLongPageHeaderSize];
-  for (; page < to; page += block) {
-    absl::Status s = sys::PreadFully(sys_, fd->get(), header, sizeof(header),
-                                     static_cast<off_t>(page));
-    if (s.ok()) {
-      s = pg::ValidatePage(absl::MakeConstSpan(header, sizeof(header)), seg_start + page, exp_);
-    }
-    if (!s.ok() && page > 0 && pg::LooksZeroed(absl::MakeConstSpan(header, sizeof(header)))) {
-      // After an XLOG_SWITCH record PostgreSQL writes the rest of the
-      // segment as whole zero pages, headers included, and flushes them. A
-      // page that is entirely zero below the flush position is such
-      // padding; anything else in a page without a valid header is not.
-      std::vector<uint8_t> whole(block);
-      if (sys::PreadFully(sys_, fd->get(), whole.data(), whole.size(),
-                          static_cast<off_t>(page))
-              .ok() &&
-          std::all_of(whole.begin(), whole.end(), [](uint8_t b) { return b == 0; })) {
-        continue;
-      }
-    }
-    if (!s.ok()) {
-      std::string msg = absl::StrCat("not shipping ", name, " from offset ", page, ": ",
-                                     s.message());
-      if (msg != last_page_error_) {
-        spdlog::error("{}", msg);
-        last_page_error_ = msg;
-      }
-      return page;
-    }
-  }
-  return to;
-}
-
-absl::Status PostgresSource::Publish(uint32_t timeline, pg::Lsn flush) {
-  // A rescan once a second regardless, in case an event was missed.
-  const bool rescan = dir_changed_ || absl::Now() - last_scan_ > absl::Seconds(1);
-  if (!rescan && published_all_ && timeline == published_timeline_ &&
-      flush == published_flush_) {
-    return absl::OkStatus();
-  }
-  if (rescan) {
-    dir_changed_ = false;  // events from here on count for the next poll
-    last_scan_ = absl::Now();
-    DIR* d = opendir(options_.wal_dir.c_str());
-    if (d == nullptr) {
-      return sys::ErrnoToStatus(errno, absl::StrCat("open WAL directory ", options_.wal_dir));
-    }
-    names_.clear();
-    while (dirent* e = readdir(d)) names_.push_back(e->d_name);
-    closedir(d);
-    std::sort(names_.begin(), names_.end());
-    ancestry_.reset();
-    validate_name_.clear();  // the name may now be another (recycled) file
-    validate_fd_.reset();
-  }
-  if (!ancestry_.has_value() || ancestry_->empty() || ancestry_->back().timeline != timeline) {
-    WALSHIP_ASSIGN_OR_RETURN(std::vector<TimelineRange> a, Ancestry(timeline, flush));
-    ancestry_ = std::move(a);
-  }
-  std::vector<TimelineRange> ranges = *ancestry_;
-  ranges.back().end = flush;  // the current timeline runs to the flush position
-  {
-    absl::MutexLock lock(&mu_);
-    ranges_ = ranges;
-  }
-  const uint64_t seg_size = exp_.segment_size;
-  std::vector<SegmentInfo> segs;
-  const std::vector<std::string>& names = names_;
-  bool all = true;
-  for (const std::string& name : names) {
-    uint32_t htli = 0;
-    if (pg::ParseHistoryFileName(name, &htli)) {
-      bool ours = false;
-      for (const TimelineRange& r : ranges) ours |= (r.timeline == htli && htli > 1);
-      if (!ours) continue;
-      struct stat st;
-      if (!sys_.Stat(absl::StrCat(options_.wal_dir, "/", name).c_str(), &st).ok()) continue;
-      segs.push_back(SegmentInfo{name, static_cast<uint64_t>(st.st_size), true});
-      continue;
-    }
-    auto id = pg::ParseSegmentName(name, seg_size);
-    if (!id.ok()) continue;
-    const TimelineRange* range = nullptr;
-    for (const TimelineRange& r : ranges) {
-      if (r.timeline == id->timeline) range = &r;
-    }
-    if (range == nullptr) continue;
-    const pg::Lsn start = pg::SegmentStartLsn(id->segno, seg_size);
-    if (start >= range->end) continue;  // future or recycled: never read
-    uint64_t want;
-    bool complete;
-    if (start + seg_size <= range->end) {
-      want = seg_size;
-      complete = true;
-    } else if (range->timeline == timeline) {
-      want = range->end - start;
-      complete = false;
-    } else {
-      continue;  // an ancestor's switch segment: superseded by the successor
-    }
-    uint64_t& checked = validated_[name];
-    checked = ValidatePages(name, start, checked, want);
-    uint64_t shippable = std::min(checked, want);
-    all &= shippable == want;
-    segs.push_back(SegmentInfo{name, shippable, complete && shippable == want});
-  }
-  // Forget validation state of files that are gone.
-  for (auto it = validated_.begin(); it != validated_.end();) {
-    if (!std::binary_search(names.begin(), names.end(), it->first)) {
-      it = validated_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  CatalogSnapshot current = catalog_.Get();
-  if (!SameSegments(*current.segments, segs)) catalog_.Publish(std::move(segs));
-  published_timeline_ = timeline;
-  published_flush_ = flush;
-  published_all_ = all;
-  return absl::OkStatus();
-}
-
 absl::Status PostgresSource::ApplyCrashRule(bool first) {
   if (timeline_ == 0) return absl::OkStatus();
   // Cleared before reading: a write during the scan sets it again.
   wal_written_ = false;
-  last_crash_scan_ = absl::Now();
+  last_crash_scan_ = clock_.Now();
   const uint64_t seg_size = exp_.segment_size;
   const pg::Lsn seg_start = pg::SegmentStartLsn(pg::SegmentOfLsn(flush_, seg_size), seg_size);
   pg::DirectoryWalBytes wal(sys_, options_.wal_dir, timeline_, seg_size);
@@ -684,7 +517,7 @@ absl::Status PostgresSource::ApplyCrashRule(bool first) {
     flush_ = scan->end;
     // A busy orphaned backend can make this a rescan every few ms: a line a
     // second, covering every scan since the last line, says enough.
-    if (first || absl::Now() - last_crash_log_ >= absl::Seconds(1)) LogCrashRuleProgress(first);
+    if (first || clock_.Now() - last_crash_log_ >= absl::Seconds(1)) LogCrashRuleProgress(first);
     return Publish(timeline_, flush_);
   }
   if (first) {
@@ -701,93 +534,8 @@ void PostgresSource::LogCrashRuleProgress(bool first) {
       flush_ - crash_logged_,
       first ? "the last reported flush position" : "what it shipped before,",
       pg::FormatLsn(crash_logged_), pg::FormatLsn(flush_), crash_stop_reason_);
-  last_crash_log_ = absl::Now();
+  last_crash_log_ = clock_.Now();
   crash_logged_ = flush_;
-}
-
-absl::StatusOr<std::optional<Position>> PostgresSource::RedirectMissing(
-    const Position& durable, uint32_t prefix_crc32c) const {
-  const uint64_t seg_size = exp_.segment_size;
-  auto id = pg::ParseSegmentName(durable.segment, seg_size);
-  if (!id.ok()) return std::optional<Position>();
-  const pg::Lsn lsn = pg::SegmentStartLsn(id->segno, seg_size) + durable.offset;
-  std::vector<TimelineRange> ranges;
-  {
-    absl::MutexLock lock(&mu_);
-    ranges = ranges_;
-  }
-  if (ranges.empty()) return std::optional<Position>();
-  for (size_t i = 0; i + 1 < ranges.size(); ++i) {
-    const TimelineRange& r = ranges[i];
-    if (r.timeline != id->timeline) continue;
-    if (lsn > r.end) {
-      return WithReason(
-          absl::FailedPreconditionError(absl::StrCat(
-              "divergent history: the replica holds WAL of timeline ", r.timeline, " up to ",
-              pg::FormatLsn(lsn), ", past the point ", pg::FormatLsn(r.end),
-              " where the primary's history switches to timeline ", ranges[i + 1].timeline)),
-          Reason::kDivergent);
-    }
-    // Only the switch segment itself is superseded (the next timeline's
-    // copy of it holds the same bytes up to the switch point); for any
-    // other, the WAL up to the switch point is missing: a gap.
-    if (r.end % seg_size == 0 || pg::SegmentOfLsn(r.end, seg_size) != id->segno) {
-      return std::optional<Position>();
-    }
-    const std::string copy = pg::SegmentName(ranges[i + 1].timeline, id->segno, seg_size);
-    const std::string path = absl::StrCat(options_.wal_dir, "/", copy);
-    absl::StatusOr<sys::UniqueFd> fd = sys::OpenRegularFile(sys_, path);
-    if (fd.ok()) {
-      WALSHIP_ASSIGN_OR_RETURN(uint32_t crc,
-                               Crc32cOfFileRange(sys_, fd->get(), 0, durable.offset, path));
-      if (crc != prefix_crc32c) {
-        return WithReason(absl::FailedPreconditionError(absl::StrFormat(
-                              "divergent history: the replica's first %d bytes of %s have "
-                              "CRC32C %08x, but timeline %d's copy of them in %s has %08x",
-                              durable.offset, durable.segment, prefix_crc32c,
-                              ranges[i + 1].timeline, copy, crc)),
-                          Reason::kDivergent);
-      }
-    }
-    // Without the copy, shipping finds the next timeline's segment missing
-    // after its history file and reports the gap there.
-    return std::optional<Position>(Position{pg::HistoryFileName(ranges[i + 1].timeline), 0});
-  }
-  const uint32_t current = ranges.back().timeline;
-  if (id->timeline < current) {
-    return WithReason(absl::FailedPreconditionError(absl::StrCat(
-                          "divergent history: the replica follows timeline ", id->timeline,
-                          ", which is not in the history of the primary's timeline ",
-                          current)),
-                      Reason::kDivergent);
-  }
-  return std::optional<Position>();
-}
-
-std::optional<std::string> PostgresSource::Successor(const std::string& name) const {
-  const uint64_t seg_size = exp_.segment_size;
-  absl::MutexLock lock(&mu_);
-  uint32_t history = 0;
-  if (pg::ParseHistoryFileName(name, &history)) {
-    for (const TimelineRange& r : ranges_) {
-      if (r.timeline == history) {
-        return pg::SegmentName(history, pg::SegmentOfLsn(r.begin, seg_size), seg_size);
-      }
-    }
-    return std::nullopt;
-  }
-  auto id = pg::ParseSegmentName(name, seg_size);
-  if (!id.ok()) return std::nullopt;
-  for (size_t i = 0; i < ranges_.size(); ++i) {
-    const TimelineRange& r = ranges_[i];
-    if (r.timeline != id->timeline) continue;
-    const uint64_t next = id->segno + 1;
-    if (i + 1 == ranges_.size() || pg::SegmentStartLsn(next, seg_size) + seg_size <= r.end) {
-      return pg::SegmentName(r.timeline, next, seg_size);
-    }
-    return pg::HistoryFileName(ranges_[i + 1].timeline);
-  }
-  return std::nullopt;
 }
 
 absl::Status PostgresSource::Readiness() const {
@@ -799,11 +547,6 @@ absl::Status PostgresSource::Readiness() const {
                       Reason::kNotPrimary);
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<pg::Lsn> PostgresSource::PositionToLsn(const Position& p) const {
-  WALSHIP_ASSIGN_OR_RETURN(pg::SegmentId id, pg::ParseSegmentName(p.segment, exp_.segment_size));
-  return pg::SegmentStartLsn(id.segno, exp_.segment_size) + p.offset;
 }
 
 }  // namespace walship::agent

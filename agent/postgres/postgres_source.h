@@ -70,6 +70,7 @@
 #include "agent/postgres/postmaster_watch.h"
 #include "agent/segment_catalog.h"
 #include "agent/wal_source.h"
+#include "common/clock.h"
 #include "common/pgwal/wal_names.h"
 #include "common/pgwal/wal_page.h"
 #include "common/position.h"
@@ -115,7 +116,9 @@ struct PostgresSourceOptions {
 
 class PostgresSource final : public WalSource {
  public:
-  PostgresSource(sys::SysCalls& sys, PostgresSourceOptions options, SegmentCatalog& catalog);
+  // Time (deadlines, pacing, log intervals) is read from `clock`.
+  PostgresSource(sys::SysCalls& sys, PostgresSourceOptions options, SegmentCatalog& catalog,
+                 Clock& clock = DefaultClock());
   ~PostgresSource() override;
 
   absl::Status Start() override;
@@ -216,6 +219,7 @@ class PostgresSource final : public WalSource {
   void LogCrashRuleProgress(bool first);
 
   sys::SysCalls& sys_;
+  Clock& clock_;
   const PostgresSourceOptions options_;
   SegmentCatalog& catalog_;
   PgClient pg_;

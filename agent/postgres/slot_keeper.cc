@@ -88,8 +88,9 @@ SlotPlan PlanSlotRound(ReplicaTable& table, const std::vector<ReplicaFlush>& liv
 
 SlotKeeper::SlotKeeper(sys::SysCalls& sys, SlotKeeperOptions options,
                        std::function<std::vector<ReplicaFlush>()> replicas,
-                       PositionToLsnFn to_lsn)
-    : options_(std::move(options)),
+                       PositionToLsnFn to_lsn, Clock& clock)
+    : clock_(clock),
+      options_(std::move(options)),
       replicas_(std::move(replicas)),
       to_lsn_(std::move(to_lsn)),
       pg_(options_.conninfo),
@@ -184,7 +185,7 @@ void SlotKeeper::Stop() {
   // The positions taken since the last round, so that a restart knows every
   // replica that had a session, even one that came and went within a round.
   absl::MutexLock lock(&mu_);
-  dirty_ = TakeLivePositions(table_, replicas_(), to_lsn_, absl::Now()) || dirty_;
+  dirty_ = TakeLivePositions(table_, replicas_(), to_lsn_, clock_.Now()) || dirty_;
   (void)SaveIfDirty();  // a failure is logged there; the last saved file stands
 }
 
@@ -237,7 +238,7 @@ absl::Status SlotKeeper::RunOnce() {
 
   const uint64_t bound = options_.max_retained_bytes;
   SlotPlan plan =
-      PlanSlotRound(table_, replicas_(), to_lsn_, *restart, *flush, bound, absl::Now());
+      PlanSlotRound(table_, replicas_(), to_lsn_, *restart, *flush, bound, clock_.Now());
   dirty_ = dirty_ || plan.changed;
   if (plan.over_bound) {
     spdlog::error(

@@ -62,6 +62,7 @@
 #include "absl/time/time.h"
 #include "agent/postgres/pg_client.h"
 #include "agent/postgres/replica_positions.h"
+#include "common/clock.h"
 #include "common/pgwal/wal_names.h"
 #include "common/position.h"
 #include "common/sys/syscalls.h"
@@ -120,7 +121,8 @@ class SlotKeeper {
   // `to_lsn` maps a position to an LSN (an error for non-segment positions,
   // which are skipped). `sys` must outlive the keeper.
   SlotKeeper(sys::SysCalls& sys, SlotKeeperOptions options,
-             std::function<std::vector<ReplicaFlush>()> replicas, PositionToLsnFn to_lsn);
+             std::function<std::vector<ReplicaFlush>()> replicas, PositionToLsnFn to_lsn,
+             Clock& clock = DefaultClock());
   ~SlotKeeper();
 
   // Loads the replica positions file (its errors, with the file named, stop
@@ -150,6 +152,8 @@ class SlotKeeper {
   // per streak. OK when nothing had to be saved.
   absl::Status SaveIfDirty() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishStats() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  Clock& clock_;
 
   const SlotKeeperOptions options_;
   std::function<std::vector<ReplicaFlush>()> replicas_;

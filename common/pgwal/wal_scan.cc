@@ -86,6 +86,30 @@ class Scanner {
   // position (overwritten continuation), false after recording a stop.
   absl::StatusOr<bool> ReadRecord();
 
+  // A record being read: its header bytes, then the CRC of the rest.
+  struct RecordBuf {
+    uint8_t hdr[kRecordHeaderSize] = {};
+    uint64_t got = 0;  // bytes of the record consumed so far
+    uint32_t body_crc = 0;
+
+    void Consume(const uint8_t* p, size_t n) {
+      if (got < kRecordHeaderSize) {
+        const size_t h = std::min<size_t>(n, kRecordHeaderSize - got);
+        std::memcpy(hdr + got, p, h);
+        p += h;
+        n -= h;
+        got += h;
+      }
+      body_crc = wire::Crc32cExtend(body_crc, p, n);
+      got += n;
+    }
+  };
+
+  // Checks the end and the CRC of the complete record `buf` at `rec` that
+  // ends at `end_exact`, and accepts it (advancing next_). False after
+  // recording a stop.
+  bool FinishRecord(const RecordBuf& buf, Lsn rec, Lsn end_exact);
+
   // Skips the continuation of an earlier record at the page boundary
   // `start`; sets next_. False after recording a stop.
   absl::StatusOr<bool> SkipContinuation(Lsn start);
@@ -286,7 +310,6 @@ absl::StatusOr<bool> Scanner::ReadRecord() {
 
   // The header, or the part of it on this page (at least 8 bytes: records
   // are MAXALIGNed and pages end on an 8-byte boundary).
-  uint8_t hdr[kRecordHeaderSize] = {};
   const size_t on_page = std::min<size_t>(kRecordHeaderSize, block_ - off);
   if (page_.avail < off + on_page) {
     return Stop(ScanStop::kNoData, rec,
@@ -311,20 +334,9 @@ absl::StatusOr<bool> Scanner::ReadRecord() {
                      kRecordHeaderSize, ", got ", tot_len));
   }
 
-  // Stream the record: header bytes into `hdr`, the rest into the CRC.
-  uint64_t got = 0;
-  uint32_t body_crc = 0;
-  auto consume = [&](const uint8_t* p, size_t n) {
-    if (got < kRecordHeaderSize) {
-      const size_t h = std::min<size_t>(n, kRecordHeaderSize - got);
-      std::memcpy(hdr + got, p, h);
-      p += h;
-      n -= h;
-      got += h;
-    }
-    body_crc = wire::Crc32cExtend(body_crc, p, n);
-    got += n;
-  };
+  // Stream the record: header bytes into `buf.hdr`, the rest into the CRC.
+  RecordBuf buf;
+  const uint64_t& got = buf.got;
 
   const size_t first_len = std::min<uint64_t>(tot_len, block_ - off);
   if (page_.avail < off + first_len) {
@@ -333,7 +345,7 @@ absl::StatusOr<bool> Scanner::ReadRecord() {
                              FormatLsn(page_addr + page_.avail), " (record at ",
                              FormatLsn(rec), ", ", tot_len, " bytes)"));
   }
-  consume(page_.bytes.data() + off, first_len);
+  buf.Consume(page_.bytes.data() + off, first_len);
   Lsn end_exact = rec + first_len;
 
   while (got < tot_len) {
@@ -376,21 +388,26 @@ absl::StatusOr<bool> Scanner::ReadRecord() {
                        FormatLsn(page_addr + page_.avail), " (record at ",
                        FormatLsn(rec), ", ", tot_len, " bytes)"));
     }
-    consume(page_.bytes.data() + hsz, len);
+    buf.Consume(page_.bytes.data() + hsz, len);
     end_exact = page_addr + hsz + len;
     if (!header_checked && got >= kRecordHeaderSize) {
-      if (!CheckRecordHeader(hdr, rec)) return false;
+      if (!CheckRecordHeader(buf.hdr, rec)) return false;
       header_checked = true;
     }
   }
 
+  return FinishRecord(buf, rec, end_exact);
+}
+
+bool Scanner::FinishRecord(const RecordBuf& buf, Lsn rec, Lsn end_exact) {
+  const uint8_t* hdr = buf.hdr;
   if (end_exact > limit_) {
     return Stop(ScanStop::kLimit, rec,
                 absl::StrCat("record at ", FormatLsn(rec), " ends at ",
                              FormatLsn(end_exact), ", past the limit ",
                              FormatLsn(limit_)));
   }
-  const uint32_t crc = wire::Crc32cExtend(body_crc, hdr, kRecordCrcOffset);
+  const uint32_t crc = wire::Crc32cExtend(buf.body_crc, hdr, kRecordCrcOffset);
   const uint32_t stored = LoadLe32(hdr + record_layout::kCrc);
   if (crc != stored) {
     return Stop(ScanStop::kChecksumMismatch, rec,

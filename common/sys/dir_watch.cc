@@ -63,7 +63,9 @@ int DirWatch::Wait(absl::Duration timeout,
 
 void DirWatch::Wake() {
   char c = 1;
-  sys_.Write(wake_write_.get(), &c, 1);
+  // Ignored on purpose: the pipe is nonblocking, and when it is full
+  // (EAGAIN) a wake-up is already pending.
+  (void)sys_.Write(wake_write_.get(), &c, 1);
 }
 
 }  // namespace walship::sys

@@ -2,6 +2,7 @@
 
 #include "common/sys/file_util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -126,6 +127,32 @@ absl::StatusOr<std::string> ReadFileToString(SysCalls& sys,
     }
     if (r.rc == 0) return out;
     out.append(chunk, static_cast<size_t>(r.rc));
+  }
+}
+
+absl::StatusOr<std::vector<std::string>> ListDirectory(SysCalls& sys, const std::string& path,
+                                                       absl::string_view what) {
+  SysResult opened;
+  do {
+    opened = sys.Open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+  } while (!opened.ok() && opened.err == EINTR);
+  if (!opened.ok()) return sys::ErrnoToStatus(opened.err, absl::StrCat("open ", what, " ", path));
+  const UniqueFd fd(static_cast<int>(opened.rc));
+  std::vector<std::string> names;
+  alignas(struct dirent64) char buf[32 * 1024];
+  for (;;) {
+    const SysResult r = sys.Getdents64(fd.get(), buf, sizeof(buf));
+    if (!r.ok()) {
+      if (r.err == EINTR) continue;
+      return sys::ErrnoToStatus(r.err, absl::StrCat("read ", what, " ", path));
+    }
+    if (r.rc == 0) return names;
+    for (int64_t off = 0; off < r.rc;) {
+      const auto* e = reinterpret_cast<const struct dirent64*>(buf + off);
+      const absl::string_view name(e->d_name);
+      if (name != "." && name != "..") names.emplace_back(name);
+      off += e->d_reclen;
+    }
   }
 }
 

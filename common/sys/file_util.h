@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -85,6 +86,14 @@ absl::Status WriteFileAtomically(SysCalls& sys, const std::string& dir,
 // does not exist.
 absl::StatusOr<std::string> ReadFileToString(SysCalls& sys,
                                              const std::string& path);
+
+// ListDirectory()
+//
+// The names in directory `path` (unsorted; without "." and ".."), read with
+// getdents64(2) through the seam. An error names the directory as
+// "open WHAT PATH" or "read WHAT PATH", e.g. what = "WAL directory".
+absl::StatusOr<std::vector<std::string>> ListDirectory(SysCalls& sys, const std::string& path,
+                                                       absl::string_view what = "directory");
 
 }  // namespace sys
 }  // namespace walship

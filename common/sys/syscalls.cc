@@ -2,15 +2,16 @@
 
 #include "common/sys/syscalls.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <linux/sockios.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -107,6 +108,14 @@ SysResult RealSysCalls::Mkdir(const char* path, mode_t mode) {
   return Capture(::mkdir(path, mode));
 }
 
+SysResult RealSysCalls::Statvfs(const char* path, struct statvfs* st) {
+  return Capture(::statvfs(path, st));
+}
+
+SysResult RealSysCalls::Getdents64(int fd, void* buf, size_t n) {
+  return Capture(::getdents64(fd, buf, n));
+}
+
 SysResult RealSysCalls::Flock(int fd, int operation) {
   return Capture(::flock(fd, operation));
 }
@@ -181,24 +190,17 @@ SysResult RealSysCalls::Setsockopt(int fd, int level, int name, const void* val,
   return Capture(::setsockopt(fd, level, name, val, len));
 }
 
+SysResult RealSysCalls::Getsockopt(int fd, int level, int name, void* val,
+                                   socklen_t* len) {
+  return Capture(::getsockopt(fd, level, name, val, len));
+}
+
 SysResult RealSysCalls::Getsockname(int fd, sockaddr* addr, socklen_t* len) {
   return Capture(::getsockname(fd, addr, len));
 }
 
 SysResult RealSysCalls::Shutdown(int fd, int how) {
   return Capture(::shutdown(fd, how));
-}
-
-SysResult RealSysCalls::Mmap(void* addr, size_t len, int prot, int flags,
-                             int fd, off_t off, void** out) {
-  void* p = ::mmap(addr, len, prot, flags, fd, off);
-  if (p == MAP_FAILED) return SysResult{-1, errno};
-  *out = p;
-  return SysResult{0, 0};
-}
-
-SysResult RealSysCalls::Munmap(void* addr, size_t len) {
-  return Capture(::munmap(addr, len));
 }
 
 SysResult RealSysCalls::InotifyInit1(int flags) {

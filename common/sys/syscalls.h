@@ -36,6 +36,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -48,8 +49,9 @@ namespace sys {
 //
 // The raw outcome of one system call. See the file comment for the meaning of
 // the fields; convert a failure to an absl::Status with `SysError()` from
-// errors.h, the one place errno becomes a Status.
-struct SysResult {
+// errors.h, the one place errno becomes a Status. [[nodiscard]]: a result
+// dropped on purpose is cast to void with a comment saying why.
+struct [[nodiscard]] SysResult {
   int64_t rc;
   int err;
 
@@ -94,6 +96,12 @@ class SysCalls {
   virtual SysResult Rename(const char* from, const char* to) = 0;
   virtual SysResult Unlink(const char* path) = 0;
   virtual SysResult Mkdir(const char* path, mode_t mode) = 0;
+  // statvfs(2): the file system holding `path`.
+  virtual SysResult Statvfs(const char* path, struct statvfs* st) = 0;
+  // getdents64(2) on a directory opened with O_DIRECTORY: fills `buf` with
+  // linux_dirent64 records; rc is the bytes filled, 0 at the end. See
+  // file_util.h's ListDirectory for the loop.
+  virtual SysResult Getdents64(int fd, void* buf, size_t n) = 0;
   // flock(2): an advisory lock on the open file, released when the last
   // descriptor of the open file description closes (LOCK_NB: EWOULDBLOCK
   // while another holds it).
@@ -131,14 +139,11 @@ class SysCalls {
   virtual SysResult SendRoom(int fd) = 0;
   virtual SysResult Setsockopt(int fd, int level, int name, const void* val,
                                socklen_t len) = 0;
+  // getsockopt(2); *len is the size of `val` in, of the value out.
+  virtual SysResult Getsockopt(int fd, int level, int name, void* val,
+                               socklen_t* len) = 0;
   virtual SysResult Getsockname(int fd, sockaddr* addr, socklen_t* len) = 0;
   virtual SysResult Shutdown(int fd, int how) = 0;
-
-  // Memory mapping. On success rc == 0 and *out holds the mapping address;
-  // on failure *out is left untouched.
-  virtual SysResult Mmap(void* addr, size_t len, int prot, int flags, int fd,
-                         off_t off, void** out) = 0;
-  virtual SysResult Munmap(void* addr, size_t len) = 0;
 
   // inotify(7).
   virtual SysResult InotifyInit1(int flags) = 0;
@@ -175,6 +180,8 @@ class RealSysCalls : public SysCalls {
   SysResult Rename(const char* from, const char* to) override;
   SysResult Unlink(const char* path) override;
   SysResult Mkdir(const char* path, mode_t mode) override;
+  SysResult Statvfs(const char* path, struct statvfs* st) override;
+  SysResult Getdents64(int fd, void* buf, size_t n) override;
   SysResult Flock(int fd, int operation) override;
   SysResult SendFile(int out_fd, int in_fd, off_t* offset,
                      size_t count) override;
@@ -193,11 +200,10 @@ class RealSysCalls : public SysCalls {
   SysResult SendRoom(int fd) override;
   SysResult Setsockopt(int fd, int level, int name, const void* val,
                        socklen_t len) override;
+  SysResult Getsockopt(int fd, int level, int name, void* val,
+                       socklen_t* len) override;
   SysResult Getsockname(int fd, sockaddr* addr, socklen_t* len) override;
   SysResult Shutdown(int fd, int how) override;
-  SysResult Mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off,
-                 void** out) override;
-  SysResult Munmap(void* addr, size_t len) override;
   SysResult InotifyInit1(int flags) override;
   SysResult InotifyAddWatch(int fd, const char* path, uint32_t mask) override;
 };

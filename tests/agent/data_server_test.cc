@@ -20,6 +20,7 @@
 #include "common/sys/unique_fd.h"
 #include "common/wire/frame.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/fake_clock.h"
 
 namespace walship::agent {
 namespace {
@@ -43,22 +44,6 @@ class Rejections {
  private:
   mutable absl::Mutex mu_;
   std::vector<std::string> reasons_ ABSL_GUARDED_BY(mu_);
-};
-
-class FakeClock {
- public:
-  absl::Time Now() const {
-    absl::MutexLock lock(&mu_);
-    return now_;
-  }
-  void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu_);
-    now_ += d;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1700000000);
 };
 
 // A blocking connection to 127.0.0.1:port from `source`, with a 10 s
@@ -130,7 +115,7 @@ class DataServerTest : public ::testing::Test {
     return ConnectFrom(source, server_->port());
   }
 
-  SessionRegistry registry_;
+  SessionRegistry registry_{sys::DefaultSysCalls()};
   Rejections rejections_;
   std::unique_ptr<DataServer> server_;
 };
@@ -203,10 +188,10 @@ TEST_F(DataServerTest, PendingConnectionsAreBoundedPerAddress) {
 }
 
 TEST_F(DataServerTest, TheWholeHelloHasADeadlineNotEachRead) {
-  FakeClock clock;
+  testing::FakeClock clock;
   DataServerOptions o;
   o.hello_timeout = absl::Seconds(5);
-  o.clock = [&clock] { return clock.Now(); };
+  o.clock = &clock;
   StartServer(std::move(o));
   const std::string hello = NewHello("r1");
   sys::UniqueFd slow = Connect("127.0.0.2");
@@ -223,11 +208,11 @@ TEST_F(DataServerTest, TheWholeHelloHasADeadlineNotEachRead) {
 }
 
 TEST_F(DataServerTest, AnAddressThatKeepsFailingIsRefusedAtAcceptForABackoff) {
-  FakeClock clock;
+  testing::FakeClock clock;
   DataServerOptions o;
   o.failure_limits.burst = 3;
   o.failure_limits.first_backoff = absl::Seconds(1);
-  o.clock = [&clock] { return clock.Now(); };
+  o.clock = &clock;
   StartServer(std::move(o));
   const std::string garbage(40, '\0');
   auto attempt = [&](const std::string& source) {

@@ -2,6 +2,7 @@
 #include "agent/rate_limiter.h"
 
 #include "gtest/gtest.h"
+#include "tests/fakes/fake_clock.h"
 
 namespace walship::agent {
 namespace {
@@ -53,15 +54,28 @@ class Recorder : public ShipperEvents {
 
 TEST(ThrottledEventsTest, ForwardsEverythingAndAStopEndsTheWait) {
   Recorder r;
-  RateLimiter l(4096, 4096, [] { return absl::Now(); });
+  testing::FakeClock clock;
+  RateLimiter l(4096, 4096, [&clock] { return clock.Now(); });
   std::atomic<bool> stop{true};
-  ThrottledEvents t(&r, &l, stop);
-  absl::Time begin = absl::Now();
-  t.OnSent(Position{"s", 100}, 1 << 20, true);  // 256 s of debt, but stop is set
+  ThrottledEvents t(&r, &l, stop, clock);
+  t.OnSent(Position{"s", 100}, 1 << 20, true);  // 255 s of debt, but stop is set
   t.OnCheckpoint("s", 100, 7);
-  EXPECT_LT(absl::Now() - begin, absl::Seconds(1));
+  EXPECT_EQ(clock.sleeps(), 0);
   EXPECT_EQ(r.sent, 1u << 20);
   EXPECT_EQ(r.checkpoints, 1);
+}
+
+TEST(ThrottledEventsTest, SleepsOffTheDebtOnItsClockInSlices) {
+  Recorder r;
+  testing::FakeClock clock;
+  RateLimiter l(4096, 4096, [&clock] { return clock.Now(); });
+  std::atomic<bool> stop{false};
+  ThrottledEvents t(&r, &l, stop, clock);
+  const absl::Time begin = clock.Now();
+  t.OnSent(Position{"s", 100}, 1 << 20, true);  // (1 MiB - 4 KiB burst) / 4 KiB/s
+  EXPECT_EQ(clock.Now() - begin, absl::Seconds(255));
+  EXPECT_EQ(clock.sleeps(), 255 * 20);  // slices of 50 ms, so a stop is seen promptly
+  EXPECT_EQ(r.sent, 1u << 20);
 }
 
 }  // namespace

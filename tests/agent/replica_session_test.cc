@@ -1,6 +1,7 @@
 // The session's data token and id: what a HELLO may consume, and whether the
 // next session's id can be guessed.
 #include "agent/replica_session.h"
+#include "common/sys/syscalls.h"
 
 #include <set>
 #include <string>
@@ -19,7 +20,7 @@ std::shared_ptr<ReplicaSession> NewSession(SessionRegistry& registry, const std:
 }
 
 TEST(ReplicaSessionTest, ForgedHelloConsumesNothing) {
-  SessionRegistry registry;
+  SessionRegistry registry{sys::DefaultSysCalls()};
   std::string token;
   auto session = NewSession(registry, "r1", &token);
   std::string forged = token;
@@ -48,7 +49,7 @@ TEST(ReplicaSessionTest, EachNewDurablePositionIsLoggedAtDebugLevel) {
   testing::LogCapture logs;
   const spdlog::level::level_enum was = spdlog::get_level();
   spdlog::set_level(spdlog::level::debug);
-  SessionRegistry registry;
+  SessionRegistry registry{sys::DefaultSysCalls()};
   std::string token;
   auto session = NewSession(registry, "r7", &token);
   walship::v1::Ack ack;
@@ -65,7 +66,7 @@ TEST(ReplicaSessionTest, EachNewDurablePositionIsLoggedAtDebugLevel) {
 }
 
 TEST(ReplicaSessionTest, SessionIdsAreRandomNotTheNextNumber) {
-  SessionRegistry registry;
+  SessionRegistry registry{sys::DefaultSysCalls()};
   std::set<uint64_t> ids;
   uint64_t previous = 0;
   for (int i = 0; i < 200; ++i) {

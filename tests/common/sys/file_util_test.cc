@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/sys/errors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -207,6 +209,48 @@ TEST_F(FileUtilTest, OpenRegularFileRefusesLinksAndOtherFiles) {
 TEST_F(FileUtilTest, FsyncDir) {
   EXPECT_TRUE(FsyncDir(real_, dir_).ok());
   EXPECT_EQ(FsyncDir(real_, Path("nope")).code(), absl::StatusCode::kNotFound);
+}
+
+// Counts getdents64 calls and fails the chosen one with EIO.
+class DirReadingSysCalls : public RealSysCalls {
+ public:
+  SysResult Getdents64(int fd, void* buf, size_t n) override {
+    if (++calls == fail_call) return SysResult{-1, EIO};
+    return RealSysCalls::Getdents64(fd, buf, n);
+  }
+  int calls = 0;
+  int fail_call = 0;  // 1-based; 0 = never.
+};
+
+TEST_F(FileUtilTest, ListDirectoryNamesEveryEntryOnceAcrossReads) {
+  std::set<std::string> want;
+  for (int i = 0; i < 1000; ++i) {  // ~70 KiB of records: several reads
+    const std::string name = absl::StrCat("segment-with-a-long-name-", 100000 + i);
+    ASSERT_TRUE(WriteFileAtomically(real_, dir_, name, "").ok());
+    want.insert(name);
+  }
+  DirReadingSysCalls sys;
+  absl::StatusOr<std::vector<std::string>> got = ListDirectory(sys, dir_, "WAL directory");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->size(), want.size());  // no ".", "..", nor a name twice
+  EXPECT_EQ(std::set<std::string>(got->begin(), got->end()), want);
+  EXPECT_GT(sys.calls, 2);  // the last read returns 0
+}
+
+TEST_F(FileUtilTest, ListDirectoryReportsAFailedReadAndAMissingDirectory) {
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(
+        WriteFileAtomically(real_, dir_, absl::StrCat("segment-with-a-long-name-", i), "").ok());
+  }
+  DirReadingSysCalls sys;
+  sys.fail_call = 2;  // a listing cut short is an error, never a shorter list
+  absl::Status s = ListDirectory(sys, dir_, "WAL directory").status();
+  EXPECT_EQ(s.code(), ErrnoToStatus(EIO, "x").code()) << s;
+  EXPECT_THAT(s.message(), HasSubstr("read WAL directory " + dir_));
+
+  s = ListDirectory(real_, Path("nope"), "destination").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_THAT(s.message(), HasSubstr("open destination " + Path("nope")));
 }
 
 }  // namespace
