@@ -169,7 +169,8 @@ class RawSender {
     WALSHIP_ASSIGN_OR_RETURN(sock_, ConnectTcp(sys_, hp, absl::Seconds(10), true));
     WALSHIP_RETURN_IF_ERROR(SetNoDelay(sys_, sock_.get()));
     int buf = 4 << 20;  // as walship-agent's data socket
-    sys_.Setsockopt(sock_.get(), SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+    sys::SysResult r = sys_.Setsockopt(sock_.get(), SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+    if (!r.ok()) return sys::ErrnoToStatus(r.err, "setsockopt SO_SNDBUF");
     return absl::OkStatus();
   }
 
@@ -343,7 +344,8 @@ class RawReceiver {
     sock_ = sys::UniqueFd(fd);
     WALSHIP_RETURN_IF_ERROR(SetNoDelay(sys_, sock_.get()));
     int buf = 4 << 20;  // as walship-replica
-    sys_.Setsockopt(sock_.get(), SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+    sys::SysResult r = sys_.Setsockopt(sock_.get(), SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+    if (!r.ok()) return sys::ErrnoToStatus(r.err, "setsockopt SO_RCVBUF");
     if (ZeroCopy(o_.transport)) {
       WALSHIP_ASSIGN_OR_RETURN(sys::Pipe p, sys::Pipe::Create(sys_, o_.pipe_bytes));
       pipe_ = std::make_unique<sys::Pipe>(std::move(p));

@@ -332,7 +332,11 @@ void FaultChannel::PollOnce(bool exit_on_power_loss) {
       sys::SysResult got = real_.Read(fd.get(), buf, sizeof(buf));
       if (got.ok()) text.assign(buf, static_cast<size_t>(got.rc));
     }
-    real_.Unlink(path.c_str());
+    // A command file that cannot be removed is read again at the next poll:
+    // say so rather than arm its fault twice in silence.
+    if (!real_.Unlink(path.c_str()).ok()) {
+      spdlog::warn("fault injector: could not remove {}", path);
+    }
     Handle(id, std::string(absl::StripAsciiWhitespace(text)), exit_on_power_loss);
   }
 }
