@@ -15,7 +15,6 @@ reach the daemon itself, never a wrapper).
 
 import os
 import signal
-import socket
 import subprocess
 import time
 
@@ -23,15 +22,10 @@ from integration import fault_proxy
 from integration import harness as h
 from integration.chaos import faultctl
 from integration.chaos import netfault
+from integration.walshiptest import ports
 
 FAULTY_REPLICA = ("integration/chaos", "walship-replica-faulty")
 POWER_LOSS_EXIT = faultctl.POWER_LOSS_EXIT
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class AgentNode(h.Agent):
@@ -39,7 +33,8 @@ class AgentNode(h.Agent):
     restarts), with its extra flags; `starting()` is true until it listens."""
 
     def __init__(self, wal_dir, workdir, extra_args=(), label="agent"):
-        self.fixed_control, self.fixed_data = free_port(), free_port()
+        # Fixed ports: the proxies keep pointing at the agent across restarts.
+        self.fixed_control, self.fixed_data = ports.free_port(), ports.free_port()
         h.Agent.__init__(self, wal_dir, workdir, label=label,
                          listen="127.0.0.1:%d" % self.fixed_control,
                          data_listen="127.0.0.1:%d" % self.fixed_data,
@@ -94,7 +89,7 @@ class ReplicaNode(h.Replica):
 
     def port(self, channel):
         """The proxy port the replica dials for `channel` (control or data)."""
-        return int(self.proxies[channel].address.rsplit(":", 1)[1])
+        return ports.port_of(self.proxies[channel].address)
 
     def argv(self):
         a = h.Replica.argv(self)

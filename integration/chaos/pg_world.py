@@ -119,10 +119,7 @@ class PgWorld(world.World):
 
     # -- golden bytes -------------------------------------------------------------
     def parse(self, name):
-        if len(name) != 24 or not all(c in "0123456789ABCDEF" for c in name):
-            return None
-        tli, hi, lo = int(name[:8], 16), int(name[8:16], 16), int(name[16:], 16)
-        return tli, hi * 0x100000000 // self.segsize + lo
+        return dk.parse_segment(name, self.segsize)
 
     def golden_path(self, name):
         p = os.path.join(self.archive, name)

@@ -6,21 +6,14 @@ import platform
 import time
 
 from integration.chaos import checks
-
-
-def percentile(values, q):
-    if not values:
-        return None
-    v = sorted(values)
-    return v[min(len(v) - 1, int(round(q * (len(v) - 1))))]
+from integration.walshiptest import stats
 
 
 def _converge_table(records):
     by_kind = {}
     for r in records:
         by_kind.setdefault("%s/%s" % (r["family"], r["kind"]), []).append(r["converge_s"])
-    return {k: {"n": len(v), "p50": percentile(v, 0.5), "p99": percentile(v, 0.99),
-                "max": max(v)} for k, v in sorted(by_kind.items())}
+    return {k: stats.percentiles(v, (50, 99)) for k, v in sorted(by_kind.items())}
 
 
 def _bytes_held(worlds):

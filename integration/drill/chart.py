@@ -1,10 +1,7 @@
-"""Statistics and SVG charts for the failover drill report.
+"""SVG charts for the failover drill report (percentiles: walshiptest.stats).
 
-Standard library only; no plotting library. Two functions matter:
+Standard library only; no plotting library. One function matters:
 
-  * percentiles(values) -> {"n", "p50", "p90", "p99", "max"} by the
-    nearest-rank method (None values are ignored; an empty input gives
-    None for every statistic and n = 0).
   * lag_chart(...) -> an SVG document (str): replication lag over time, one
     panel per series (e.g. bytes and milliseconds) sharing the time axis,
     with vertical markers for events (the fault, the promotion).
@@ -17,23 +14,11 @@ there (the primary was down, the agent did not answer).
 import math
 from xml.sax.saxutils import escape
 
+from integration.walshiptest import stats
+
 # Colors of the series and the default marker color.
 _LINE_COLORS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b"]
 _MARKER_COLOR = "#d62728"
-
-
-def percentiles(values, points=(50, 90, 99)):
-    """Nearest-rank percentiles of the non-None values, plus n and max."""
-    vals = sorted(v for v in values if v is not None)
-    out = {"n": len(vals)}
-    for p in points:
-        if not vals:
-            out["p%d" % p] = None
-        else:
-            rank = max(1, int(math.ceil(p / 100.0 * len(vals))))
-            out["p%d" % p] = vals[rank - 1]
-    out["max"] = vals[-1] if vals else None
-    return out
 
 
 def nice_ticks(lo, hi, count=5):
@@ -115,7 +100,7 @@ def lag_chart(title, times, panels, markers=(), width=860, panel_height=190):
         # everything else: past 4x the 95th percentile the scale stops and
         # higher values are drawn at the top edge, with a note.
         clipped = None
-        p95 = percentiles(vals, (95,))["p95"] if vals else None
+        p95 = stats.percentiles(vals, (95,))["p95"] if vals else None
         if p95 and vmax > 4 * p95:
             clipped, vmax = vmax, 2 * p95
         unit = panel.get("unit", "")

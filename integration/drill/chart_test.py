@@ -1,26 +1,9 @@
-"""Tests for chart.py: percentiles and the SVG chart, on fake data."""
+"""Tests for chart.py: the SVG chart, on fake data."""
 
 import unittest
 import xml.etree.ElementTree as ET
 
 from integration.drill import chart
-
-
-class PercentilesTest(unittest.TestCase):
-
-    def test_nearest_rank(self):
-        p = chart.percentiles(list(range(1, 101)))
-        self.assertEqual(p, {"n": 100, "p50": 50, "p90": 90, "p99": 99, "max": 100})
-
-    def test_ignores_none_and_handles_empty(self):
-        self.assertEqual(chart.percentiles([None, 5, None])["p99"], 5)
-        p = chart.percentiles([None])
-        self.assertEqual(p["n"], 0)
-        self.assertIsNone(p["p50"])
-        self.assertIsNone(p["max"])
-
-    def test_single_value(self):
-        self.assertEqual(chart.percentiles([7]), {"n": 1, "p50": 7, "p90": 7, "p99": 7, "max": 7})
 
 
 class TicksTest(unittest.TestCase):

@@ -8,6 +8,7 @@ import threading
 import time
 
 from integration.drill import chart
+from integration.walshiptest import stats
 from integration.drill import drillkit as dk
 from integration.drill.drill_setup import ACKS_TABLE, agent_status
 from integration.drill.drillkit import log
@@ -160,11 +161,11 @@ def analyze_lag(rows, loads, t_from, t_to):
     return {
         "window_s": [t_from, t_to],
         "samples": len(win),
-        "replica_bytes": chart.percentiles([r["lag_bytes"] for r in win]),
-        "replica_ms": chart.percentiles([r["lag_ms"] for r in win]),
-        "standby_bytes": chart.percentiles([r["standby_lag_bytes"] for r in win]),
-        "standby_ms": chart.percentiles([r["standby_lag_ms"] for r in win]),
-        "agent_lag_ms": chart.percentiles([r["agent_lag_ms"] for r in win]),
+        "replica_bytes": stats.percentiles([r["lag_bytes"] for r in win]),
+        "replica_ms": stats.percentiles([r["lag_ms"] for r in win]),
+        "standby_bytes": stats.percentiles([r["standby_lag_bytes"] for r in win]),
+        "standby_ms": stats.percentiles([r["standby_lag_ms"] for r in win]),
+        "agent_lag_ms": stats.percentiles([r["agent_lag_ms"] for r in win]),
     }
 
 

@@ -8,6 +8,7 @@ import unittest
 from integration.walshiptest import binaries
 from integration.walshiptest import lsn
 from integration.walshiptest import ports
+from integration.walshiptest import stats
 from integration.walshiptest import waits
 
 SEG16 = 16 << 20
@@ -82,6 +83,23 @@ class LsnTest(unittest.TestCase):
         # Over a page boundary: a short header (24) inside the record.
         start = SEG16 + lsn.XLOG_BLCKSZ - 16
         self.assertEqual(lsn.record_end(start, 32, SEG16), SEG16 + lsn.XLOG_BLCKSZ + 24 + 16)
+
+
+class PercentilesTest(unittest.TestCase):
+
+    def test_nearest_rank(self):
+        p = stats.percentiles(list(range(1, 101)))
+        self.assertEqual(p, {"n": 100, "p50": 50, "p90": 90, "p99": 99, "max": 100})
+
+    def test_ignores_none_and_handles_empty(self):
+        self.assertEqual(stats.percentiles([None, 5, None])["p99"], 5)
+        p = stats.percentiles([None])
+        self.assertEqual(p["n"], 0)
+        self.assertIsNone(p["p50"])
+        self.assertIsNone(p["max"])
+
+    def test_single_value(self):
+        self.assertEqual(stats.percentiles([7]), {"n": 1, "p50": 7, "p90": 7, "p99": 7, "max": 7})
 
 
 class PortsTest(unittest.TestCase):

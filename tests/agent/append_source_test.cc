@@ -20,6 +20,16 @@
 namespace walship::agent {
 namespace {
 
+// Start()'s status for a fresh source over `dir` (the source is discarded).
+absl::Status StartOver(const std::string& dir, const std::string& pattern = "") {
+  SegmentCatalog catalog;
+  AppendSourceOptions o;
+  o.wal_dir = dir;
+  o.segment_pattern = pattern;
+  AppendSource source(sys::DefaultSysCalls(), o, catalog);
+  return source.Start();
+}
+
 void Append(const std::string& path, size_t n, char c = 'x') {
   std::ofstream f(path, std::ios::binary | std::ios::app);
   f << std::string(n, c);
@@ -107,11 +117,7 @@ TEST(AppendSourceTest, CompleteSegmentThatGrowsFailsTheSource) {
 }
 
 TEST(AppendSourceTest, MissingDirectoryIsAClearError) {
-  SegmentCatalog catalog;
-  AppendSourceOptions o;
-  o.wal_dir = "/nonexistent/walship-test-dir";
-  AppendSource source(sys::DefaultSysCalls(), o, catalog);
-  absl::Status s = source.Start();
+  absl::Status s = StartOver("/nonexistent/walship-test-dir");
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
 }
 
@@ -191,11 +197,7 @@ TEST(AppendSourceTest, SparseSegmentIsRefused) {
   std::string dir = testing::FreshTempDir("sparse");
   Append(dir + "/seg-001", 5000);
   ASSERT_EQ(truncate((dir + "/seg-001").c_str(), 1 << 20), 0);
-  SegmentCatalog catalog;
-  AppendSourceOptions o;
-  o.wal_dir = dir;
-  AppendSource source(sys::DefaultSysCalls(), o, catalog);
-  absl::Status s = source.Start();
+  absl::Status s = StartOver(dir);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_NE(s.message().find("data ends at offset 5000"), std::string::npos) << s;
 }
@@ -206,11 +208,7 @@ TEST(AppendSourceTest, CompleteSegmentEndingInZerosIsRefused) {
   Append(dir + "/seg-001", 1000);
   Append(dir + "/seg-001", 256 << 10, '\0');
   Append(dir + "/seg-002", 10);
-  SegmentCatalog catalog;
-  AppendSourceOptions o;
-  o.wal_dir = dir;
-  AppendSource source(sys::DefaultSysCalls(), o, catalog);
-  absl::Status s = source.Start();
+  absl::Status s = StartOver(dir);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_NE(s.message().find("data ends at offset 1000"), std::string::npos) << s;
 }
@@ -269,11 +267,7 @@ TEST(AppendSourceTest, NamesOfSeveralShapesAreRefusedWithoutAPattern) {
   Append(dir + "/mysql-bin.000001", 100);
   Append(dir + "/mysql-bin.000002", 100);
   Append(dir + "/mysql-bin.index", 40);
-  SegmentCatalog catalog;
-  AppendSourceOptions o;
-  o.wal_dir = dir;
-  AppendSource source(sys::DefaultSysCalls(), o, catalog);
-  absl::Status s = source.Start();
+  absl::Status s = StartOver(dir);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_NE(s.message().find("mysql-bin.NNNNNN (2 files"), std::string::npos) << s;
   EXPECT_NE(s.message().find("mysql-bin.index (1 file"), std::string::npos) << s;
@@ -486,12 +480,7 @@ TEST(AppendSourceTest, AMatchingNameThatCannotBeShippedFailsTheSource) {
   std::string dir = testing::FreshTempDir("pattern-unshippable");
   Append(dir + "/wal-1", 10);
   Append(dir + "/wal-2.tmp", 10);
-  SegmentCatalog catalog;
-  AppendSourceOptions o;
-  o.wal_dir = dir;
-  o.segment_pattern = R"(wal-[0-9]+.*)";
-  AppendSource source(sys::DefaultSysCalls(), o, catalog);
-  absl::Status s = source.Start();
+  absl::Status s = StartOver(dir, R"(wal-[0-9]+.*)");
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_NE(s.message().find("wal-2.tmp"), std::string::npos) << s;
 }
