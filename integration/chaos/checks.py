@@ -211,7 +211,7 @@ def converge(world, timeout, reportable=()):
     while True:
         st = world.sample()
         if st:
-            lagging = [r for r in world.replicas if not _caught_up(st, r, target)]
+            lagging = [r for r in world.replicas if not _caught_up(world, st, r, target)]
         if not lagging:
             return time.monotonic() - t0, None
         for r in lagging:
@@ -231,11 +231,26 @@ def converge(world, timeout, reportable=()):
         time.sleep(0.1)
 
 
-def _caught_up(st, rep, target):
-    """rep runs, is connected and acknowledged `target`."""
+def _caught_up(world, st, rep, target):
+    """rep runs, is connected and acknowledged `target` (or the same byte
+    position named otherwise: the end of a complete segment is offset 0 of
+    the next, which a replica acknowledges only once it holds bytes of it)."""
     e = h.replica_entry(st, rep.name)
-    return (rep.running() and e is not None and e.get("connected") and
-            h.pos_of(e.get("flushed")) >= target)
+    if not (rep.running() and e is not None and e.get("connected")):
+        return False
+    flushed = h.pos_of(e.get("flushed"))
+    if flushed >= target:
+        return True
+    return target.offset == 0 and _ends_segment_before(world, flushed, target.segment)
+
+
+def _ends_segment_before(world, pos, name):
+    """pos is the end of the complete segment just before `name`."""
+    a, b = world.parse(pos.segment or ""), world.parse(name)
+    if not a or not b or a[1] + 1 != b[1] or not world.golden_complete(pos.segment):
+        return False
+    gold = world.golden_path(pos.segment)
+    return gold is not None and os.path.getsize(gold) == pos.offset
 
 
 def reported_stop(rep, reportable):
