@@ -119,6 +119,8 @@ class PatroniNode(object):
                 "dcs": {"ttl": PatroniCluster.TTL, "loop_wait": PatroniCluster.LOOP_WAIT,
                         "retry_timeout": PatroniCluster.RETRY_TIMEOUT,
                         "maximum_lag_on_failover": 1 << 30,
+                        # The walship agent keeps its own slot on the leader.
+                        "ignore_slots": [{"name": "walship", "type": "physical"}],
                         "postgresql": {"use_pg_rewind": True, "use_slots": True,
                                        "parameters": dcs_parameters}},
                 "initdb": [{"encoding": "UTF8"}, {"locale": "C"}, "data-checksums"],

@@ -1,0 +1,387 @@
+"""Drills with an HA manager: walship as the synchronous WAL safety net of a
+three-node Patroni + etcd cluster.
+
+The world (PatroniWorld): a Patroni cluster (patroni_cluster.py) whose
+dynamic configuration names walship in synchronous_standby_names (Patroni's
+own synchronous mode off), a walship-agent beside every node (a process of
+the node's host: killed with it), two walship-replicas on hosts of their own
+that follow whichever agent's node is primary (`--agent=` every agent), and
+the promotion gate as Patroni's pre_promote command, fetching from the
+replicas' serve ports. drill-loader writes numbered commits through libpq's
+multi-host connection string and records exactly those acknowledged.
+
+Drills (each a Result, drill_steps.py):
+  patroni-host-loss       the leader's host is lost (SIGKILL of its Patroni,
+                          postmaster and agent together) at a seeded moment;
+                          repeated --failovers times.
+  patroni-lagging         the same while the streaming standbys' WAL
+                          receivers are paused: the gate supplies what they lack.
+  patroni-rejoin          the old leader comes back (pg_rewind through
+                          Patroni); its agent ships nothing of its lost tail.
+  patroni-switchover      patronictl switchover and back.
+  patroni-async           host loss without walship synchronous, for the
+                          side-by-side comparison.
+"""
+
+import os
+import signal
+import time
+
+from integration import statefile
+from integration.drill import drillkit as dk
+from integration.drill.drill_steps import Result
+from integration.drill.drillkit import DrillError, log
+from integration.drill.patroni_cluster import PatroniCluster
+from integration.walshiptest import lsn as lsnlib
+from integration.walshiptest import ports
+from integration.walshiptest import waits
+
+ACKS_TABLE = "patroni_acks"
+GATE_TIMEOUT_S = 20
+SEGSIZE = 16 << 20  # Patroni's initdb: PostgreSQL's default
+
+
+class Loader(object):
+    """drill-loader through the multi-host connection string; one per
+    stretch of load (it stops at the first error: a lost leader)."""
+
+    def __init__(self, world, tag, start_seq, seconds=3600, create=False):
+        env = world.env
+        self.acks_path = os.path.join(world.out, "acks-%s.txt" % tag)
+        self.start_seq = start_seq
+        self.proc = dk.Proc(env, "loader-%s" % tag, [
+            env.binaries["drill-loader"], "--conninfo=%s" % world.cluster.writer_conninfo(),
+            "--acks=%s" % self.acks_path, "--table=%s" % ACKS_TABLE,
+            "--seconds=%d" % seconds, "--start-seq=%d" % start_seq] +
+            (["--create"] if create else []),
+            os.path.join(world.cluster.logs, "loader-%s.log" % tag), as_user=False)
+
+    def acked(self):
+        """[(seq, ack time in seconds)] in seq order."""
+        out = []
+        try:
+            with open(self.acks_path) as f:
+                for line in f:
+                    part = line.split()
+                    if len(part) == 3 and part[0] == "A":
+                        out.append((int(part[1]), int(part[2]) / 1e9))
+        except OSError:
+            pass
+        return out
+
+    def stop(self):
+        if self.proc.alive():
+            self.proc.stop(timeout=10)
+
+
+class PatroniWorld(object):
+    """The cluster, an agent per node, two replicas, the gate."""
+
+    def __init__(self, ctx, area, sync=True, gate=True, replicas=2):
+        self.ctx = ctx
+        self.env = ctx.env
+        self.out = self.env.mkdir(area, "out")
+        self.serve_ports = [ports.free_port() for _ in range(replicas)]
+        self.agent_ports = None  # after the cluster exists (one per node)
+        extra = {}
+        if gate:
+            extra["pre_promote"] = self.gate_command()
+        self.cluster = PatroniCluster(
+            self.env, area, extra_postgresql=extra,
+            dcs_parameters={"synchronous_standby_names": "walship" if sync else "",
+                            "synchronous_commit": "on"})
+        self.agent_ports = [ports.free_port() for _ in self.cluster.nodes]
+        self.agents = {}
+        self.replicas = []
+        self.replica_dirs = []
+        self.loaders = []
+
+    def gate_command(self):
+        return " ".join([
+            self.env.binaries["walship-replica"], "gate",
+            "--from=%s" % ",".join("127.0.0.1:%d" % p for p in self.serve_ports),
+            "--timeout=%ds" % GATE_TIMEOUT_S])
+
+    def agent_list(self):
+        return ",".join("127.0.0.1:%d" % p for p in self.agent_ports)
+
+    def start(self):
+        self.cluster.start()
+        for n in self.cluster.nodes:
+            self.start_agent(n)
+        for i in range(len(self.serve_ports)):
+            self.start_replica(i)
+        return self
+
+    def start_agent(self, node):
+        i = node.index
+        state = self.env.mkdir(self.cluster.area, node.name, "agent-state")
+        agent = dk.Proc(self.env, "%s-agent" % node.name, [
+            self.env.binaries["walship-agent"], "--format=postgres",
+            "--wal-dir=%s" % node.pg_wal, "--pg-conninfo=%s" % node.conninfo(),
+            "--pg-data=%s" % node.datadir, "--pg-slot=walship", "--state-dir=%s" % state,
+            "--listen=127.0.0.1:%d" % self.agent_ports[i], "--data-listen=127.0.0.1:0",
+            "--insecure", "--log-level=debug"],
+            os.path.join(self.cluster.logs, "%s-agent.log" % node.name))
+        node.host_procs = [p for p in node.host_procs if p.alive()] + [agent]
+        self.agents[node.name] = agent
+        return agent
+
+    def start_replica(self, i):
+        dest = os.path.join(self.env.mkdir(self.cluster.area, "r%d" % i), "dest")
+        if len(self.replica_dirs) <= i:
+            self.replica_dirs.append(dest)
+        self.replicas.append(dk.Proc(self.env, "r%d" % i, [
+            self.env.binaries["walship-replica"], "--agent=%s" % self.agent_list(),
+            "--dest=%s" % dest, "--name=r%d" % i, "--insecure",
+            "--serve-listen=127.0.0.1:%d" % self.serve_ports[i]],
+            os.path.join(self.cluster.logs, "r%d.log" % i)))
+
+    def load(self, tag, create=False):
+        start = 1 + max([s for ld in self.loaders for s, _ in ld.acked()] +
+                        [ld.start_seq - 1 for ld in self.loaders] + [0])
+        # Past every seq a stopped loader may have attempted (in flight).
+        start += 1000 * len(self.loaders)
+        ld = Loader(self, tag, start, create=create)
+        self.loaders.append(ld)
+        return ld
+
+    def acked(self):
+        return sorted(s for ld in self.loaders for s, _ in ld.acked())
+
+    def rows(self, node):
+        out = self.cluster.psql(node, "SELECT seq FROM %s ORDER BY seq" % ACKS_TABLE,
+                                timeout=120)
+        return [int(x) for x in out.split()] if out else []
+
+    def close(self):
+        for ld in self.loaders:
+            ld.stop()
+        for r in self.replicas:
+            r.stop()
+        self.cluster.close()
+
+
+def wait_acks(world, loader, count, timeout):
+    waits.wait_until(lambda: len(loader.acked()) >= count, timeout,
+                     "%d acknowledged commits" % count, interval=0.05)
+
+
+def lose_leader_host(ctx, world, res, before=None):
+    """Kills the leader's host at a seeded moment of the load; returns
+    (old leader, new leader, RTO in seconds: kill to the first commit
+    acknowledged by the new leader)."""
+    c = world.cluster
+    old = c.leader()
+    loader = world.loaders[-1]
+    time.sleep(ctx.rng.uniform(0.5, 2.0))
+    if before is not None:
+        before()
+    t_kill = time.time()
+    old.kill_host()
+    res.events.append({"t": t_kill, "what": "host of %s lost" % old.name})
+    loader.proc.wait(30)
+    new = c.wait_leader(90, not_node=old)
+    t_leader = time.time()
+    ld2 = world.load("after-%s" % old.name)
+    wait_acks(world, ld2, 1, 60)
+    rto = ld2.acked()[0][1] - t_kill
+    res.events.append({"t": t_leader, "what": "%s writable" % new.name})
+    return old, new, rto
+
+
+def check_no_loss(res, world, node, expect_zero):
+    """Every acknowledged commit on `node`; returns the lost count."""
+    rows = set(world.rows(node))
+    acked = world.acked()
+    lost = [s for s in acked if s not in rows]
+    if expect_zero:
+        res.check("every acknowledged commit is on the new leader %s" % node.name, not lost,
+                  "%d acked, %d lost%s" % (len(acked), len(lost),
+                                           (" e.g. %s" % lost[:5]) if lost else ""))
+    else:
+        res.notes.append("%d of %d acknowledged commits lost" % (len(lost), len(acked)))
+    present = [s for s in acked if s in rows]
+    hole = bool(lost) and bool(present) and max(present) > min(lost) and \
+        any(s > min(lost) for s in present if s < world.loaders[-1].start_seq)
+    res.check("no hole: lost commits are only the newest ones", not hole)
+    return len(lost)
+
+
+def drill_host_loss(ctx, name="patroni-host-loss", sync=True, lagging=False, failovers=1):
+    res = Result(name)
+    world = PatroniWorld(ctx, name, sync=sync, gate=sync)
+    try:
+        world.start()
+        world.load("first", create=True)
+        wait_acks(world, world.loaders[-1], 50, 60)
+        rtos, lost_total = [], 0
+        for k in range(failovers):
+            pause = None
+            if lagging:
+                pause = _pause_standby_receivers(world)
+                res.notes.append("failover %d: WAL receivers paused on %s" % (
+                    k + 1, ", ".join(n for n, _ in pause) or "none"))
+            old, new, rto = lose_leader_host(
+                ctx, world, res, before=(lambda: time.sleep(1.0)) if lagging else None)
+            if pause:
+                _resume(pause)
+            rtos.append(rto)
+            lost_total += check_no_loss(res, world, new, expect_zero=sync)
+            if sync:
+                check_replicas_follow(res, world, new)
+                check_no_lost_tail(res, world, new)
+            old.start()
+            world.start_agent(old)
+            world.cluster.wait_streaming(len(world.cluster.nodes) - 1, 120)
+            wait_acks(world, world.loaders[-1], 20, 60)
+            if sync:
+                check_rejoined_agent_ships_nothing(res, world, old)
+        res.metrics.update({"failovers": failovers, "acked_commits": len(world.acked()),
+                            "acked_lost": lost_total, "rto_s": _median(rtos),
+                            "rto_max_s": max(rtos) if rtos else None,
+                            "patroni_ttl_s": PatroniCluster.TTL,
+                            "patroni_loop_wait_s": PatroniCluster.LOOP_WAIT})
+    except DrillError as e:
+        res.error = str(e)
+    finally:
+        world.close()
+    return res
+
+
+def _pause_standby_receivers(world):
+    """SIGSTOPs the WAL receivers of the standbys; returns [(node, pid)]."""
+    c = world.cluster
+    leader = c.leader()
+    paused = []
+    for n in c.nodes:
+        if n is leader:
+            continue
+        pid = c.psql(n, "SELECT pid FROM pg_stat_wal_receiver", check=False)
+        if pid:
+            os.kill(int(pid), signal.SIGSTOP)
+            paused.append((n.name, int(pid)))
+    return paused
+
+
+def _resume(paused):
+    for _, pid in paused:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
+def _median(xs):
+    xs = sorted(xs)
+    return round(xs[len(xs) // 2], 2) if xs else None
+
+
+def newest_fork(node):
+    """(parent timeline, switch LSN, new timeline) of `node`'s newest
+    history file, or None on timeline 1."""
+    best = None
+    for name in os.listdir(node.pg_wal):
+        if name.endswith(".history") and len(name) == 16:
+            tli = int(name[:8], 16)
+            if best is None or tli > best:
+                best = tli
+    if best is None:
+        return None
+    with open(os.path.join(node.pg_wal, "%08X.history" % best)) as f:
+        lines = [l.split() for l in f if l.strip() and not l.startswith("#")]
+    parent, switch = int(lines[-1][0]), lsnlib.parse_lsn(lines[-1][1])
+    return parent, switch, best
+
+
+def check_no_lost_tail(res, world, node):
+    """No replica holds the old timeline past the new one's switch point
+    (what the old leader wrote after it, which nobody acknowledged). The
+    replica may hold the start of one record past it, never acknowledged
+    (PostgreSQL flushes whole pages): up to two pages are tolerated."""
+    fork = newest_fork(node)
+    if fork is None:
+        return res.check("the new leader %s is on a new timeline" % node.name, False)
+    parent, switch, _ = fork
+    bad = []
+    for dest in world.replica_dirs:
+        for name in os.listdir(dest):
+            seg = lsnlib.parse_segment(name.split(".")[0], SEGSIZE)
+            if seg is None or seg[0] != parent:
+                continue
+            start = seg[1] * SEGSIZE
+            end = start + os.path.getsize(os.path.join(dest, name))
+            if start >= switch or end > switch + 2 * lsnlib.XLOG_BLCKSZ:
+                bad.append("%s/%s to %s" % (os.path.basename(os.path.dirname(dest)), name,
+                                            lsnlib.fmt_lsn(end)))
+    return res.check("no replica holds timeline %d bytes past the switch point %s" % (
+        parent, lsnlib.fmt_lsn(switch)), not bad, ", ".join(bad[:4]))
+
+
+def check_rejoined_agent_ships_nothing(res, world, node):
+    """The agent beside the rejoined old leader (now a standby) ships nothing:
+    no acknowledgement in its log since it started again."""
+    path = os.path.join(world.cluster.logs, "%s-agent.log" % node.name)
+    text = dk.read_text(path)
+    tail = text[text.rfind("==== %s-agent start" % node.name):]
+    acks = [l for l in tail.splitlines() if "ack: replica" in l]
+    return res.check("the agent beside the rejoined %s shipped nothing" % node.name, not acks,
+                     acks[0] if acks else "")
+
+
+def check_replicas_follow(res, world, node, timeout=60):
+    """Every replica reaches the new leader's timeline."""
+    fork = newest_fork(node)
+    want = fork[2] if fork else 1
+
+    def on_tli(dest):
+        st = statefile.read_durable(dest)
+        seg = lsnlib.parse_segment((st or {}).get("segment", ""), SEGSIZE)
+        return seg is not None and seg[0] >= want
+    try:
+        waits.wait_until(lambda: all(on_tli(d) for d in world.replica_dirs), timeout,
+                         "the replicas on timeline %d" % want, interval=0.2)
+        ok = True
+    except waits.WaitTimeout:
+        ok = False
+    return res.check("every walship replica follows %s on timeline %d" % (node.name, want), ok)
+
+
+def drill_switchover(ctx, name="patroni-switchover"):
+    res = Result(name)
+    world = PatroniWorld(ctx, name)
+    c = world.cluster
+    try:
+        world.start()
+        world.load("first", create=True)
+        wait_acks(world, world.loaders[-1], 50, 60)
+        first = c.leader()
+        for k in range(2):
+            old = c.leader()
+            cand = [n for n in c.nodes if n is not old][0] if k == 0 else first
+            t = time.time()
+            c.patronictl("switchover", "--leader", old.name, "--candidate", cand.name,
+                         "--force", timeout=120)
+            world.loaders[-1].proc.wait(30)
+            new = c.wait_leader(90, not_node=old)
+            res.check("switchover %d: %s leads" % (k + 1, cand.name), new is cand, new.name)
+            ld = world.load("after-switchover-%d" % (k + 1))
+            wait_acks(world, ld, 20, 60)
+            res.events.append({"t": t, "what": "switchover %s -> %s" % (old.name, new.name)})
+            check_no_loss(res, world, new, expect_zero=True)
+            check_replicas_follow(res, world, new)
+        res.metrics.update({"acked_commits": len(world.acked())})
+    except DrillError as e:
+        res.error = str(e)
+    finally:
+        world.close()
+    return res
+
+
+DRILLS = {
+    "patroni-host-loss": lambda ctx: drill_host_loss(
+        ctx, failovers=ctx.p.patroni_failovers),
+    "patroni-lagging": lambda ctx: drill_host_loss(ctx, "patroni-lagging", lagging=True),
+    "patroni-async": lambda ctx: drill_host_loss(ctx, "patroni-async", sync=False),
+    "patroni-switchover": drill_switchover,
+}
