@@ -19,7 +19,7 @@
 #include "agent/wal_source.h"
 #include "agent/wal_source_factory.h"
 #include "common/net.h"
-#include "common/thread_name.h"
+#include "common/sys/thread_name.h"
 #include "common/status_macros.h"
 #include "common/sys/file_util.h"
 #include "common/tls.h"
@@ -264,8 +264,8 @@ absl::Status Agent::StartControlServer() {
       metrics_->Counter("walship_agent_control_calls_rejected_total", "");
   WALSHIP_ASSIGN_OR_RETURN(
       std::shared_ptr<grpc::ServerCredentials> creds,
-      MakeServerCredentials(options_.tls, [refused_calls](const std::string& reason,
-                                                          const std::string& detail) {
+      MakeServerCredentials(sys_, clock_, options_.tls,
+                            [refused_calls](const std::string& reason, const std::string& detail) {
         spdlog::warn("control port: refused a call: {}", detail);
         refused_calls.Add({{"reason", reason}}, 1);
       }));

@@ -21,7 +21,7 @@
 #include "common/sys/errors.h"
 #include "common/sys/file_util.h"
 #include "common/sys/transfer.h"
-#include "common/thread_name.h"
+#include "common/sys/thread_name.h"
 #include "common/wire/crc32c.h"
 #include "common/wire/segment_name.h"
 #include "spdlog/spdlog.h"
@@ -108,14 +108,15 @@ absl::StatusOr<std::string> DeriveStreamId(sys::SysCalls& sys,
                                            const std::string& dir,
                                            const std::string& prefix) {
   char real[PATH_MAX];
-  if (realpath(dir.c_str(), real) == nullptr) {
-    return sys::ErrnoToStatus(errno, absl::StrCat("realpath ", dir));
-  }
+  sys::SysResult r = sys.Realpath(dir.c_str(), real);
+  if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("realpath ", dir));
   struct stat st;
-  sys::SysResult r = sys.Stat(real, &st);
+  r = sys.Stat(real, &st);
   if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("stat ", dir));
   char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
+  // Ignored on purpose: a host whose name cannot be read keeps an empty one;
+  // the directory's path, device and inode still tell its streams apart.
+  (void)sys.Gethostname(host, sizeof(host) - 1);
   std::string key = absl::StrCat(host, "\n", real, "\n", st.st_dev, "\n", st.st_ino);
   uint32_t a = wire::Crc32c(key.data(), key.size());
   uint32_t b = wire::Crc32cExtend(0x9e3779b9u, key.data(), key.size());

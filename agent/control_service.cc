@@ -14,7 +14,7 @@
 #include "common/tls.h"
 #include "common/wire/segment_name.h"
 #include "spdlog/spdlog.h"
-#include "common/thread_name.h"
+#include "common/sys/thread_name.h"
 
 namespace walship::agent {
 namespace {

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
-#include "common/thread_name.h"
+#include "common/sys/thread_name.h"
 #include "common/wire/frame.h"
 #include "spdlog/spdlog.h"
 

@@ -169,7 +169,8 @@ int main(int argc, char** argv) {
   RegisterSourceFlags(flags, o, r);
   RegisterServingFlags(flags, o, r);
 
-  flags.EnableConfigFile();
+  walship::sys::SysCalls& sys = walship::sys::DefaultSysCalls();
+  flags.EnableConfigFile(sys);
   if (std::optional<int> exit_status = flags.ParseOrExitStatus(argc, argv, "walship-agent", 2)) {
     return *exit_status;
   }
@@ -180,15 +181,14 @@ int main(int argc, char** argv) {
   if (!ApplyRawFlags(r, o)) return 2;
 
   walship::PrepareDaemonRuntime();
-  const sigset_t signals = walship::PrepareDaemonSignals();
+  const sigset_t signals = walship::PrepareDaemonSignals(sys);
 
-  walship::agent::Agent agent(walship::sys::DefaultSysCalls(), o);
+  walship::agent::Agent agent(sys, o);
   if (absl::Status s = agent.Start(); !s.ok()) {
     spdlog::error("cannot start: {}", s.ToString());
     return 1;
   }
-  int sig = 0;
-  sigwait(&signals, &sig);
+  const int sig = walship::WaitForShutdownSignal(sys, signals);
   spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   agent.Shutdown();
   spdlog::info("stopped");

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/reason.h"
 #include "spdlog/spdlog.h"
-#include "common/thread_name.h"
+#include "common/sys/thread_name.h"
 
 namespace walship::agent {
 namespace {

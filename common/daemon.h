@@ -4,14 +4,21 @@
 
 #include <signal.h>
 
+#include "common/sys/syscalls.h"
+
 namespace walship {
 
 // Blocks SIGTERM and SIGINT in the calling thread, and so in every thread it
 // starts afterwards, and ignores SIGPIPE (a closed peer is an EPIPE status,
 // not a crash). Returns the blocked set: one thread takes the signals
-// synchronously with sigwait() and starts an orderly shutdown. Call from
-// main() before starting any thread.
-sigset_t PrepareDaemonSignals();
+// synchronously with WaitForShutdownSignal() and starts an orderly shutdown.
+// Call from main() before starting any thread.
+sigset_t PrepareDaemonSignals(sys::SysCalls& sys);
+
+// Blocks until one of `signals` (PrepareDaemonSignals()'s set) arrives and
+// returns its number (0 if sigwait failed, which it does only for a set it
+// cannot wait on).
+int WaitForShutdownSignal(sys::SysCalls& sys, const sigset_t& signals);
 
 // Turns off absl::Mutex's deadlock detection, which a library built without
 // NDEBUG runs on every lock: a global graph update per acquisition, measured

@@ -1,10 +1,10 @@
 #include "common/flags.h"
 
+#include <fcntl.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <toml++/toml.h>
 
@@ -12,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/sys/file_util.h"
+#include "common/sys/unique_fd.h"
 
 namespace walship {
 namespace {
@@ -96,9 +98,9 @@ void FlagSet::Bool(const std::string& name, bool* target, const std::string& hel
                     Kind::kBool, [target] { return std::string(*target ? "true" : "false"); }});
 }
 
-void FlagSet::EnableConfigFile() {
-  if (config_enabled_) return;
-  config_enabled_ = true;
+void FlagSet::EnableConfigFile(sys::SysCalls& sys) {
+  if (config_sys_ != nullptr) return;
+  config_sys_ = &sys;
   flags_.push_back({"config", "TOML file of flag values (keys are flag names, e.g. "
                               "wal-dir = \"/x\"); flags on the command line override it.",
                     "none", false,
@@ -161,18 +163,21 @@ absl::Status FlagSet::ApplyConfig(const std::string& toml_text,
   return absl::OkStatus();
 }
 
-absl::Status FlagSet::ApplyConfigFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+absl::Status FlagSet::ApplyConfigFile(sys::SysCalls& sys, const std::string& path) {
+  sys::SysResult opened;
+  do {
+    opened = sys.Open(path.c_str(), O_RDONLY | O_CLOEXEC, 0);
+  } while (!opened.ok() && opened.err == EINTR);
+  if (!opened.ok()) {
     return absl::NotFoundError(
-        absl::StrCat("cannot read config file ", path, ": ", std::strerror(errno)));
+        absl::StrCat("cannot read config file ", path, ": ", std::strerror(opened.err)));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
+  const sys::UniqueFd fd(static_cast<int>(opened.rc));
+  absl::StatusOr<std::string> text = sys::ReadToEnd(sys, fd.get(), path);
+  if (!text.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("cannot read config file ", path));
   }
-  return ApplyConfig(text.str(), path);
+  return ApplyConfig(*text, path);
 }
 
 std::string FlagSet::ConfigText() const {
@@ -194,7 +199,7 @@ const FlagSet::Flag* FlagSet::Find(const std::string& name) const {
 absl::StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, char** argv,
                                                         int first) {
   std::vector<std::string> positional;
-  if (config_enabled_) {
+  if (config_sys_ != nullptr) {
     // First pass: find --config (the last one wins) so the file's values can
     // be overridden by every other flag, wherever they appear.
     std::string path;
@@ -215,7 +220,7 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, char** argv,
       }
     }
     if (have) {
-      if (absl::Status s = ApplyConfigFile(path); !s.ok()) return s;
+      if (absl::Status s = ApplyConfigFile(*config_sys_, path); !s.ok()) return s;
     }
   }
   for (int i = first; i < argc; ++i) {

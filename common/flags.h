@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/sys/syscalls.h"
 
 namespace walship {
 
@@ -38,16 +39,18 @@ class FlagSet {
   void Uint(const std::string& name, uint64_t* target, const std::string& help);
   void Bool(const std::string& name, bool* target, const std::string& help);
 
-  // Registers --config=FILE and --print-config (see the file comment).
-  void EnableConfigFile();
+  // Registers --config=FILE and --print-config (see the file comment); the
+  // file is read through `sys`, which must outlive Parse().
+  void EnableConfigFile(sys::SysCalls& sys);
 
   // Applies a TOML document (`source_name` names it in errors) to the
   // registered flags. kInvalidArgument on a syntax error (with line and
   // column), an unknown key, or a value of the wrong type or out of range; the
   // flags set before the bad key keep their new values.
   absl::Status ApplyConfig(const std::string& toml_text, const std::string& source_name);
-  // Reads `path` and applies it; kNotFound / kInvalidArgument name the file.
-  absl::Status ApplyConfigFile(const std::string& path);
+  // Reads `path` through `sys` and applies it; kNotFound / kInvalidArgument
+  // name the file.
+  absl::Status ApplyConfigFile(sys::SysCalls& sys, const std::string& path);
 
   // Every flag (except --config and --print-config) with its current value,
   // one `name = value` line each, preceded by its help text as `#` comments.
@@ -89,7 +92,7 @@ class FlagSet {
   std::string usage_;
   std::vector<Flag> flags_;
   bool help_requested_ = false;
-  bool config_enabled_ = false;
+  sys::SysCalls* config_sys_ = nullptr;  // non-null once EnableConfigFile() ran
   std::string config_path_;
   bool print_config_ = false;
 };

@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 
 namespace walship {
 namespace {
@@ -175,6 +177,9 @@ std::string MetricsRegistry::Render() {
 struct MetricsServer::Impl {
   httplib::Server server;
   std::thread thread;
+  // Notified by the listening thread once server.is_running() (httplib
+  // makes its task queue right after setting it, see Start()).
+  absl::Notification running;
 };
 
 MetricsServer::MetricsServer(MetricsRegistry& registry) : registry_(registry) {}
@@ -194,12 +199,17 @@ absl::Status MetricsServer::Start(const std::string& host, uint16_t port) {
         absl::StrCat("cannot listen for metrics on ", host, ":", port));
   }
   port_ = static_cast<uint16_t>(bound);
-  impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
   // stop() is a no-op until the listen loop runs; wait for it so that a
-  // Stop() right after Start() cannot leave the thread serving forever.
-  for (int i = 0; i < 5000 && !impl_->server.is_running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  // Stop() right after Start() cannot leave the thread serving forever. The
+  // loop marks itself running and then makes its task queue, so the queue's
+  // factory tells when stop() will work.
+  Impl* impl = impl_.get();
+  impl->server.new_task_queue = [impl, make_queue = impl->server.new_task_queue] {
+    impl->running.Notify();
+    return make_queue();
+  };
+  impl->thread = std::thread([impl] { impl->server.listen_after_bind(); });
+  impl->running.WaitForNotificationWithTimeout(absl::Seconds(5));
   return absl::OkStatus();
 }
 

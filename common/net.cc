@@ -17,12 +17,14 @@
 namespace walship {
 namespace {
 
+// Frees a Getaddrinfo list through the seam that made it.
 struct AddrInfoDeleter {
-  void operator()(addrinfo* ai) const { freeaddrinfo(ai); }
+  sys::SysCalls* sys;
+  void operator()(addrinfo* ai) const { sys->Freeaddrinfo(ai); }
 };
 using AddrInfoPtr = std::unique_ptr<addrinfo, AddrInfoDeleter>;
 
-absl::StatusOr<AddrInfoPtr> Resolve(const HostPort& addr, bool passive) {
+absl::StatusOr<AddrInfoPtr> Resolve(sys::SysCalls& sys, const HostPort& addr, bool passive) {
   addrinfo hints;
   std::memset(&hints, 0, sizeof(hints));
   hints.ai_family = AF_UNSPEC;
@@ -31,12 +33,12 @@ absl::StatusOr<AddrInfoPtr> Resolve(const HostPort& addr, bool passive) {
   addrinfo* res = nullptr;
   std::string port = std::to_string(addr.port);
   const char* host = addr.host.empty() ? nullptr : addr.host.c_str();
-  int rc = getaddrinfo(host, port.c_str(), &hints, &res);
-  if (rc != 0) {
+  const sys::SysResult r = sys.Getaddrinfo(host, port.c_str(), &hints, &res);
+  if (!r.ok()) {
     return absl::UnavailableError(absl::StrCat("cannot resolve ", addr.ToString(),
-                                               ": ", gai_strerror(rc)));
+                                               ": ", gai_strerror(r.err)));
   }
-  return AddrInfoPtr(res);
+  return AddrInfoPtr(res, AddrInfoDeleter{&sys});
 }
 
 }  // namespace
@@ -78,7 +80,7 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text) {
 
 absl::StatusOr<sys::UniqueFd> ListenTcp(sys::SysCalls& sys, const HostPort& addr,
                                         int backlog, uint16_t* bound_port) {
-  auto ai = Resolve(addr, /*passive=*/true);
+  auto ai = Resolve(sys, addr, /*passive=*/true);
   if (!ai.ok()) return ai.status();
   absl::Status last = absl::UnavailableError("no address");
   for (addrinfo* p = ai->get(); p != nullptr; p = p->ai_next) {
@@ -119,7 +121,7 @@ absl::StatusOr<sys::UniqueFd> ListenTcp(sys::SysCalls& sys, const HostPort& addr
 
 absl::StatusOr<sys::UniqueFd> ConnectTcp(sys::SysCalls& sys, const HostPort& addr,
                                          absl::Duration timeout, bool nonblocking) {
-  auto ai = Resolve(addr, /*passive=*/false);
+  auto ai = Resolve(sys, addr, /*passive=*/false);
   if (!ai.ok()) return ai.status();
   absl::Status last = absl::UnavailableError("no address");
   for (addrinfo* p = ai->get(); p != nullptr; p = p->ai_next) {

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "common/sys/file_util.h"
 #include "common/sys/syscalls.h"
 #include "spdlog/spdlog.h"
@@ -61,8 +62,9 @@ std::string SubjectOf(X509* x) {
   return buf;
 }
 
-absl::StatusOr<std::string> ReadPemFile(const std::string& flag, const std::string& path) {
-  auto text = sys::ReadFileToString(sys::DefaultSysCalls(), path);
+absl::StatusOr<std::string> ReadPemFile(sys::SysCalls& sys, const std::string& flag,
+                                        const std::string& path) {
+  auto text = sys::ReadFileToString(sys, path);
   if (!text.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--", flag, "=", path, ": ", text.status().message()));
@@ -76,14 +78,15 @@ struct Pems {
 
 // Reads the three files and checks what a TLS handshake would otherwise
 // report only as an opaque failure: each parses, the key belongs to the
-// certificate, the certificate is within its validity period.
-absl::StatusOr<Pems> LoadPems(const TlsOptions& tls) {
+// certificate, the certificate is within its validity period at `clock`'s
+// time.
+absl::StatusOr<Pems> LoadPems(sys::SysCalls& sys, Clock& clock, const TlsOptions& tls) {
   Pems p;
-  auto cert = ReadPemFile("tls-cert", tls.cert_file);
+  auto cert = ReadPemFile(sys, "tls-cert", tls.cert_file);
   if (!cert.ok()) return cert.status();
-  auto key = ReadPemFile("tls-key", tls.key_file);
+  auto key = ReadPemFile(sys, "tls-key", tls.key_file);
   if (!key.ok()) return key.status();
-  auto ca = ReadPemFile("tls-ca", tls.ca_file);
+  auto ca = ReadPemFile(sys, "tls-ca", tls.ca_file);
   if (!ca.ok()) return ca.status();
   p.cert = *std::move(cert);
   p.key = *std::move(key);
@@ -112,22 +115,23 @@ absl::StatusOr<Pems> LoadPems(const TlsOptions& tls) {
                                                    tls.cert_file));
   }
   X509* leaf = chain[0].get();
-  if (X509_cmp_current_time(X509_get0_notAfter(leaf)) <= 0) {
+  time_t now = absl::ToTimeT(clock.Now());
+  if (X509_cmp_time(X509_get0_notAfter(leaf), &now) <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--tls-cert=", tls.cert_file, ": certificate ", SubjectOf(leaf), " has expired"));
   }
-  if (X509_cmp_current_time(X509_get0_notBefore(leaf)) >= 0) {
+  if (X509_cmp_time(X509_get0_notBefore(leaf), &now) >= 0) {
     return absl::InvalidArgumentError(absl::StrCat("--tls-cert=", tls.cert_file,
                                                    ": certificate ", SubjectOf(leaf),
                                                    " is not valid yet"));
   }
-  time_t soon = time(nullptr) + 14 * 24 * 3600;
+  time_t soon = now + 14 * 24 * 3600;
   if (X509_cmp_time(X509_get0_notAfter(leaf), &soon) <= 0) {
     spdlog::warn("--tls-cert={}: certificate {} expires within 14 days; rotate it",
                  tls.cert_file, SubjectOf(leaf));
   }
   struct stat st;
-  if (stat(tls.key_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+  if (sys.Stat(tls.key_file.c_str(), &st).ok() && (st.st_mode & 077) != 0) {
     spdlog::warn("--tls-key={} is readable by group or others (mode {:o}); chmod 600 it",
                  tls.key_file, st.st_mode & 0777);
   }
@@ -179,16 +183,16 @@ void RegisterTlsFlags(FlagSet& flags, TlsOptions* tls, bool client) {
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
-    const TlsOptions& tls, RefusalCallback on_refused) {
+    sys::SysCalls& sys, Clock& clock, const TlsOptions& tls, RefusalCallback on_refused) {
   if (absl::Status s = tls.Validate(); !s.ok()) return s;
   if (tls.insecure) {
     spdlog::warn("--insecure: the gRPC control channel is plaintext and unauthenticated; "
                  "anyone who reaches the control port can obtain data tokens");
     return grpc::InsecureServerCredentials();
   }
-  auto pems = LoadPems(tls);
+  auto pems = LoadPems(sys, clock, tls);
   if (!pems.ok()) return pems.status();
-  auto verifier = ClientCertVerifier::Create(pems->ca, std::move(on_refused));
+  auto verifier = ClientCertVerifier::Create(pems->ca, std::move(on_refused), clock);
   if (!verifier.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--tls-ca=", tls.ca_file, ": ", verifier.status().message()));
@@ -202,13 +206,14 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   return creds;
 }
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& target,
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(sys::SysCalls& sys, Clock& clock,
+                                                           const std::string& target,
                                                            const TlsOptions& tls) {
   if (absl::Status s = tls.Validate(); !s.ok()) return s;
   if (tls.insecure) {
     return grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   }
-  auto pems = LoadPems(tls);
+  auto pems = LoadPems(sys, clock, tls);
   if (!pems.ok()) return pems.status();
   grpc::SslCredentialsOptions opts;
   opts.pem_root_certs = pems->ca;
@@ -236,7 +241,7 @@ struct ClientCertVerifier::Store {
 };
 
 absl::StatusOr<std::shared_ptr<ClientCertVerifier>> ClientCertVerifier::Create(
-    const std::string& ca_pem, RefusalCallback on_refused) {
+    const std::string& ca_pem, RefusalCallback on_refused, Clock& clock) {
   std::vector<X509Ptr> cas = ReadCerts(ca_pem);
   if (cas.empty()) return absl::InvalidArgumentError("no PEM certificate in the CA bundle");
   auto store = std::make_unique<Store>();
@@ -247,12 +252,12 @@ absl::StatusOr<std::shared_ptr<ClientCertVerifier>> ClientCertVerifier::Create(
     }
   }
   return std::shared_ptr<ClientCertVerifier>(
-      new ClientCertVerifier(std::move(store), std::move(on_refused)));
+      new ClientCertVerifier(std::move(store), std::move(on_refused), clock));
 }
 
 ClientCertVerifier::ClientCertVerifier(std::unique_ptr<Store> store,
-                                       RefusalCallback on_refused)
-    : store_(std::move(store)), on_refused_(std::move(on_refused)) {}
+                                       RefusalCallback on_refused, Clock& clock)
+    : store_(std::move(store)), on_refused_(std::move(on_refused)), clock_(clock) {}
 
 ClientCertVerifier::~ClientCertVerifier() = default;
 
@@ -279,6 +284,7 @@ absl::Status ClientCertVerifier::Verify(const std::string& leaf_pem,
     return absl::InternalError("cannot set up certificate verification");
   }
   X509_STORE_CTX_set_purpose(ctx.get(), X509_PURPOSE_SSL_CLIENT);
+  X509_STORE_CTX_set_time(ctx.get(), 0, absl::ToTimeT(clock_.Now()));
   const int ok = X509_verify_cert(ctx.get());
   const int err = X509_STORE_CTX_get_error(ctx.get());
   ERR_clear_error();

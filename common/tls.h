@@ -20,6 +20,11 @@
 //
 // Files are read at start-up: rotating a certificate means replacing the
 // files and restarting the daemon (see README, "Rotating certificates").
+//
+// Files are read and the key file's mode checked through `sys`; validity
+// periods are judged at `clock`'s time (the certificates' own and, on the
+// server, the clients'), so a test can move a certificate past its expiry
+// with a fake clock. Both must outlive the credentials made with them.
 #ifndef WALSHIP_COMMON_TLS_H_
 #define WALSHIP_COMMON_TLS_H_
 
@@ -33,7 +38,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/clock.h"
 #include "common/flags.h"
+#include "common/sys/syscalls.h"
 
 namespace walship {
 
@@ -61,14 +68,17 @@ using RefusalCallback =
 
 // Credentials for a server listening with `tls` (Validate()d). With
 // insecure, plaintext credentials and a warning in the log. Otherwise the
-// files are read and checked (parseable, key matches certificate, not
-// expired) and every call is judged by a ClientCertVerifier that reports
-// refusals to `on_refused`. Errors name the file.
+// files are read and checked (parseable, key matches certificate, within
+// its validity period at clock.Now(); a warning when it expires within 14
+// days or the key file is readable by group or others) and every call is
+// judged by a ClientCertVerifier that reports refusals to `on_refused`.
+// Errors name the file.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
-    const TlsOptions& tls, RefusalCallback on_refused);
+    sys::SysCalls& sys, Clock& clock, const TlsOptions& tls, RefusalCallback on_refused);
 
 // A channel to `target` with `tls` (Validate()d); the same file checks.
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& target,
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(sys::SysCalls& sys, Clock& clock,
+                                                           const std::string& target,
                                                            const TlsOptions& tls);
 
 // Names a client certificate vouches for: its subject CN and DNS SANs, as
@@ -78,9 +88,10 @@ std::vector<std::string> PeerCertificateNames(const grpc::AuthContext& auth);
 // Judges each call's client certificate against a CA bundle. Thread-safe.
 class ClientCertVerifier final : public grpc::AuthMetadataProcessor {
  public:
-  // kInvalidArgument if `ca_pem` holds no usable certificate.
+  // kInvalidArgument if `ca_pem` holds no usable certificate. Validity
+  // periods are judged at `clock`'s time, which must outlive the verifier.
   static absl::StatusOr<std::shared_ptr<ClientCertVerifier>> Create(
-      const std::string& ca_pem, RefusalCallback on_refused);
+      const std::string& ca_pem, RefusalCallback on_refused, Clock& clock = DefaultClock());
   ~ClientCertVerifier() override;
 
   // OK, or why `leaf_pem` (with the rest of the chain the peer sent in
@@ -95,10 +106,11 @@ class ClientCertVerifier final : public grpc::AuthMetadataProcessor {
 
  private:
   struct Store;
-  ClientCertVerifier(std::unique_ptr<Store> store, RefusalCallback on_refused);
+  ClientCertVerifier(std::unique_ptr<Store> store, RefusalCallback on_refused, Clock& clock);
 
   const std::unique_ptr<Store> store_;
   const RefusalCallback on_refused_;
+  Clock& clock_;
 };
 
 }  // namespace walship

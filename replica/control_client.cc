@@ -80,10 +80,10 @@ absl::StatusOr<Negotiated> NegotiateHandshake(const ReplicaOptions& options,
 }
 
 absl::StatusOr<std::unique_ptr<ControlClient>> ControlClient::Create(
-    const ReplicaOptions& options, Clock& clock) {
+    sys::SysCalls& sys, const ReplicaOptions& options, Clock& clock) {
   WALSHIP_ASSIGN_OR_RETURN(HostPort agent, ParseHostPort(options.agent));
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-      MakeChannel(options.agent, options.tls);
+      MakeChannel(sys, clock, options.agent, options.tls);
   if (!channel.ok()) {
     // Checked at start-up; failing now means the files changed under a
     // rotation in progress: keep retrying rather than exit.

@@ -47,6 +47,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "common/net.h"
+#include "common/sys/syscalls.h"
 #include "proto/walship.grpc.pb.h"
 #include "replica/replica_options.h"
 #include "replica/segment_writer.h"
@@ -89,8 +90,9 @@ class ControlClient {
   // Parses the agent's address (kInvalidArgument) and builds the channel
   // (no connection yet). TLS files that no longer load are kUnavailable:
   // they were checked at start-up, so a rotation is in progress. Call
-  // deadlines are read from `clock`.
-  static absl::StatusOr<std::unique_ptr<ControlClient>> Create(const ReplicaOptions& options,
+  // deadlines are read from `clock`; the TLS files are read through `sys`.
+  static absl::StatusOr<std::unique_ptr<ControlClient>> Create(sys::SysCalls& sys,
+                                                               const ReplicaOptions& options,
                                                                Clock& clock = DefaultClock());
 
   // The agent's control address; its host is the data socket's default.

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <unistd.h>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -30,7 +29,7 @@ absl::StatusOr<DestLock> DestLock::Acquire(sys::SysCalls& sys, const std::string
         "each replica its own --dest"));
   }
   if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("flock ", path));
-  const std::string pid = absl::StrCat(getpid(), "\n");
+  const std::string pid = absl::StrCat(sys.Getpid().rc, "\n");  // getpid never fails
   if (sys::SysResult t = sys.Ftruncate(fd.get(), 0); !t.ok()) {
     return sys::ErrnoToStatus(t.err, absl::StrCat("truncate ", path));
   }

@@ -17,7 +17,7 @@
 #include "common/sys/errors.h"
 #include "common/sys/file_util.h"
 #include "common/sys/transfer.h"
-#include "common/thread_name.h"
+#include "common/sys/thread_name.h"
 #include "spdlog/spdlog.h"
 
 namespace walship::replica {

@@ -104,7 +104,7 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
   RegisterTlsFlags(flags, &o.tls, /*client=*/true);
   flags.String("log-level", &log_level, "trace, debug, info, warn or error.");
 
-  flags.EnableConfigFile();
+  flags.EnableConfigFile(sys);
   if (std::optional<int> exit_status = flags.ParseOrExitStatus(argc, argv, "walship-replica", 1)) {
     return *exit_status;
   }
@@ -130,7 +130,7 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
     spdlog::warn("--insecure: the gRPC control channel to {} is plaintext and the agent is "
                  "not authenticated",
                  o.agent);
-  } else if (auto channel = MakeChannel(o.agent, o.tls); !channel.ok()) {
+  } else if (auto channel = MakeChannel(sys, DefaultClock(), o.agent, o.tls); !channel.ok()) {
     spdlog::error("{}", std::string(channel.status().message()));
     return 1;
   }
@@ -140,7 +140,7 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
   }
 
   PrepareDaemonRuntime();
-  const sigset_t signals = PrepareDaemonSignals();
+  const sigset_t signals = PrepareDaemonSignals(sys);
 
   MetricsRegistry metrics;
   std::unique_ptr<MetricsServer> metrics_server;
@@ -155,9 +155,8 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
     spdlog::info("metrics on http://{}/metrics", hp->ToString());
   }
   replica::Replica replica(sys, o, &metrics);
-  std::thread([&replica, signals] {
-    int sig = 0;
-    sigwait(&signals, &sig);
+  std::thread([&replica, &sys, signals] {
+    const int sig = WaitForShutdownSignal(sys, signals);
     spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     replica.Stop();
   }).detach();

@@ -10,7 +10,7 @@
 #include "common/net.h"
 #include "common/reason.h"
 #include "common/status_macros.h"
-#include "common/thread_name.h"
+#include "common/sys/thread_name.h"
 #include "common/wire/frame.h"
 #include "replica/receive_policy.h"
 #include "spdlog/spdlog.h"
@@ -101,7 +101,7 @@ absl::Status Session::Handshake() {
   // Presented at handshake: the agent checks each against the source.
   WALSHIP_ASSIGN_OR_RETURN(std::vector<HeldCopy> held,
                            ListHeldSegments(sys_, options_.dest, kMaxHeldSegments));
-  WALSHIP_ASSIGN_OR_RETURN(control_, ControlClient::Create(options_, clock_));
+  WALSHIP_ASSIGN_OR_RETURN(control_, ControlClient::Create(sys_, options_, clock_));
   const std::optional<DurablePoint> tail = writer_.tail();
   WALSHIP_ASSIGN_OR_RETURN(
       Negotiated negotiated,

@@ -15,6 +15,7 @@
 #include "status/status_watch.h"
 #include "common/flags.h"
 #include "common/logging.h"
+#include "common/sys/syscalls.h"
 #include "common/tls.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/walship.grpc.pb.h"
@@ -167,13 +168,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "walship-status: %s\n", std::string(s.message()).c_str());
     return 1;
   }
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = walship::MakeChannel(agent, tls);
+  walship::sys::SysCalls& sys = walship::sys::DefaultSysCalls();
+  walship::Clock& clock = walship::DefaultClock();
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      walship::MakeChannel(sys, clock, agent, tls);
   if (!channel.ok()) {
     std::fprintf(stderr, "walship-status: %s\n", std::string(channel.status().message()).c_str());
     return 1;
   }
   auto stub = walship::v1::Control::NewStub(*channel);
-  walship::Clock& clock = walship::DefaultClock();
 
   auto call = [&](walship::v1::StatusResponse* resp) {
     grpc::ClientContext ctx;
@@ -197,7 +200,7 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  const bool clear_screen = !json && isatty(STDOUT_FILENO);
+  const bool clear_screen = !json && sys.Isatty(STDOUT_FILENO).ok();
   std::map<std::string, st::ReplicaTracker> trackers;
   bool last_ok = false;
   for (int64_t i = 0; count == 0 || i < count; ++i) {

@@ -21,7 +21,7 @@
 #include "common/sys/file_util.h"
 #include "common/sys/transfer.h"
 #include "spdlog/spdlog.h"
-#include "common/thread_name.h"
+#include "common/sys/thread_name.h"
 
 namespace walship::agent {
 namespace {

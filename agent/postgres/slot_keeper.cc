@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
-#include "common/thread_name.h"
+#include "common/sys/thread_name.h"
 #include "spdlog/spdlog.h"
 
 namespace walship::agent {

@@ -110,16 +110,21 @@ absl::Status WriteFileAtomically(SysCalls& sys, const std::string& dir,
 absl::StatusOr<std::string> ReadFileToString(SysCalls& sys,
                                              const std::string& path) {
   WALSHIP_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(sys, path, O_RDONLY));
+  return ReadToEnd(sys, fd.get(), path);
+}
+
+absl::StatusOr<std::string> ReadToEnd(SysCalls& sys, int fd,
+                                      const std::string& path) {
   std::string out;
   struct stat st;
-  if (sys.Fstat(fd.get(), &st).ok() && st.st_size > 0) {
+  if (sys.Fstat(fd, &st).ok() && st.st_size > 0) {
     out.reserve(static_cast<size_t>(st.st_size));
   }
   // Read to EOF rather than trusting st_size: the file may be growing, and
   // procfs-style files report 0.
   char chunk[64 * 1024];
   for (;;) {
-    const SysResult r = sys.Read(fd.get(), chunk, sizeof(chunk));
+    const SysResult r = sys.Read(fd, chunk, sizeof(chunk));
     if (!r.ok()) {
       if (r.err == EINTR) continue;
       return sys::ErrnoToStatus(

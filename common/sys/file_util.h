@@ -87,6 +87,14 @@ absl::Status WriteFileAtomically(SysCalls& sys, const std::string& dir,
 absl::StatusOr<std::string> ReadFileToString(SysCalls& sys,
                                              const std::string& path);
 
+// ReadToEnd()
+//
+// Reads the open `fd` from its current position to end of file, retrying
+// EINTR; ReadFileToString once the file is open. `path` only names the file
+// in an error ("read PATH at offset N: ...").
+absl::StatusOr<std::string> ReadToEnd(SysCalls& sys, int fd,
+                                      const std::string& path);
+
 // ListDirectory()
 //
 // The names in directory `path` (unsorted; without "." and ".."), read with

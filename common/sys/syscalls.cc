@@ -5,6 +5,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <sys/file.h>
 #include <linux/sockios.h>
 #include <sys/inotify.h>
@@ -16,8 +20,6 @@
 
 #include <algorithm>
 #include <cstdio>
-
-#include "common/sys/unique_fd.h"
 
 namespace walship {
 namespace sys {
@@ -34,13 +36,6 @@ inline SysResult Capture(int64_t rc) {
 
 SysResult RealSysCalls::Open(const char* path, int flags, mode_t mode) {
   return Capture(::open(path, flags, mode));
-}
-
-SysResult RealSysCalls::Close(int fd) {
-  // UniqueFd owns the one call to close(2) in the project.
-  const int err = UniqueFd(fd).Close();
-  if (err != 0) return SysResult{-1, err};
-  return SysResult{0, 0};
 }
 
 SysResult RealSysCalls::Read(int fd, void* buf, size_t n) {
@@ -118,6 +113,11 @@ SysResult RealSysCalls::Getdents64(int fd, void* buf, size_t n) {
 
 SysResult RealSysCalls::Flock(int fd, int operation) {
   return Capture(::flock(fd, operation));
+}
+
+SysResult RealSysCalls::Realpath(const char* path, char* resolved) {
+  if (::realpath(path, resolved) == nullptr) return SysResult{-1, errno};
+  return SysResult{0, 0};
 }
 
 SysResult RealSysCalls::SendFile(int out_fd, int in_fd, off_t* offset,
@@ -203,6 +203,14 @@ SysResult RealSysCalls::Shutdown(int fd, int how) {
   return Capture(::shutdown(fd, how));
 }
 
+SysResult RealSysCalls::Getaddrinfo(const char* node, const char* service,
+                                    const addrinfo* hints, addrinfo** res) {
+  const int err = ::getaddrinfo(node, service, hints, res);
+  return err == 0 ? SysResult{0, 0} : SysResult{-1, err};
+}
+
+void RealSysCalls::Freeaddrinfo(addrinfo* res) { ::freeaddrinfo(res); }
+
 SysResult RealSysCalls::InotifyInit1(int flags) {
   return Capture(::inotify_init1(flags));
 }
@@ -210,6 +218,28 @@ SysResult RealSysCalls::InotifyInit1(int flags) {
 SysResult RealSysCalls::InotifyAddWatch(int fd, const char* path,
                                         uint32_t mask) {
   return Capture(::inotify_add_watch(fd, path, mask));
+}
+
+SysResult RealSysCalls::Isatty(int fd) {
+  if (::isatty(fd) == 1) return SysResult{1, 0};
+  return SysResult{-1, errno};
+}
+
+SysResult RealSysCalls::Getpid() { return Capture(::getpid()); }
+
+SysResult RealSysCalls::Gethostname(char* name, size_t len) {
+  return Capture(::gethostname(name, len));
+}
+
+SysResult RealSysCalls::PthreadSigmask(int how, const sigset_t* set,
+                                       sigset_t* old) {
+  const int err = ::pthread_sigmask(how, set, old);
+  return err == 0 ? SysResult{0, 0} : SysResult{-1, err};
+}
+
+SysResult RealSysCalls::Sigwait(const sigset_t* set, int* sig) {
+  const int err = ::sigwait(set, sig);
+  return err == 0 ? SysResult{0, 0} : SysResult{-1, err};
 }
 
 SysCalls& DefaultSysCalls() {

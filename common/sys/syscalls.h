@@ -10,17 +10,20 @@
 // injectors can decorate single calls.
 //
 // Contract of every method:
-//   * It performs exactly one system call with the given arguments; it never
-//     retries (not even on EINTR), loops, logs or allocates. Retry and loop
-//     policy live above the seam (see transfer.h).
+//   * It performs exactly one system call (or, for Realpath and
+//     Getaddrinfo, one libc call) with the given arguments; it never retries
+//     (not even on EINTR), loops or logs, and allocates only what the libc
+//     call does (Getaddrinfo's list). Retry and loop policy live above the
+//     seam (see transfer.h).
 //   * It returns a `SysResult`: `rc` is the kernel's return value (a byte
 //     count, a new descriptor, or 0) and `err` is errno captured immediately
 //     after the call, before anything else could clobber it. On success
 //     `err == 0` and `rc >= 0`; on failure `rc == -1` and `err != 0`.
 //   * Descriptors returned in `rc` (Open, Socket, Accept4, Pipe2,
 //     InotifyInit1) are owned by the caller, who should wrap them in a
-//     `UniqueFd` at once. Pass O_CLOEXEC / SOCK_CLOEXEC yourself: the seam
-//     does not add flags (file_util.h's OpenFile does).
+//     `UniqueFd` at once (UniqueFd closes them: the seam has no Close). Pass
+//     O_CLOEXEC / SOCK_CLOEXEC yourself: the seam does not add flags
+//     (file_util.h's OpenFile does).
 //
 // Ownership and lifetime: objects that do I/O receive a `SysCalls&` through
 // their constructor and must not outlive it. Only `main()` (and tests) call
@@ -33,7 +36,9 @@
 #ifndef WALSHIP_COMMON_SYS_SYSCALLS_H_
 #define WALSHIP_COMMON_SYS_SYSCALLS_H_
 
+#include <netdb.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -71,8 +76,6 @@ class SysCalls {
 
   // Files and descriptors.
   virtual SysResult Open(const char* path, int flags, mode_t mode) = 0;
-  // Never retry a failed Close: the descriptor is released regardless.
-  virtual SysResult Close(int fd) = 0;
   virtual SysResult Read(int fd, void* buf, size_t n) = 0;
   virtual SysResult Write(int fd, const void* buf, size_t n) = 0;
   virtual SysResult Pread(int fd, void* buf, size_t n, off_t off) = 0;
@@ -106,6 +109,10 @@ class SysCalls {
   // descriptor of the open file description closes (LOCK_NB: EWOULDBLOCK
   // while another holds it).
   virtual SysResult Flock(int fd, int operation) = 0;
+  // realpath(3): the absolute path of `path` with every symbolic link, "."
+  // and ".." resolved, written to `resolved`, which must hold PATH_MAX
+  // bytes; rc 0 on success.
+  virtual SysResult Realpath(const char* path, char* resolved) = 0;
 
   // Zero-copy transfer. `offset`, `off_in` and `off_out` follow the man
   // pages: when non-null the kernel reads the offset from, and writes the
@@ -144,11 +151,39 @@ class SysCalls {
                                socklen_t* len) = 0;
   virtual SysResult Getsockname(int fd, sockaddr* addr, socklen_t* len) = 0;
   virtual SysResult Shutdown(int fd, int how) = 0;
+  // getaddrinfo(3): on success rc == 0 and `*res` is a list the caller
+  // releases with Freeaddrinfo. On failure rc == -1 and `err` is the EAI_*
+  // code (not an errno: describe it with gai_strerror(3), never with
+  // ErrnoToStatus).
+  virtual SysResult Getaddrinfo(const char* node, const char* service,
+                                const addrinfo* hints, addrinfo** res) = 0;
+  // freeaddrinfo(3) of a list Getaddrinfo returned (cannot fail, so it
+  // returns nothing).
+  virtual void Freeaddrinfo(addrinfo* res) = 0;
 
   // inotify(7).
   virtual SysResult InotifyInit1(int flags) = 0;
   virtual SysResult InotifyAddWatch(int fd, const char* path,
                                     uint32_t mask) = 0;
+
+  // isatty(3): rc 1 when `fd` refers to a terminal; otherwise rc -1 and err
+  // (ENOTTY for anything else that is open).
+  virtual SysResult Isatty(int fd) = 0;
+
+  // The process.
+  // getpid(2): rc is this process's id (never fails).
+  virtual SysResult Getpid() = 0;
+  // gethostname(2) into `name` (`len` bytes; NUL-terminated only when the
+  // name is shorter than `len`).
+  virtual SysResult Gethostname(char* name, size_t len) = 0;
+  // pthread_sigmask(3) of the calling thread, which returns the error
+  // instead of setting errno (err is that error).
+  virtual SysResult PthreadSigmask(int how, const sigset_t* set,
+                                   sigset_t* old) = 0;
+  // sigwait(3): blocks until a signal of `set` (blocked in every thread) is
+  // pending, takes it and stores its number in `*sig`; rc 0. Returns the
+  // error instead of setting errno, as PthreadSigmask.
+  virtual SysResult Sigwait(const sigset_t* set, int* sig) = 0;
 };
 
 // RealSysCalls
@@ -162,7 +197,6 @@ class RealSysCalls : public SysCalls {
   RealSysCalls() = default;
 
   SysResult Open(const char* path, int flags, mode_t mode) override;
-  SysResult Close(int fd) override;
   SysResult Read(int fd, void* buf, size_t n) override;
   SysResult Write(int fd, const void* buf, size_t n) override;
   SysResult Pread(int fd, void* buf, size_t n, off_t off) override;
@@ -183,6 +217,7 @@ class RealSysCalls : public SysCalls {
   SysResult Statvfs(const char* path, struct statvfs* st) override;
   SysResult Getdents64(int fd, void* buf, size_t n) override;
   SysResult Flock(int fd, int operation) override;
+  SysResult Realpath(const char* path, char* resolved) override;
   SysResult SendFile(int out_fd, int in_fd, off_t* offset,
                      size_t count) override;
   SysResult Splice(int fd_in, off_t* off_in, int fd_out, off_t* off_out,
@@ -204,8 +239,17 @@ class RealSysCalls : public SysCalls {
                        socklen_t* len) override;
   SysResult Getsockname(int fd, sockaddr* addr, socklen_t* len) override;
   SysResult Shutdown(int fd, int how) override;
+  SysResult Getaddrinfo(const char* node, const char* service,
+                        const addrinfo* hints, addrinfo** res) override;
+  void Freeaddrinfo(addrinfo* res) override;
   SysResult InotifyInit1(int flags) override;
   SysResult InotifyAddWatch(int fd, const char* path, uint32_t mask) override;
+  SysResult Isatty(int fd) override;
+  SysResult Getpid() override;
+  SysResult Gethostname(char* name, size_t len) override;
+  SysResult PthreadSigmask(int how, const sigset_t* set,
+                           sigset_t* old) override;
+  SysResult Sigwait(const sigset_t* set, int* sig) override;
 };
 
 // DefaultSysCalls()

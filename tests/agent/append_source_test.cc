@@ -7,10 +7,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
+#include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "agent/segment_catalog.h"
 #include "gtest/gtest.h"
@@ -129,6 +133,47 @@ TEST(AppendSourceTest, StreamIdIsStableAndDistinct) {
   ASSERT_TRUE(ia.ok() && ia2.ok() && ib.ok());
   EXPECT_EQ(*ia, *ia2);
   EXPECT_NE(*ia, *ib);
+}
+
+// gethostname answers what a test says.
+class HostSysCalls : public sys::RealSysCalls {
+ public:
+  explicit HostSysCalls(std::string host) : host_(std::move(host)) {}
+  sys::SysResult Gethostname(char* name, size_t len) override {
+    if (host_.size() >= len) return {-1, ENAMETOOLONG};
+    std::memcpy(name, host_.c_str(), host_.size() + 1);
+    return {0, 0};
+  }
+
+ private:
+  const std::string host_;
+};
+
+TEST(AppendSourceTest, StreamIdNamesTheHost) {
+  // Two primaries with the same directory at the same path (restored from
+  // one image, so even device and inode may match) serve distinct streams.
+  const std::string dir = testing::FreshTempDir("id-host");
+  HostSysCalls a("db-a"), a_again("db-a"), b("db-b");
+  auto ia = DeriveStreamId(a, dir, "append");
+  auto ia2 = DeriveStreamId(a_again, dir, "append");
+  auto ib = DeriveStreamId(b, dir, "append");
+  ASSERT_TRUE(ia.ok() && ia2.ok() && ib.ok());
+  EXPECT_EQ(*ia, *ia2);
+  EXPECT_NE(*ia, *ib);
+}
+
+TEST(AppendSourceTest, StreamIdFollowsLinksToTheRealDirectory) {
+  const std::string dir = testing::FreshTempDir("id-real");
+  const std::string link = dir + "-link";
+  ASSERT_EQ(symlink(dir.c_str(), link.c_str()), 0) << link;
+  auto by_dir = DeriveStreamId(sys::DefaultSysCalls(), dir, "append");
+  auto by_link = DeriveStreamId(sys::DefaultSysCalls(), link, "append");
+  ASSERT_TRUE(by_dir.ok() && by_link.ok());
+  EXPECT_EQ(*by_dir, *by_link);
+  auto missing = DeriveStreamId(sys::DefaultSysCalls(), dir + "/gone", "append");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), "realpath " + dir + "/gone"))
+      << missing.status();
 }
 
 // As etcd makes a WAL file: `size` bytes preallocated with fallocate, then

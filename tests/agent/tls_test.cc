@@ -15,6 +15,7 @@
 #include "common/tls.h"
 #include "gtest/gtest.h"
 #include "proto/walship.grpc.pb.h"
+#include "tests/fakes/fake_clock.h"
 #include "tests/fakes/log_capture.h"
 #include "tests/fakes/temp_dir.h"
 
@@ -199,7 +200,8 @@ TEST_F(TlsTest, MakeChannelTalksToTheAgent) {
   StartAgent();
   TlsOptions t = Files(*certs_, "r1");
   t.server_name = "localhost";
-  auto channel = MakeChannel(absl::StrCat("127.0.0.1:", agent_->control_port()), t);
+  auto channel = MakeChannel(sys::DefaultSysCalls(), DefaultClock(),
+                             absl::StrCat("127.0.0.1:", agent_->control_port()), t);
   ASSERT_TRUE(channel.ok()) << channel.status();
   auto stub = walship::v1::Control::NewStub(*channel);
   EXPECT_TRUE(CallHandshake(*stub, "r1").ok());
@@ -226,23 +228,98 @@ TEST(TlsOptionsTest, ChoosingNeitherOrBothIsAnError) {
 TEST_F(TlsTest, BadFilesAreNamedAtStartUp) {
   TlsOptions t = Files(*certs_, "agent");
   t.key_file = absl::StrCat(*certs_, "/r1.key");  // another certificate's key
-  auto creds = MakeServerCredentials(t, nullptr);
+  auto creds = MakeServerCredentials(sys::DefaultSysCalls(), DefaultClock(), t, nullptr);
   ASSERT_FALSE(creds.ok());
   EXPECT_TRUE(absl::StrContains(creds.status().message(), "does not belong to --tls-cert"))
       << creds.status();
 
   t = Files(*certs_, "agent");
   t.ca_file = absl::StrCat(*certs_, "/missing.pem");
-  creds = MakeServerCredentials(t, nullptr);
+  creds = MakeServerCredentials(sys::DefaultSysCalls(), DefaultClock(), t, nullptr);
   ASSERT_FALSE(creds.ok());
   EXPECT_TRUE(absl::StrContains(creds.status().message(), "--tls-ca=")) << creds.status();
 
   t = Files(*certs_, "agent");
   t.cert_file = t.key_file;  // a key where a certificate belongs
-  auto channel = MakeChannel("127.0.0.1:1", t);
+  auto channel = MakeChannel(sys::DefaultSysCalls(), DefaultClock(), "127.0.0.1:1", t);
   ASSERT_FALSE(channel.ok());
   EXPECT_TRUE(absl::StrContains(channel.status().message(), "no PEM certificate"))
       << channel.status();
+}
+
+// The certificates make_test_certs.sh issues are valid from the moment it
+// runs for 825 days; the fake clock puts "now" anywhere in or around that.
+TEST_F(TlsTest, ValidityIsJudgedAtTheClocksTime) {
+  const TlsOptions t = Files(*certs_, "agent");
+  const absl::Time issued = absl::Now();
+  auto creds_at = [&](absl::Time now) {
+    testing::FakeClock clock(now);
+    return MakeServerCredentials(sys::DefaultSysCalls(), clock, t, nullptr);
+  };
+
+  auto creds = creds_at(issued + absl::Hours(24 * 30));
+  EXPECT_TRUE(creds.ok()) << creds.status();
+  EXPECT_FALSE(log_.Logged("expires within 14 days"));
+
+  creds = creds_at(issued + absl::Hours(24 * 820));
+  EXPECT_TRUE(creds.ok()) << creds.status();
+  EXPECT_TRUE(log_.Logged(absl::StrCat("--tls-cert=", t.cert_file, ": certificate /CN=agent "
+                                       "expires within 14 days; rotate it")));
+
+  creds = creds_at(issued + absl::Hours(24 * 830));
+  ASSERT_FALSE(creds.ok());
+  EXPECT_EQ(creds.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(creds.status().message(),
+            absl::StrCat("--tls-cert=", t.cert_file, ": certificate /CN=agent has expired"));
+
+  testing::FakeClock before_issue(issued - absl::Hours(24));
+  auto channel =
+      MakeChannel(sys::DefaultSysCalls(), before_issue, "127.0.0.1:1", Files(*certs_, "r1"));
+  ASSERT_FALSE(channel.ok());
+  EXPECT_EQ(channel.status().message(),
+            absl::StrCat("--tls-cert=", *certs_, "/r1.pem: certificate /CN=r1 is not valid yet"));
+}
+
+TEST_F(TlsTest, VerifierJudgesClientCertificatesAtTheClocksTime) {
+  testing::FakeClock clock(absl::Now() + absl::Hours(24 * 30));
+  auto verifier = ClientCertVerifier::Create(ReadFile(*certs_ + "/ca.pem"), nullptr, clock);
+  ASSERT_TRUE(verifier.ok()) << verifier.status();
+  const std::string r1 = ReadFile(*certs_ + "/r1.pem");
+  absl::Status s = (*verifier)->Verify(r1, "");
+  EXPECT_TRUE(s.ok()) << s;
+
+  clock.Advance(absl::Hours(24 * 800));
+  s = (*verifier)->Verify(r1, "");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "/CN=r1 is not accepted: certificate has expired"))
+      << s;
+}
+
+// Stat of the key file reports what a test says.
+class KeyModeSysCalls : public sys::RealSysCalls {
+ public:
+  explicit KeyModeSysCalls(mode_t mode) : mode_(mode) {}
+  sys::SysResult Stat(const char* path, struct stat* st) override {
+    sys::SysResult r = RealSysCalls::Stat(path, st);
+    if (r.ok() && absl::EndsWith(path, ".key")) st->st_mode = S_IFREG | mode_;
+    return r;
+  }
+
+ private:
+  const mode_t mode_;
+};
+
+TEST_F(TlsTest, KeyReadableByOthersIsAWarning) {
+  const TlsOptions t = Files(*certs_, "agent");
+  KeyModeSysCalls private_key(0600);
+  EXPECT_TRUE(MakeServerCredentials(private_key, DefaultClock(), t, nullptr).ok());
+  EXPECT_FALSE(log_.Logged("is readable by group or others"));
+
+  KeyModeSysCalls shared_key(0644);
+  EXPECT_TRUE(MakeServerCredentials(shared_key, DefaultClock(), t, nullptr).ok());
+  EXPECT_TRUE(log_.Logged(absl::StrCat("--tls-key=", t.key_file,
+                                       " is readable by group or others (mode 644); chmod "
+                                       "600 it")));
 }
 
 }  // namespace

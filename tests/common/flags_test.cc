@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "common/sys/syscalls.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/temp_dir.h"
 
 namespace walship {
 namespace {
@@ -26,7 +28,7 @@ void Register(FlagSet* f, Opts* o) {
   f->Int("timeout-ms", &o->timeout, "A signed number.");
   f->Uint("max-rate", &o->rate, "An unsigned number.");
   f->Bool("verbose", &o->verbose, "A switch.");
-  f->EnableConfigFile();
+  f->EnableConfigFile(sys::DefaultSysCalls());
 }
 
 std::string WriteFile(const std::string& name, const std::string& text) {
@@ -123,6 +125,44 @@ TEST(FlagsConfigTest, MissingFileIsNotFound) {
   Register(&f, &o);
   auto r = ParseArgs(&f, {"--config=/nonexistent/walship.toml"});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(FlagsConfigTest, ADirectoryIsNoConfigFile) {
+  Opts o;
+  FlagSet f("usage");
+  Register(&f, &o);
+  const std::string dir = testing::FreshTempDir("config-dir");
+  auto r = ParseArgs(&f, {"--config=" + dir});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_EQ(r.status().message(), "cannot read config file " + dir);
+}
+
+// Reads of a descriptor fail with EIO.
+class FailingReadSysCalls : public sys::RealSysCalls {
+ public:
+  sys::SysResult Read(int, void*, size_t) override { return {-1, EIO}; }
+};
+
+TEST(FlagsConfigTest, AReadErrorNamesTheFile) {
+  std::string path = WriteFile("unreadable.toml", "verbose = true\n");
+  Opts o;
+  FlagSet f("usage");
+  Register(&f, &o);
+  FailingReadSysCalls sys;
+  absl::Status s = f.ApplyConfigFile(sys, path);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(s.message(), "cannot read config file " + path);
+  EXPECT_FALSE(o.verbose);
+}
+
+TEST(FlagsConfigTest, AMissingFileIsNamedWithTheReason) {
+  Opts o;
+  FlagSet f("usage");
+  Register(&f, &o);
+  absl::Status s = f.ApplyConfigFile(sys::DefaultSysCalls(), "/nonexistent/walship.toml");
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s.message(),
+            "cannot read config file /nonexistent/walship.toml: No such file or directory");
 }
 
 TEST(FlagsConfigTest, PrintConfigRoundTrips) {

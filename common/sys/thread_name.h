@@ -5,8 +5,8 @@
 // busy. Linux keeps at most 15 bytes; a longer name is cut there.
 //
 // Thread-safety: affects only the calling thread.
-#ifndef WALSHIP_COMMON_THREAD_NAME_H_
-#define WALSHIP_COMMON_THREAD_NAME_H_
+#ifndef WALSHIP_COMMON_SYS_THREAD_NAME_H_
+#define WALSHIP_COMMON_SYS_THREAD_NAME_H_
 
 #include "absl/strings/string_view.h"
 
@@ -16,4 +16,4 @@ void NameThisThread(absl::string_view name);
 
 }  // namespace walship
 
-#endif  // WALSHIP_COMMON_THREAD_NAME_H_
+#endif  // WALSHIP_COMMON_SYS_THREAD_NAME_H_
