@@ -212,6 +212,11 @@ int RunGate(sys::SysCalls& sys, const GateOptions& o) {
   absl::Status fatal;
   std::vector<ReplicaEnd> replicas = AskReplicas(o, deadline, &fatal);
   if (!fatal.ok()) return NotReached(fatal.ToString());
+  if (replicas.empty() && absl::Now() >= deadline) {
+    // Not "no replica reachable": the bound ran out while asking.
+    return NotReached(absl::StrCat("no replica answered within the timeout (",
+                                   absl::FormatDuration(o.timeout), ")"));
+  }
   if (replicas.empty()) {
     if (o.allow_without_replicas) {
       spdlog::warn("gate: NO walship replica answered (--from has {}); promoting anyway as "
