@@ -21,11 +21,18 @@ namespace walship::replica {
 namespace {
 
 // Writes the call's chunks to `fd`, checking them against the header.
+// `drained`: the stream ended (its status tells how); otherwise the caller
+// cancels the call.
 absl::StatusOr<FetchedFile> ReceiveInto(sys::SysCalls& sys,
                                         grpc::ClientReaderInterface<v1::FetchChunk>& reader,
-                                        int fd, const std::string& name) {
+                                        int fd, const std::string& name, bool* drained) {
   v1::FetchChunk chunk;
-  if (!reader.Read(&chunk) || !chunk.has_header()) {
+  *drained = false;
+  if (!reader.Read(&chunk)) {
+    *drained = true;
+    return absl::UnavailableError(absl::StrCat(name, ": the stream ended before its header"));
+  }
+  if (!chunk.has_header()) {
     return absl::UnavailableError(absl::StrCat(name, ": the stream ended before its header"));
   }
   const v1::FetchHeader h = chunk.header();
@@ -47,6 +54,7 @@ absl::StatusOr<FetchedFile> ReceiveInto(sys::SysCalls& sys,
     WALSHIP_RETURN_IF_ERROR(sys::WriteFully(sys, fd, data.data(), data.size()));
     got += data.size();
   } while (reader.Read(&chunk));
+  *drained = true;
   if (got != h.size()) {
     // The call's status tells why it ended early (checked by the caller
     // first); an OK status with bytes missing is a damaged stream.
@@ -87,12 +95,14 @@ absl::StatusOr<FetchedFile> FetchWalFile(sys::SysCalls& sys, v1::WalServe::StubI
   v1::FetchRequest req;
   req.set_name(name);
   std::unique_ptr<grpc::ClientReaderInterface<v1::FetchChunk>> reader = stub.Fetch(&ctx, req);
-  absl::StatusOr<FetchedFile> got = ReceiveInto(sys, *reader, fd.get(), name);
-  if (!got.ok()) ctx.TryCancel();
+  bool drained = false;
+  absl::StatusOr<FetchedFile> got = ReceiveInto(sys, *reader, fd.get(), name, &drained);
+  if (!drained) ctx.TryCancel();
   grpc::Status call = reader->Finish();
   absl::Status s = got.status();
-  if (!call.ok()) {
-    // The server's word first: NOT_FOUND, DATA_LOSS, UNAVAILABLE...
+  if (!call.ok() && drained) {
+    // The server's word first: NOT_FOUND, DATA_LOSS, UNAVAILABLE,
+    // DEADLINE_EXCEEDED...
     s = FromGrpc(call, absl::StrCat("fetch ", name));
   }
   if (s.ok() && durable) {
