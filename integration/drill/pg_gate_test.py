@@ -20,6 +20,9 @@ when it runs its pre_promote callback.
 4. The standby cannot replay within the bound (recovery_min_apply_delay holds
    every commit back): the gate exits 2 and says how far it got. A bound too
    short for anything exits 2 too.
+5. Without the gate, `walship-replica restore --from=<replica>` as the
+   standby's restore_command: it replays every acknowledged row, fetched and
+   verified over the network.
 """
 import os
 import re
@@ -222,6 +225,25 @@ class PgGateTest(unittest.TestCase):
         self.assertEqual(rc, 2, out)
         self.assertIn("NOT promoting", out)
         self.assertRegex(out, r"(?i)timeout|deadline")
+
+
+    # -- 5 ------------------------------------------------------------------
+    def test_restore_from_a_replica_over_the_network(self):
+        self.start_agent_and_replica()
+        restore = "%s restore --from=%s --insecure %%f %%p" % (
+            self.env.binaries["walship-replica"], self.serve)
+        standby = self.make_standby({"restore_command": restore})
+        last = self.commit_rows()
+        self.lose_primary_host()
+        standby.start(wait_for=("ready", "standby"))
+        dk.wait_until(lambda: standby.psql("SELECT coalesce(max(n), 0) FROM t") == str(last),
+                      60, "the standby to replay every row through restore --from",
+                      interval=0.2)
+        self.promote(standby)
+        self.assertEqual(standby.psql("SELECT max(n), count(*) FROM t"),
+                         "%d|%d" % (last, last))
+        replica_log = dk.read_text(self.replica.log_path)
+        self.assertRegex(replica_log, r"serve: served 0000000100000000000000[0-9A-F]{2} ")
 
 
 if __name__ == "__main__":
