@@ -98,70 +98,6 @@ absl::Status ComputeEnd(const Standby& standby, ReplicaEnd* r) {
   return absl::OkStatus();
 }
 
-// The files to write into pg_wal for replay from `from` to the best
-// replica's end: history files up to its timeline, then for each segment
-// number the copy of the newest timeline up to the end's.
-absl::StatusOr<std::vector<std::string>> FilesToFetch(const ReplicaEnd& best, pg::Lsn from,
-                                                      uint64_t segment_size) {
-  std::vector<std::string> names;
-  std::map<uint64_t, std::pair<uint32_t, std::string>> by_segno;
-  auto consider = [&](const std::string& name) {
-    uint32_t tli = 0;
-    if (pg::ParseHistoryFileName(name, &tli)) {
-      if (tli <= best.timeline) names.push_back(name);
-      return;
-    }
-    auto id = pg::ParseSegmentName(name, segment_size);
-    if (!id.ok() || id->timeline > best.timeline) return;
-    auto& slot = by_segno[id->segno];
-    if (slot.second.empty() || id->timeline >= slot.first) slot = {id->timeline, name};
-  };
-  for (const v1::HeldSegment& f : best.held.files()) consider(f.name());
-  if (!best.held.durable_segment_complete()) consider(best.held.durable().segment());
-  const uint64_t first = pg::SegmentOfLsn(from, segment_size);
-  const uint64_t last = pg::SegmentOfLsn(best.end - 1, segment_size);
-  for (uint64_t segno = first; segno <= last; ++segno) {
-    auto it = by_segno.find(segno);
-    if (it == by_segno.end()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(best.address, " does not hold segment ",
-                       pg::SegmentName(best.timeline, segno, segment_size),
-                       " (between the standby's replay position and the replica's end)"));
-    }
-    names.push_back(it->second.second);
-  }
-  return names;
-}
-
-// Where PostgreSQL will stop replaying the WAL now in pg_wal: the end of
-// the last whole record before `end`, when a scan from `from` proves it.
-pg::Lsn ReplayTarget(sys::SysCalls& sys, const std::string& pg_wal, const Standby& standby,
-                     uint32_t timeline, pg::Lsn from, pg::Lsn end) {
-  pg::DirectoryWalBytes wal(sys, pg_wal, timeline, standby.segment_size);
-  pg::WalExpectations exp;
-  exp.system_id = standby.system_id;
-  exp.segment_size = standby.segment_size;
-  auto scan = pg::ScanWal(wal, from, exp, end);
-  if (!scan.ok()) {
-    spdlog::warn("gate: cannot scan the fetched WAL ({}); waiting for the replica's end {}",
-                 scan.status().ToString(), pg::FormatLsn(end));
-    return end;
-  }
-  if (scan->stop == pg::ScanStop::kLimit && scan->end < end) {
-    spdlog::info("gate: the replica's end {} is inside a record; the last whole record ends "
-                 "at {}",
-                 pg::FormatLsn(end), pg::FormatLsn(scan->end));
-    return scan->end;
-  }
-  if (scan->end < end) {
-    spdlog::warn("gate: the fetched WAL is valid only up to {} ({} at {}: {}); waiting for "
-                 "the replica's end {}",
-                 pg::FormatLsn(scan->end), pg::ScanStopName(scan->stop),
-                 pg::FormatLsn(scan->stop_lsn), scan->stop_reason, pg::FormatLsn(end));
-  }
-  return end;
-}
-
 // Asks every replica for its end; those that do not answer are left out.
 std::vector<ReplicaEnd> AskReplicas(const GateOptions& o, absl::Time deadline,
                                     absl::Status* fatal) {
@@ -196,6 +132,67 @@ int NotReached(const std::string& why) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<std::string>> GateFilesToFetch(const v1::HeldResponse& held,
+                                                          uint32_t timeline, pg::Lsn from,
+                                                          pg::Lsn end, uint64_t segment_size) {
+  std::vector<std::string> names;
+  std::map<uint64_t, std::pair<uint32_t, std::string>> by_segno;
+  auto consider = [&](const std::string& name) {
+    uint32_t tli = 0;
+    if (pg::ParseHistoryFileName(name, &tli)) {
+      if (tli <= timeline) names.push_back(name);
+      return;
+    }
+    auto id = pg::ParseSegmentName(name, segment_size);
+    if (!id.ok() || id->timeline > timeline) return;
+    auto& slot = by_segno[id->segno];
+    if (slot.second.empty() || id->timeline >= slot.first) slot = {id->timeline, name};
+  };
+  for (const v1::HeldSegment& f : held.files()) consider(f.name());
+  if (!held.durable_segment_complete() && held.durable().offset() > 0) {
+    consider(held.durable().segment());
+  }
+  if (end <= from) return names;
+  const uint64_t first = pg::SegmentOfLsn(from, segment_size);
+  const uint64_t last = pg::SegmentOfLsn(end - 1, segment_size);
+  for (uint64_t segno = first; segno <= last; ++segno) {
+    auto it = by_segno.find(segno);
+    if (it == by_segno.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the replica does not hold segment ",
+                       pg::SegmentName(timeline, segno, segment_size),
+                       " (between the standby's replay position and the replica's end)"));
+    }
+    names.push_back(it->second.second);
+  }
+  return names;
+}
+
+pg::Lsn GateReplayTarget(sys::SysCalls& sys, const std::string& pg_wal,
+                         const pg::WalExpectations& exp, uint32_t timeline, pg::Lsn from,
+                         pg::Lsn end) {
+  pg::DirectoryWalBytes wal(sys, pg_wal, timeline, exp.segment_size);
+  auto scan = pg::ScanWal(wal, from, exp, end);
+  if (!scan.ok()) {
+    spdlog::warn("gate: cannot scan the fetched WAL ({}); waiting for the replica's end {}",
+                 scan.status().ToString(), pg::FormatLsn(end));
+    return end;
+  }
+  if (scan->stop == pg::ScanStop::kLimit && scan->end < end) {
+    spdlog::info("gate: the replica's end {} is inside a record; the last whole record ends "
+                 "at {}",
+                 pg::FormatLsn(end), pg::FormatLsn(scan->end));
+    return scan->end;
+  }
+  if (scan->end < end) {
+    spdlog::warn("gate: the fetched WAL is valid only up to {} ({} at {}: {}); waiting for "
+                 "the replica's end {}",
+                 pg::FormatLsn(scan->end), pg::ScanStopName(scan->stop),
+                 pg::FormatLsn(scan->stop_lsn), scan->stop_reason, pg::FormatLsn(end));
+  }
+  return end;
+}
 
 absl::Status GateOptions::Validate() const {
   if (from.empty()) return absl::InvalidArgumentError("--from: at least one HOST:PORT");
@@ -251,8 +248,11 @@ int RunGate(sys::SysCalls& sys, const GateOptions& o) {
     return kGateReached;
   }
   const std::string pg_wal = absl::StrCat(o.pg_data, "/pg_wal");
-  auto names = FilesToFetch(*best, standby->replay, standby->segment_size);
-  if (!names.ok()) return NotReached(names.status().ToString());
+  auto names = GateFilesToFetch(best->held, best->timeline, standby->replay, best->end,
+                                standby->segment_size);
+  if (!names.ok()) {
+    return NotReached(absl::StrCat(best->address, ": ", names.status().message()));
+  }
   for (const std::string& name : *names) {
     auto got = FetchWalFile(sys, *best->stub, name, absl::StrCat(pg_wal, "/", name), deadline,
                             /*durable=*/true);
@@ -261,8 +261,11 @@ int RunGate(sys::SysCalls& sys, const GateOptions& o) {
     spdlog::info("gate: wrote {} into {} ({} bytes, {} verified, {} zero bytes of padding)",
                  name, pg_wal, got->size, got->verified, got->pad);
   }
+  pg::WalExpectations exp;
+  exp.system_id = standby->system_id;
+  exp.segment_size = standby->segment_size;
   const pg::Lsn target =
-      ReplayTarget(sys, pg_wal, *standby, best->timeline, standby->replay, best->end);
+      GateReplayTarget(sys, pg_wal, exp, best->timeline, standby->replay, best->end);
   pg::Lsn replay = standby->replay;
   while (true) {
     auto now = ReadStandby(pg);

@@ -50,9 +50,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/pgwal/wal_names.h"
+#include "common/pgwal/wal_page.h"
 #include "common/sys/syscalls.h"
 #include "common/tls.h"
+#include "proto/walship.pb.h"
 
 namespace walship::replica {
 
@@ -78,6 +82,28 @@ struct GateOptions {
 // Runs the gate; returns the exit status above. Logs (spdlog) every step
 // and why it stopped.
 int RunGate(sys::SysCalls& sys, const GateOptions& options);
+
+// The gate's steps 3 and 4, exposed for tests.
+//
+// GateFilesToFetch: the names to write into pg_wal for replay from LSN
+// `from` to `end` (on `timeline`), given a replica's Held answer: every
+// history file up to `timeline`, then for each segment number from `from`'s
+// to the one holding byte end - 1 the copy of the newest timeline up to
+// `timeline` (a complete file, or the segment being received).
+// kFailedPrecondition naming the first segment the replica lacks.
+absl::StatusOr<std::vector<std::string>> GateFilesToFetch(const v1::HeldResponse& held,
+                                                          uint32_t timeline, pg::Lsn from,
+                                                          pg::Lsn end, uint64_t segment_size);
+
+// GateReplayTarget: where PostgreSQL will stop replaying the WAL of
+// `timeline` in `pg_wal` (read through `sys`) when its valid records run
+// from `from` to `end`: the end of the last whole record before `end` when
+// a scan from `from` shows that `end` cuts a record in two, else `end` (a
+// scan that fails or stops early proves nothing: the wait then needs
+// replay to reach `end`).
+pg::Lsn GateReplayTarget(sys::SysCalls& sys, const std::string& pg_wal,
+                         const pg::WalExpectations& exp, uint32_t timeline, pg::Lsn from,
+                         pg::Lsn end);
 
 }  // namespace walship::replica
 
