@@ -30,6 +30,7 @@ struct ReplicaEnd {
 struct Standby {
   bool in_recovery = false;
   pg::Lsn replay = 0;
+  pg::Lsn received = 0;  // pg_last_wal_receive_lsn(): streamed and flushed
   uint64_t segment_size = 0;
   std::string stream_id;  // "pg-<system identifier>", as the agent names it
   uint64_t system_id = 0;
@@ -38,10 +39,11 @@ struct Standby {
 absl::StatusOr<Standby> ReadStandby(agent::PgClient& pg) {
   auto rows = pg.Query(
       "SELECT pg_is_in_recovery(), coalesce(pg_last_wal_replay_lsn(), '0/0'), "
+      "coalesce(pg_last_wal_receive_lsn(), '0/0'), "
       "(SELECT setting FROM pg_settings WHERE name = 'wal_segment_size'), "
       "(SELECT system_identifier FROM pg_control_system())");
   if (!rows.ok()) return rows.status();
-  if (rows->size() != 1 || (*rows)[0].size() != 4) {
+  if (rows->size() != 1 || (*rows)[0].size() != 5) {
     return absl::InternalError("unexpected answer to the standby query");
   }
   const std::vector<std::string>& r = (*rows)[0];
@@ -50,12 +52,15 @@ absl::StatusOr<Standby> ReadStandby(agent::PgClient& pg) {
   auto replay = pg::ParseLsn(r[1]);
   if (!replay.ok()) return replay.status();
   s.replay = *replay;
-  if (!absl::SimpleAtoi(r[2], &s.segment_size) || !pg::IsValidSegmentSize(s.segment_size) ||
-      !absl::SimpleAtoi(r[3], &s.system_id)) {
-    return absl::InternalError(absl::StrCat("unexpected wal_segment_size ", r[2],
-                                            " or system identifier ", r[3]));
+  auto received = pg::ParseLsn(r[2]);
+  if (!received.ok()) return received.status();
+  s.received = *received;
+  if (!absl::SimpleAtoi(r[3], &s.segment_size) || !pg::IsValidSegmentSize(s.segment_size) ||
+      !absl::SimpleAtoi(r[4], &s.system_id)) {
+    return absl::InternalError(absl::StrCat("unexpected wal_segment_size ", r[3],
+                                            " or system identifier ", r[4]));
   }
-  s.stream_id = absl::StrCat("pg-", r[3]);
+  s.stream_id = absl::StrCat("pg-", r[4]);
   return s;
 }
 
@@ -129,6 +134,26 @@ std::vector<ReplicaEnd> AskReplicas(const GateOptions& o, absl::Time deadline,
 int NotReached(const std::string& why) {
   spdlog::error("gate: NOT promoting: {}", why);
   return kGateNotReached;
+}
+
+// Writes into `pg_wal` what the standby needs of `best` to replay to its
+// end (GateFilesToFetch), each file verified on arrival.
+int FetchInto(sys::SysCalls& sys, ReplicaEnd& best, const Standby& standby,
+              const std::string& pg_wal, absl::Time deadline) {
+  auto names = GateFilesToFetch(best.held, best.timeline, standby.replay, best.end,
+                                standby.segment_size);
+  if (!names.ok()) {
+    return NotReached(absl::StrCat(best.address, ": ", names.status().message()));
+  }
+  for (const std::string& name : *names) {
+    auto got = FetchWalFile(sys, *best.stub, name, absl::StrCat(pg_wal, "/", name), deadline,
+                            /*durable=*/true);
+    if (!got.ok()) return NotReached(absl::StrCat("fetching ", name, " from ", best.address,
+                                                  ": ", got.status().ToString()));
+    spdlog::info("gate: wrote {} into {} ({} bytes, {} verified, {} zero bytes of padding)",
+                 name, pg_wal, got->size, got->verified, got->pad);
+  }
+  return kGateReached;
 }
 
 }  // namespace
@@ -248,18 +273,14 @@ int RunGate(sys::SysCalls& sys, const GateOptions& o) {
     return kGateReached;
   }
   const std::string pg_wal = absl::StrCat(o.pg_data, "/pg_wal");
-  auto names = GateFilesToFetch(best->held, best->timeline, standby->replay, best->end,
-                                standby->segment_size);
-  if (!names.ok()) {
-    return NotReached(absl::StrCat(best->address, ": ", names.status().message()));
-  }
-  for (const std::string& name : *names) {
-    auto got = FetchWalFile(sys, *best->stub, name, absl::StrCat(pg_wal, "/", name), deadline,
-                            /*durable=*/true);
-    if (!got.ok()) return NotReached(absl::StrCat("fetching ", name, " from ", best->address,
-                                                  ": ", got.status().ToString()));
-    spdlog::info("gate: wrote {} into {} ({} bytes, {} verified, {} zero bytes of padding)",
-                 name, pg_wal, got->size, got->verified, got->pad);
+  if (standby->received >= best->end) {
+    // Its WAL receiver already wrote it all: nothing to fetch (and no file
+    // it may still be writing is replaced).
+    spdlog::info("gate: the standby received {}, at or past the replicas' end {}: waiting "
+                 "for its replay",
+                 pg::FormatLsn(standby->received), pg::FormatLsn(best->end));
+  } else if (int rc = FetchInto(sys, *best, *standby, pg_wal, deadline); rc != kGateReached) {
+    return rc;
   }
   pg::WalExpectations exp;
   exp.system_id = standby->system_id;

@@ -13,7 +13,9 @@
 //      another cluster (stream id, segment size) is an error;
 //   2. asks the standby (libpq) for pg_last_wal_replay_lsn() R; if R has
 //      reached the end, done;
-//   3. fetches from that replica every file from R's segment to the end
+//   3. unless its WAL receiver already wrote everything up to the end
+//      (pg_last_wal_receive_lsn()), fetches from that replica every file
+//      from R's segment to the end
 //      (complete segments, the segment being received zero-padded, the
 //      history files it holds up to the end's timeline) and writes them into
 //      PGDATA/pg_wal under their names (temp file, fdatasync, rename,
