@@ -223,7 +223,7 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
   }
   std::unique_ptr<WalServer> wal_server;
   if (!serve_listen.empty()) {
-    wal_server = std::make_unique<WalServer>(sys, o.dest);
+    wal_server = std::make_unique<WalServer>(sys, o.dest, &metrics);
     if (absl::Status s = wal_server->Start(serve_listen, o.tls); !s.ok()) {
       spdlog::error("cannot serve WAL: {}", s.ToString());
       return 1;

@@ -31,8 +31,23 @@ const std::pair<const std::string, SegmentSum>* NewestSegment(
 
 }  // namespace
 
-WalServeService::WalServeService(sys::SysCalls& sys, std::string dest)
-    : sys_(sys), dest_(std::move(dest)) {}
+WalServeService::WalServeService(sys::SysCalls& sys, std::string dest,
+                                 MetricsRegistry* metrics)
+    : sys_(sys), dest_(std::move(dest)), metrics_(metrics) {
+  if (metrics_ != nullptr) {
+    fetches_ = metrics_->Counter("walship_replica_wal_fetches_total",
+                                 "WalServe Fetch calls by result: served, not_found, refused "
+                                 "(failed its record), failed (read error, client gone).");
+    fetched_bytes_ = metrics_->Counter("walship_replica_wal_fetched_bytes_total",
+                                       "File bytes sent by WalServe Fetch calls.");
+  }
+}
+
+void WalServeService::Count(const char* result, uint64_t bytes) {
+  if (!fetches_) return;
+  fetches_->Add({{"result", result}}, 1);
+  if (bytes > 0) fetched_bytes_->Add({}, static_cast<double>(bytes));
+}
 
 grpc::Status WalServeService::Held(grpc::ServerContext*, const v1::HeldRequest*,
                                    v1::HeldResponse* resp) {
@@ -87,8 +102,12 @@ grpc::Status WalServeService::Fetch(grpc::ServerContext* ctx, const v1::FetchReq
   RestorePlan plan;
   std::string why;
   const int rc = PlanRestore(sys_, dest_, req->name(), &plan, &why);
-  if (rc == kRestoreNotFound) return grpc::Status(grpc::StatusCode::NOT_FOUND, why);
+  if (rc == kRestoreNotFound) {
+    Count("not_found", 0);
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, why);
+  }
   if (rc != kRestoreServed) {
+    Count("refused", 0);
     spdlog::error("serve: {} for {}", why, ctx->peer());
     return grpc::Status(grpc::StatusCode::DATA_LOSS, why);
   }
@@ -106,6 +125,7 @@ grpc::Status WalServeService::Fetch(grpc::ServerContext* ctx, const v1::FetchReq
     buf.resize(n);
     if (absl::Status s = sys::PreadFully(sys_, plan.fd.get(), buf.data(), n, off); !s.ok()) {
       spdlog::error("serve: reading {} at {}: {}", plan.path, off, s.ToString());
+      Count("failed", off);
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, s.ToString());
     }
     if (off < plan.verified) {
@@ -116,11 +136,13 @@ grpc::Status WalServeService::Fetch(grpc::ServerContext* ctx, const v1::FetchReq
                               "(CRC32C %08x, %08x recorded)",
                               plan.path, plan.verified, crc, plan.verified_crc32c);
         spdlog::error("serve: {}", why);
+        Count("refused", off);
         return grpc::Status(grpc::StatusCode::DATA_LOSS, why);
       }
     }
     chunk.set_data(std::move(buf));
     if (!writer->Write(chunk)) {
+      Count("failed", off);
       return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
     }
     chunk.Clear();
@@ -128,10 +150,12 @@ grpc::Status WalServeService::Fetch(grpc::ServerContext* ctx, const v1::FetchReq
     off += n;
   }
   spdlog::info("serve: {} to {}", why, ctx->peer());
+  Count("served", plan.size);
   return grpc::Status::OK;
 }
 
-WalServer::WalServer(sys::SysCalls& sys, std::string dest) : service_(sys, std::move(dest)) {}
+WalServer::WalServer(sys::SysCalls& sys, std::string dest, MetricsRegistry* metrics)
+    : service_(sys, std::move(dest), metrics) {}
 
 WalServer::~WalServer() { Shutdown(); }
 

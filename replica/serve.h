@@ -30,9 +30,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/metrics.h"
 #include "common/sys/syscalls.h"
 #include "common/tls.h"
 #include "proto/walship.grpc.pb.h"
@@ -44,9 +46,12 @@ inline constexpr size_t kFetchChunkBytes = size_t{1} << 20;
 // Complete files listed by Held, the newest ones.
 inline constexpr size_t kHeldFilesMax = 4096;
 
+// Counts every Fetch in `metrics` (when not null):
+// walship_replica_wal_fetches_total{result="served|not_found|refused|failed"}
+// and walship_replica_wal_fetched_bytes_total.
 class WalServeService final : public v1::WalServe::Service {
  public:
-  WalServeService(sys::SysCalls& sys, std::string dest);
+  WalServeService(sys::SysCalls& sys, std::string dest, MetricsRegistry* metrics = nullptr);
 
   grpc::Status Held(grpc::ServerContext* ctx, const v1::HeldRequest* req,
                     v1::HeldResponse* resp) override;
@@ -54,14 +59,19 @@ class WalServeService final : public v1::WalServe::Service {
                      grpc::ServerWriter<v1::FetchChunk>* writer) override;
 
  private:
+  void Count(const char* result, uint64_t bytes);
+
   sys::SysCalls& sys_;
   const std::string dest_;
+  MetricsRegistry* const metrics_;
+  std::optional<MetricsRegistry::Family> fetches_;
+  std::optional<MetricsRegistry::Family> fetched_bytes_;
 };
 
 // The gRPC server around a WalServeService.
 class WalServer {
  public:
-  WalServer(sys::SysCalls& sys, std::string dest);
+  WalServer(sys::SysCalls& sys, std::string dest, MetricsRegistry* metrics = nullptr);
   ~WalServer();
 
   // Listens on `listen` (HOST:PORT; port 0 picks one, see port()) with

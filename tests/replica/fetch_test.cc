@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/metrics.h"
 #include "common/wire/crc32c.h"
 #include "gtest/gtest.h"
 #include "replica/restore.h"
@@ -64,7 +65,7 @@ class FetchTest : public ::testing::Test {
   void SetUp() override {
     dir_ = testing::FreshTempDir("dest");
     pg_wal_ = testing::FreshTempDir("pg_wal");
-    server_ = std::make_unique<WalServer>(sys::DefaultSysCalls(), dir_);
+    server_ = std::make_unique<WalServer>(sys::DefaultSysCalls(), dir_, &metrics_);
     TlsOptions tls;
     tls.insecure = true;
     ASSERT_TRUE(server_->Start("127.0.0.1:0", tls).ok());
@@ -75,6 +76,7 @@ class FetchTest : public ::testing::Test {
                         /*durable=*/true);
   }
   std::string dir_, pg_wal_;
+  MetricsRegistry metrics_;
   std::unique_ptr<WalServer> server_;
   std::unique_ptr<v1::WalServe::StubInterface> stub_;
 };
@@ -92,6 +94,12 @@ TEST_F(FetchTest, ACompleteSegmentArrivesWholeAndVerified) {
   EXPECT_TRUE(got->complete);
   EXPECT_TRUE(ReadFile(pg_wal_ + "/" + kSeg) == seg);
   EXPECT_FALSE(Exists(pg_wal_ + "/" + kSeg + ".walship-fetch"));
+  const std::string text = metrics_.Render();
+  EXPECT_NE(text.find("walship_replica_wal_fetches_total{result=\"served\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("walship_replica_wal_fetched_bytes_total 3145728"), std::string::npos)
+      << text;
 }
 
 TEST_F(FetchTest, ACopyThatFailsItsSumsIsRefusedAndNothingIsWritten) {
@@ -105,6 +113,9 @@ TEST_F(FetchTest, ACopyThatFailsItsSumsIsRefusedAndNothingIsWritten) {
   EXPECT_NE(got.status().message().find("CRC32C"), absl::string_view::npos) << got.status();
   EXPECT_FALSE(Exists(pg_wal_ + "/" + kSeg));
   EXPECT_FALSE(Exists(pg_wal_ + "/" + kSeg + ".walship-fetch"));
+  EXPECT_NE(metrics_.Render().find("walship_replica_wal_fetches_total{result=\"refused\"} 1"),
+            std::string::npos)
+      << metrics_.Render();
 }
 
 TEST_F(FetchTest, UnknownAndHostileNamesAreNotFound) {
