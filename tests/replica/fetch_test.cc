@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -297,6 +298,46 @@ TEST_F(FetchTest, RestoreFromAsksEachReplicaInTurnWithRestoresExitCodes) {
             kRestoreRefused)
       << why;
   EXPECT_NE(why.find("CRC32C"), std::string::npos) << why;
+  EXPECT_FALSE(Exists(target));
+}
+
+// With mutual TLS (the control channel's flags): a replica certificate for
+// server and client use serves a client of the cluster CA, and a client of
+// another CA is refused.
+TEST(FetchTlsTest, ServedOverMutualTlsOnlyToClientsOfTheClusterCa) {
+  const std::string certs = testing::FreshTempDir("certs");
+  const std::string other = testing::FreshTempDir("other");
+  for (const std::string& d : {certs, other}) {
+    const std::string cmd = absl::StrCat("bash integration/make_test_certs.sh ", d,
+                                         " --serving-replica=r1 operator >/dev/null");
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  auto files = [&](const std::string& dir, const std::string& who) {
+    TlsOptions t;
+    t.cert_file = absl::StrCat(dir, "/", who, ".pem");
+    t.key_file = absl::StrCat(dir, "/", who, ".key");
+    t.ca_file = absl::StrCat(certs, "/ca.pem");
+    return t;
+  };
+  const std::string dir = testing::FreshTempDir("dest");
+  std::string seg(1 << 20, 's');
+  testing::WriteFile(dir + "/" + kSeg, seg);
+  Sum(dir, kSeg, seg);
+  WalServer server(sys::DefaultSysCalls(), dir);
+  ASSERT_TRUE(server.Start("127.0.0.1:0", files(certs, "r1")).ok());
+  const std::string address = absl::StrCat("127.0.0.1:", server.port());
+  const std::string target = testing::FreshTempDir("pg_wal") + "/RECOVERYXLOG";
+  std::string why;
+  EXPECT_EQ(RestoreFrom(sys::DefaultSysCalls(), {address}, files(certs, "operator"), kSeg,
+                        target, absl::Seconds(30), &why),
+            kRestoreServed)
+      << why;
+  EXPECT_TRUE(ReadFile(target) == seg);
+  ASSERT_EQ(unlink(target.c_str()), 0);
+  auto stub = MakeWalServeStub(address, files(other, "operator"));
+  ASSERT_TRUE(stub.ok()) << stub.status();
+  auto got = FetchWalFile(sys::DefaultSysCalls(), **stub, kSeg, target, Soon(), false);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnauthenticated) << got.status();
   EXPECT_FALSE(Exists(target));
 }
 
