@@ -12,6 +12,9 @@ when it runs its pre_promote callback.
 1. `walship-replica gate --from=<replica>` on the standby, as its OS user,
    exits 0 once pg_last_wal_replay_lsn() has reached the replica's end;
    promoted afterwards, the standby has every acknowledged row, no holes.
+   The same with a standby that streamed the first rows and runs on while
+   its WAL receiver points nowhere (its pg_wal holds part of the segment the
+   gate replaces).
 2. No replica reachable: exit 3 (no promotion), and 0 with a warning given
    --allow-without-replicas.
 3. A replica whose copy of a needed segment no longer matches walship.sums:
@@ -101,14 +104,15 @@ class PgGateTest(unittest.TestCase):
         self.logs_to_show.append(standby.log_path)
         return standby
 
-    def commit_rows(self):
-        """Commits rows 1..ROWS, one transaction each, every one acknowledged
-        (synchronous through walship) when psql returns; returns ROWS."""
+    def commit_rows(self, first=1, last=ROWS):
+        """Commits rows first..last, one transaction each, every one
+        acknowledged (synchronous through walship) when psql returns;
+        returns `last`."""
         sql = "".join("INSERT INTO t VALUES (%d, repeat('x', %d));" % (n, PAD)
-                      for n in range(1, ROWS + 1))
+                      for n in range(first, last + 1))
         self.pg.psql(sql, timeout=300)
-        self.assertEqual(self.pg.psql("SELECT max(n) FROM t"), str(ROWS))
-        return ROWS
+        self.assertEqual(self.pg.psql("SELECT max(n) FROM t"), str(last))
+        return last
 
     def lose_primary_host(self):
         self.pg.kill9()
@@ -158,6 +162,32 @@ class PgGateTest(unittest.TestCase):
         standby.psql("ALTER SYSTEM RESET synchronous_standby_names")
         standby.psql("SELECT pg_reload_conf()")
         standby.psql("INSERT INTO t VALUES (%d, 'after')" % (last + 1))
+
+    def test_gate_on_a_running_standby_whose_receiver_was_cut_off(self):
+        # The standby streams the first rows, then its WAL receiver points
+        # nowhere while the primary goes on: the segment it was streaming is
+        # partly in its pg_wal, open in its startup process, and the gate
+        # replaces it with the replica's longer copy.
+        self.start_agent_and_replica()
+        standby = self.make_standby()
+        standby.start(wait_for=("ready", "standby"))
+        streamed = self.commit_rows(1, 20)
+        dk.wait_until(lambda: standby.psql("SELECT coalesce(max(n), 0) FROM t") == str(streamed),
+                      60, "the standby to stream the first rows", interval=0.1)
+        standby.psql("ALTER SYSTEM SET primary_conninfo = 'host=/nonexistent port=1'")
+        standby.psql("SELECT pg_reload_conf()")
+        dk.wait_until(lambda: standby.psql("SELECT count(*) FROM pg_stat_wal_receiver "
+                                           "WHERE status = 'streaming'") == "0",
+                      60, "the standby's WAL receiver to stop streaming", interval=0.1)
+        last = self.commit_rows(streamed + 1, ROWS)
+        self.lose_primary_host()
+        self.assertEqual(standby.psql("SELECT max(n) FROM t"), str(streamed))
+        rc, out = self.gate(standby)
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(standby.psql("SELECT max(n) FROM t"), str(last))
+        self.promote(standby)
+        self.assertEqual(standby.psql("SELECT max(n), count(*) FROM t"),
+                         "%d|%d" % (last, last))
 
     # -- 2 ------------------------------------------------------------------
     def test_no_replica_reachable_refuses_unless_told_to_allow(self):
