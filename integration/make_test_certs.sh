@@ -2,7 +2,7 @@
 # Creates a certificate authority and certificates for a walship test
 # cluster with openssl, for the gRPC control channel's mutual TLS.
 #
-#   integration/make_test_certs.sh DIR [--agent-host=NAME]... CLIENT...
+#   integration/make_test_certs.sh DIR [--agent-host=NAME]... [--serving-replica=NAME]... CLIENT...
 #
 # Writes into DIR (created, mode 700):
 #   ca.pem, ca.key          the CA (ca.pem is what every --tls-ca points at)
@@ -11,9 +11,14 @@
 #   CLIENT.pem, CLIENT.key  a client certificate per CLIENT with CN and DNS
 #                           SAN CLIENT: a replica's must carry its --name;
 #                           walship-status may use any one (e.g. "operator")
+#   NAME.pem, NAME.key      per --serving-replica: a replica's certificate
+#                           for client and server use (its --serve-listen
+#                           port), CN NAME, DNS SAN NAME and the agent's
+#                           host names
 # Keys are unencrypted, mode 600. Run it again with another DIR for a second,
 # unrelated CA. For production, issue the same shapes from your own CA:
-# serverAuth for agents, clientAuth with the replica's name for replicas.
+# serverAuth for agents, clientAuth with the replica's name for replicas
+# (and serverAuth with the replica host's name when it serves WAL).
 set -euo pipefail
 
 if (($# < 1)); then
@@ -24,9 +29,11 @@ dir=$1
 shift
 hosts=(DNS:localhost IP:127.0.0.1 IP:::1)
 clients=()
+serving=()
 for a in "$@"; do
   case $a in
     --agent-host=*) hosts+=("DNS:${a#--agent-host=}") ;;
+    --serving-replica=*) serving+=("${a#--serving-replica=}") ;;
     -*) echo "$0: unknown option $a" >&2; exit 2 ;;
     *) clients+=("$a") ;;
   esac
@@ -60,5 +67,8 @@ issue agent "$san" serverAuth
 for c in "${clients[@]}"; do
   issue "$c" "DNS:$c" clientAuth
 done
+for c in "${serving[@]}"; do
+  issue "$c" "DNS:$c,$san" serverAuth,clientAuth
+done
 chmod 644 ./*.pem
-echo "certificates in $dir: ca.pem agent.pem ${clients[*]/%/.pem}"
+echo "certificates in $dir: ca.pem agent.pem ${clients[*]/%/.pem} ${serving[*]/%/.pem}"

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_split.h"
 #include "common/daemon.h"
 #include "common/flags.h"
 #include "common/logging.h"
@@ -16,35 +17,54 @@
 #include "common/metrics.h"
 #include "common/net.h"
 #include "replica/replica.h"
+#include "replica/fetch.h"
+#include "replica/gate.h"
 #include "replica/restore.h"
+#include "replica/serve.h"
 #include "spdlog/spdlog.h"
 
 namespace walship::replica {
 namespace {
 
-// `walship-replica restore --dest=DIR %f %p`: see replica/restore.h.
+// `walship-replica restore --dest=DIR %f %p` (replica/restore.h) or
+// `walship-replica restore --from=HOST:PORT[,...] %f %p` (replica/fetch.h).
 int RestoreMain(int argc, char** argv, walship::sys::SysCalls& sys) {
-  std::string dest;
+  std::string dest, from;
+  int64_t timeout_ms = 60000;
+  TlsOptions tls;
   walship::FlagSet flags(
       "walship-replica restore: a PostgreSQL restore_command serving verified WAL.\n"
       "Usage: walship-replica restore --dest=DIR WALFILE TARGET\n"
+      "       walship-replica restore --from=HOST:PORT[,HOST:PORT] (--insecure | --tls-*) "
+      "WALFILE TARGET\n"
       "  restore_command = 'walship-replica restore --dest=DIR %f %p'\n"
       "Exit status: 0 served; 1 not available; 2 refused (failed verification).");
-  flags.String("dest", &dest, "The replica's destination directory (required).");
+  flags.String("dest", &dest, "The replica's destination directory, on this host.");
+  flags.String("from", &from,
+               "HOST:PORT of replicas' --serve-listen, comma-separated: fetched over the "
+               "network and verified, asking each in turn.");
+  flags.Int("timeout-ms", &timeout_ms, "With --from: bound on the whole fetch.");
+  RegisterTlsFlags(flags, &tls, /*client=*/true);
   auto args = flags.Parse(argc, argv, 2);
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
     return 0;
   }
-  if (!args.ok() || dest.empty() || args->size() != 2) {
-    std::fprintf(stderr, "walship-replica restore: %s\n",
-                 args.ok() ? "usage: walship-replica restore --dest=DIR WALFILE TARGET"
-                           : std::string(args.status().message()).c_str());
+  absl::Status usage = args.ok() ? absl::OkStatus() : args.status();
+  if (usage.ok() && (dest.empty() == from.empty() || args->size() != 2)) {
+    usage = absl::InvalidArgumentError(
+        "usage: walship-replica restore (--dest=DIR | --from=HOST:PORT,...) WALFILE TARGET");
+  }
+  if (usage.ok() && !from.empty()) usage = tls.Validate();
+  if (!usage.ok()) {
+    std::fprintf(stderr, "walship-replica restore: %s\n", std::string(usage.message()).c_str());
     return walship::replica::kRestoreRefused;
   }
   std::string why;
-  int rc = walship::replica::Restore(sys, dest, (*args)[0],
-                                     (*args)[1], &why);
+  int rc = dest.empty()
+               ? RestoreFrom(sys, absl::StrSplit(from, ',', absl::SkipEmpty()), tls,
+                             (*args)[0], (*args)[1], absl::Milliseconds(timeout_ms), &why)
+               : Restore(sys, dest, (*args)[0], (*args)[1], &why);
   // "Not available" is routine (PostgreSQL probes for history files and the
   // next segment all the time); only refusals are worth a line in its log.
   if (rc == walship::replica::kRestoreRefused) {
@@ -53,11 +73,52 @@ int RestoreMain(int argc, char** argv, walship::sys::SysCalls& sys) {
   return rc;
 }
 
+// `walship-replica gate ...`: see replica/gate.h.
+int GateMain(int argc, char** argv, walship::sys::SysCalls& sys) {
+  GateOptions o;
+  std::string from, log_level = "info";
+  int64_t timeout_ms = absl::ToInt64Milliseconds(o.timeout);
+  FlagSet flags(
+      "walship-replica gate: before a standby is promoted (Patroni's pre_promote), make it\n"
+      "replay every byte the walship replicas hold durably, fetching what it lacks.\n"
+      "Usage: walship-replica gate --from=HOST:PORT[,...] --pg-data=PGDATA "
+      "--pg-conninfo=CONNINFO\n"
+      "       [--timeout-ms=30000] [--allow-without-replicas] (--insecure | --tls-*)\n"
+      "Exit status: 0 replayed (promote); 1 bad usage; 2 not reached within the timeout\n"
+      "(or a replica's copy failed verification); 3 no replica reachable.");
+  flags.String("from", &from, "HOST:PORT of every replica's --serve-listen, comma-separated.");
+  flags.String("pg-data", &o.pg_data, "The standby's data directory (WAL goes to its pg_wal).");
+  flags.String("pg-conninfo", &o.pg_conninfo, "libpq connection string to the standby.");
+  flags.Int("timeout-ms", &timeout_ms, "Bound on the whole gate: asking, fetching, replaying.");
+  flags.Bool("allow-without-replicas", &o.allow_without_replicas,
+             "Exit 0 (promote) with a warning when no replica answers: availability over "
+             "zero loss. Default: exit 3, no promotion.");
+  RegisterTlsFlags(flags, &o.tls, /*client=*/true);
+  flags.String("log-level", &log_level, "trace, debug, info, warn or error.");
+  if (std::optional<int> exit_status =
+          flags.ParseOrExitStatus(argc - 1, argv + 1, "walship-replica gate", kGateUsage)) {
+    return *exit_status;
+  }
+  if (absl::Status s = InitLogging("walship-gate", log_level); !s.ok()) {
+    std::fprintf(stderr, "walship-replica gate: %s\n", std::string(s.message()).c_str());
+    return kGateUsage;
+  }
+  o.from = absl::StrSplit(from, ',', absl::SkipEmpty());
+  o.timeout = absl::Milliseconds(timeout_ms);
+  if (absl::Status s = o.Validate(); !s.ok()) {
+    spdlog::error("{}", std::string(s.message()));
+    return kGateUsage;
+  }
+  return RunGate(sys, o);
+}
+
 }  // namespace
 
 
 int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
   if (argc > 1 && std::string(argv[1]) == "restore") return RestoreMain(argc, argv, sys);
+  if (argc > 1 && std::string(argv[1]) == "gate") return GateMain(argc, argv, sys);
+  std::string serve_listen;
   replica::ReplicaOptions o;
   std::string transport = "zerocopy";
   std::string log_level = "info";
@@ -73,6 +134,8 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
       "Usage: walship-replica --agent=HOST:PORT --dest=DIR --name=NAME [flags]\n"
       "       walship-replica restore --dest=DIR %f %p   (PostgreSQL restore_command;\n"
       "       see walship-replica restore --help)\n"
+      "       walship-replica gate --from=HOST:PORT ...     (promotion gate; see\n"
+      "       walship-replica gate --help)\n"
       "Exit status: 0 after SIGTERM/SIGINT; 1 bad set-up; 3 an operator must act\n"
       "(another stream, divergent history, a gap behind the agent's retention).");
   flags.String("agent", &o.agent, "HOST:PORT of the agent's control (gRPC) port (required).");
@@ -101,6 +164,10 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
   flags.String("metrics-listen", &o.metrics_listen,
                "HOST:PORT serving Prometheus metrics at /metrics; empty disables it; port 0 "
                "picks a free port (logged).");
+  flags.String("serve-listen", &serve_listen,
+               "HOST:PORT serving the WAL held in --dest to standbys on other hosts "
+               "(walship-replica restore --from, walship-replica gate), with the same TLS "
+               "flags as the control channel; empty disables it; port 0 picks one (logged).");
   RegisterTlsFlags(flags, &o.tls, /*client=*/true);
   flags.String("log-level", &log_level, "trace, debug, info, warn or error.");
 
@@ -153,6 +220,18 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
     }
     hp->port = metrics_server->port();
     spdlog::info("metrics on http://{}/metrics", hp->ToString());
+  }
+  std::unique_ptr<WalServer> wal_server;
+  if (!serve_listen.empty()) {
+    wal_server = std::make_unique<WalServer>(sys, o.dest, &metrics);
+    if (absl::Status s = wal_server->Start(serve_listen, o.tls); !s.ok()) {
+      spdlog::error("cannot serve WAL: {}", s.ToString());
+      return 1;
+    }
+    auto hp = ParseHostPort(serve_listen);
+    if (hp.ok()) hp->port = wal_server->port();
+    spdlog::info("serving WAL from {} on {}", o.dest,
+                 hp.ok() ? hp->ToString() : serve_listen);
   }
   replica::Replica replica(sys, o, &metrics);
   std::thread([&replica, &sys, signals] {

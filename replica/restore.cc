@@ -44,11 +44,11 @@ absl::Status CopyOut(sys::SysCalls& sys, int src, uint64_t length, uint64_t pad,
   return absl::OkStatus();
 }
 
-// Serves the published (or about to be published) file `complete` of `name`,
-// open as `fd`, if it matches its line in the checksum file.
-int ServeComplete(sys::SysCalls& sys, const std::string& dest, const std::string& name,
-                  const std::string& complete, int fd, const std::string& target,
-                  std::string* why) {
+// Plans serving the published (or about to be published) file `complete` of
+// `name`, open as `fd`, if it matches its line in the checksum file.
+int PlanComplete(sys::SysCalls& sys, const std::string& dest, const std::string& name,
+                 const std::string& complete, sys::UniqueFd fd, RestorePlan* plan,
+                 std::string* why) {
   std::map<std::string, SegmentSum> sums = LoadSegmentSums(sys, dest);
   auto it = sums.find(name);
   if (it == sums.end()) {
@@ -56,31 +56,34 @@ int ServeComplete(sys::SysCalls& sys, const std::string& dest, const std::string
     return kRestoreRefused;
   }
   struct stat st;
-  if (!sys.Fstat(fd, &st).ok() ||
+  if (!sys.Fstat(fd.get(), &st).ok() ||
       static_cast<uint64_t>(st.st_size) != it->second.length) {
     *why = absl::StrCat("refusing ", complete, ": length ", st.st_size, " but ",
                         it->second.length, " recorded");
     return kRestoreRefused;
   }
-  auto crc = Crc32cOfFileRange(sys, fd, 0, it->second.length, complete);
+  auto crc = Crc32cOfFileRange(sys, fd.get(), 0, it->second.length, complete);
   if (!crc.ok() || *crc != it->second.crc32c) {
     *why = crc.ok() ? absl::StrFormat("refusing %s: CRC32C %08x but %08x recorded",
                                       complete, *crc, it->second.crc32c)
                     : std::string(crc.status().message());
     return kRestoreRefused;
   }
-  if (absl::Status s = CopyOut(sys, fd, it->second.length, 0, target); !s.ok()) {
-    *why = s.ToString();
-    return kRestoreRefused;
-  }
+  plan->fd = std::move(fd);
+  plan->path = complete;
+  plan->size = it->second.length;
+  plan->verified = it->second.length;
+  plan->verified_crc32c = it->second.crc32c;
+  plan->pad = 0;
+  plan->complete = true;
   *why = absl::StrCat("served ", name, " (", it->second.length, " bytes, verified)");
   return kRestoreServed;
 }
 
 }  // namespace
 
-int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name,
-            const std::string& target, std::string* why) {
+int PlanRestore(sys::SysCalls& sys, const std::string& dest, const std::string& name,
+                RestorePlan* plan, std::string* why) {
   uint32_t tli = 0;
   const bool is_history = pg::ParseHistoryFileName(name, &tli);
   // The smallest segment size admits every valid name.
@@ -107,7 +110,7 @@ int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name
     fd = sys::OpenFile(sys, partial, O_RDONLY);
     if (fd.ok()) complete = partial;
   }
-  if (fd.ok()) return ServeComplete(sys, dest, name, complete, fd->get(), target, why);
+  if (fd.ok()) return PlanComplete(sys, dest, name, complete, std::move(*fd), plan, why);
   // The segment being received: durable bytes only.
   if (!state.ok()) {
     *why = state.status().ToString();
@@ -124,6 +127,7 @@ int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name
     return kRestoreNotFound;
   }
   uint64_t durable = (*state)->durable.offset;
+  uint32_t durable_crc = (*state)->prefix_crc32c;
   auto crc = Crc32cOfFileRange(sys, fd->get(), 0, durable, partial);
   if (!crc.ok() || *crc != (*state)->prefix_crc32c) {
     *why = crc.ok() ? absl::StrFormat("refusing %s: CRC32C of its %d durable bytes is %08x, "
@@ -138,7 +142,10 @@ int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name
   if (std::optional<ReplicaState> p = ProgressPast(sys, dest, **state)) {
     auto more = Crc32cOfFileRange(sys, fd->get(), durable, p->durable.offset - durable,
                                   partial, *crc);
-    if (more.ok() && *more == p->prefix_crc32c) durable = p->durable.offset;
+    if (more.ok() && *more == p->prefix_crc32c) {
+      durable = p->durable.offset;
+      durable_crc = p->prefix_crc32c;
+    }
   }
   // Past the verified bytes, the rest of NAME.partial is served too,
   // unverified: acknowledged bytes past a record that a power loss left
@@ -166,13 +173,27 @@ int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name
     }
     pad = h->seg_size - size;
   }
-  if (absl::Status s = CopyOut(sys, fd->get(), size, pad, target); !s.ok()) {
-    *why = s.ToString();
-    return kRestoreRefused;
-  }
   *why = absl::StrCat("served ", name, ": ", durable, " verified bytes of the segment being "
                       "received, ", size - durable, " more past them unverified (PostgreSQL "
                       "checks each record), zero-padded by ", pad);
+  plan->fd = std::move(*fd);
+  plan->path = partial;
+  plan->size = size;
+  plan->verified = durable;
+  plan->verified_crc32c = durable_crc;
+  plan->pad = pad;
+  plan->complete = false;
+  return kRestoreServed;
+}
+
+int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name,
+            const std::string& target, std::string* why) {
+  RestorePlan plan;
+  if (int rc = PlanRestore(sys, dest, name, &plan, why); rc != kRestoreServed) return rc;
+  if (absl::Status s = CopyOut(sys, plan.fd.get(), plan.size, plan.pad, target); !s.ok()) {
+    *why = s.ToString();
+    return kRestoreRefused;
+  }
   return kRestoreServed;
 }
 

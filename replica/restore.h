@@ -29,12 +29,36 @@
 
 #include "absl/status/status.h"
 #include "common/sys/syscalls.h"
+#include "common/sys/unique_fd.h"
 
 namespace walship::replica {
 
 inline constexpr int kRestoreServed = 0;
 inline constexpr int kRestoreNotFound = 1;
 inline constexpr int kRestoreRefused = 2;
+
+// What Restore() serves of a file, decided and verified: bytes [0, size) of
+// `fd`, then `pad` zero bytes. Bytes [0, verified) had CRC32C
+// `verified_crc32c` when planned, the value walship.sums (complete files) or
+// walship.state / walship.progress (the segment being received) records
+// for them; a reader that copies the bytes later checks them against it
+// again (the file may have been damaged in between). Bytes [verified, size)
+// are the unverified tail of the segment being received.
+struct RestorePlan {
+  sys::UniqueFd fd;
+  std::string path;  // the file `fd` opens, for messages
+  uint64_t size = 0;
+  uint64_t verified = 0;
+  uint32_t verified_crc32c = 0;
+  uint64_t pad = 0;
+  bool complete = false;  // a published file (size == verified, pad == 0)
+};
+
+// Decides what Restore() would serve of `name` and verifies it; fills
+// `plan` only when it returns kRestoreServed. Same codes and `why` as
+// Restore() (`why` then says what is served).
+int PlanRestore(sys::SysCalls& sys, const std::string& dest, const std::string& name,
+                RestorePlan* plan, std::string* why);
 
 // Returns the exit status; `why` receives a one-line explanation.
 int Restore(sys::SysCalls& sys, const std::string& dest, const std::string& name,
