@@ -138,19 +138,20 @@ absl::StatusOr<v1::HeldResponse> FetchHeld(v1::WalServe::StubInterface& stub,
 }
 
 absl::StatusOr<std::unique_ptr<v1::WalServe::StubInterface>> MakeWalServeStub(
-    const std::string& address, const TlsOptions& tls) {
-  WALSHIP_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, MakeChannel(address, tls));
+    sys::SysCalls& sys, Clock& clock, const std::string& address, const TlsOptions& tls) {
+  WALSHIP_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                           MakeChannel(sys, clock, address, tls));
   return std::unique_ptr<v1::WalServe::StubInterface>(v1::WalServe::NewStub(channel));
 }
 
-int RestoreFrom(sys::SysCalls& sys, const std::vector<std::string>& addresses,
+int RestoreFrom(sys::SysCalls& sys, Clock& clock, const std::vector<std::string>& addresses,
                 const TlsOptions& tls, const std::string& name, const std::string& target,
                 absl::Duration timeout, std::string* why) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = clock.Now() + timeout;
   std::vector<std::string> notes;
   bool refused = false;
   for (const std::string& address : addresses) {
-    auto stub = MakeWalServeStub(address, tls);
+    auto stub = MakeWalServeStub(sys, clock, address, tls);
     if (!stub.ok()) {
       notes.push_back(absl::StrCat(address, ": ", stub.status().message()));
       continue;

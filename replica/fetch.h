@@ -28,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/sys/syscalls.h"
 #include "common/tls.h"
 #include "proto/walship.grpc.pb.h"
@@ -58,7 +59,7 @@ absl::StatusOr<v1::HeldResponse> FetchHeld(v1::WalServe::StubInterface& stub,
 
 // A stub for the replica at `address` (HOST:PORT) with `tls`.
 absl::StatusOr<std::unique_ptr<v1::WalServe::StubInterface>> MakeWalServeStub(
-    const std::string& address, const TlsOptions& tls);
+    sys::SysCalls& sys, Clock& clock, const std::string& address, const TlsOptions& tls);
 
 // `walship-replica restore --from=...`: asks `addresses` in order for
 // `name` and writes the first copy served into `target` (durably is not
@@ -66,7 +67,7 @@ absl::StatusOr<std::unique_ptr<v1::WalServe::StubInterface>> MakeWalServeStub(
 // kRestoreNotFound (no replica has it, or none is reachable: PostgreSQL
 // asks again later) or kRestoreRefused (no copy served, and at least one
 // failed verification); `why` says which replica did what.
-int RestoreFrom(sys::SysCalls& sys, const std::vector<std::string>& addresses,
+int RestoreFrom(sys::SysCalls& sys, Clock& clock, const std::vector<std::string>& addresses,
                 const TlsOptions& tls, const std::string& name, const std::string& target,
                 absl::Duration timeout, std::string* why);
 

@@ -66,7 +66,7 @@ absl::StatusOr<Standby> ReadStandby(agent::PgClient& pg) {
 
 // Connects and reads the standby, retrying until `deadline` (it may still be
 // starting).
-absl::StatusOr<Standby> WaitForStandby(agent::PgClient& pg, absl::Time deadline,
+absl::StatusOr<Standby> WaitForStandby(Clock& clock, agent::PgClient& pg, absl::Time deadline,
                                        absl::Duration poll) {
   absl::Status last;
   while (true) {
@@ -74,8 +74,8 @@ absl::StatusOr<Standby> WaitForStandby(agent::PgClient& pg, absl::Time deadline,
     if (s.ok()) return s;
     last = s.status();
     pg.Disconnect();
-    if (absl::Now() + poll >= deadline) break;
-    absl::SleepFor(poll);
+    if (clock.Now() + poll >= deadline) break;
+    clock.SleepFor(poll);
   }
   return absl::DeadlineExceededError(
       absl::StrCat("the standby did not answer within the timeout: ", last.ToString()));
@@ -104,19 +104,20 @@ absl::Status ComputeEnd(const Standby& standby, ReplicaEnd* r) {
 }
 
 // Asks every replica for its end; those that do not answer are left out.
-std::vector<ReplicaEnd> AskReplicas(const GateOptions& o, absl::Time deadline,
+std::vector<ReplicaEnd> AskReplicas(sys::SysCalls& sys, Clock& clock, const GateOptions& o,
+                                    absl::Time deadline,
                                     absl::Status* fatal) {
   std::vector<ReplicaEnd> answered;
   for (const std::string& address : o.from) {
     ReplicaEnd r;
     r.address = address;
-    auto stub = MakeWalServeStub(address, o.tls);
+    auto stub = MakeWalServeStub(sys, clock, address, o.tls);
     if (!stub.ok()) {
       *fatal = stub.status();
       continue;
     }
     r.stub = std::move(*stub);
-    auto held = FetchHeld(*r.stub, std::min(deadline, absl::Now() + absl::Seconds(5)));
+    auto held = FetchHeld(*r.stub, std::min(deadline, clock.Now() + absl::Seconds(5)));
     if (!held.ok()) {
       if (held.status().code() == absl::StatusCode::kDataLoss) {
         *fatal = absl::DataLossError(absl::StrCat(address, ": ", held.status().message()));
@@ -229,12 +230,12 @@ absl::Status GateOptions::Validate() const {
   return tls.Validate();
 }
 
-int RunGate(sys::SysCalls& sys, const GateOptions& o) {
-  const absl::Time deadline = absl::Now() + o.timeout;
+int RunGate(sys::SysCalls& sys, Clock& clock, const GateOptions& o) {
+  const absl::Time deadline = clock.Now() + o.timeout;
   absl::Status fatal;
-  std::vector<ReplicaEnd> replicas = AskReplicas(o, deadline, &fatal);
+  std::vector<ReplicaEnd> replicas = AskReplicas(sys, clock, o, deadline, &fatal);
   if (!fatal.ok()) return NotReached(fatal.ToString());
-  if (replicas.empty() && absl::Now() >= deadline) {
+  if (replicas.empty() && clock.Now() >= deadline) {
     // Not "no replica reachable": the bound ran out while asking.
     return NotReached(absl::StrCat("no replica answered within the timeout (",
                                    absl::FormatDuration(o.timeout), ")"));
@@ -254,7 +255,7 @@ int RunGate(sys::SysCalls& sys, const GateOptions& o) {
     return kGateNoReplica;
   }
   agent::PgClient pg(o.pg_conninfo);
-  auto standby = WaitForStandby(pg, deadline, o.poll_interval);
+  auto standby = WaitForStandby(clock, pg, deadline, o.poll_interval);
   if (!standby.ok()) return NotReached(standby.status().ToString());
   if (!standby->in_recovery) return NotReached("the standby is not in recovery");
   ReplicaEnd* best = nullptr;
@@ -302,8 +303,8 @@ int RunGate(sys::SysCalls& sys, const GateOptions& o) {
     } else {
       pg.Disconnect();
     }
-    if (absl::Now() + o.poll_interval >= deadline) break;
-    absl::SleepFor(o.poll_interval);
+    if (clock.Now() + o.poll_interval >= deadline) break;
+    clock.SleepFor(o.poll_interval);
   }
   return NotReached(absl::StrCat("the standby replayed only up to ", pg::FormatLsn(replay),
                                  " of ", pg::FormatLsn(target), " within ",

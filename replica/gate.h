@@ -54,6 +54,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/pgwal/wal_names.h"
 #include "common/pgwal/wal_page.h"
 #include "common/sys/syscalls.h"
@@ -83,7 +84,7 @@ struct GateOptions {
 
 // Runs the gate; returns the exit status above. Logs (spdlog) every step
 // and why it stopped.
-int RunGate(sys::SysCalls& sys, const GateOptions& options);
+int RunGate(sys::SysCalls& sys, Clock& clock, const GateOptions& options);
 
 // The gate's steps 3 and 4, exposed for tests.
 //

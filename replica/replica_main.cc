@@ -62,7 +62,7 @@ int RestoreMain(int argc, char** argv, walship::sys::SysCalls& sys) {
   }
   std::string why;
   int rc = dest.empty()
-               ? RestoreFrom(sys, absl::StrSplit(from, ',', absl::SkipEmpty()), tls,
+               ? RestoreFrom(sys, DefaultClock(), absl::StrSplit(from, ',', absl::SkipEmpty()), tls,
                              (*args)[0], (*args)[1], absl::Milliseconds(timeout_ms), &why)
                : Restore(sys, dest, (*args)[0], (*args)[1], &why);
   // "Not available" is routine (PostgreSQL probes for history files and the
@@ -109,11 +109,42 @@ int GateMain(int argc, char** argv, walship::sys::SysCalls& sys) {
     spdlog::error("{}", std::string(s.message()));
     return kGateUsage;
   }
-  return RunGate(sys, o);
+  return RunGate(sys, DefaultClock(), o);
+}
+
+// The replica's listeners besides its session: metrics and WAL serving.
+struct Servers {
+  std::unique_ptr<MetricsServer> metrics;
+  std::unique_ptr<WalServer> wal;
+};
+
+// Starts what `o` and `serve_listen` ask for; false (logged) if one cannot listen.
+bool StartServers(sys::SysCalls& sys, const replica::ReplicaOptions& o,
+                  const std::string& serve_listen, MetricsRegistry& metrics, Servers& servers) {
+  if (!o.metrics_listen.empty()) {
+    auto hp = ParseHostPort(o.metrics_listen);
+    servers.metrics = std::make_unique<MetricsServer>(metrics);
+    if (absl::Status s = servers.metrics->Start(hp->host, hp->port); !s.ok()) {
+      spdlog::error("cannot serve metrics: {}", s.ToString());
+      return false;
+    }
+    hp->port = servers.metrics->port();
+    spdlog::info("metrics on http://{}/metrics", hp->ToString());
+  }
+  if (!serve_listen.empty()) {
+    servers.wal = std::make_unique<WalServer>(sys, o.dest, &metrics);
+    if (absl::Status s = servers.wal->Start(serve_listen, o.tls); !s.ok()) {
+      spdlog::error("cannot serve WAL: {}", s.ToString());
+      return false;
+    }
+    auto hp = ParseHostPort(serve_listen);
+    if (hp.ok()) hp->port = servers.wal->port();
+    spdlog::info("serving WAL from {} on {}", o.dest, hp.ok() ? hp->ToString() : serve_listen);
+  }
+  return true;
 }
 
 }  // namespace
-
 
 int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
   if (argc > 1 && std::string(argv[1]) == "restore") return RestoreMain(argc, argv, sys);
@@ -210,29 +241,8 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
   const sigset_t signals = PrepareDaemonSignals(sys);
 
   MetricsRegistry metrics;
-  std::unique_ptr<MetricsServer> metrics_server;
-  if (!o.metrics_listen.empty()) {
-    auto hp = ParseHostPort(o.metrics_listen);
-    metrics_server = std::make_unique<MetricsServer>(metrics);
-    if (absl::Status s = metrics_server->Start(hp->host, hp->port); !s.ok()) {
-      spdlog::error("cannot serve metrics: {}", s.ToString());
-      return 1;
-    }
-    hp->port = metrics_server->port();
-    spdlog::info("metrics on http://{}/metrics", hp->ToString());
-  }
-  std::unique_ptr<WalServer> wal_server;
-  if (!serve_listen.empty()) {
-    wal_server = std::make_unique<WalServer>(sys, o.dest, &metrics);
-    if (absl::Status s = wal_server->Start(serve_listen, o.tls); !s.ok()) {
-      spdlog::error("cannot serve WAL: {}", s.ToString());
-      return 1;
-    }
-    auto hp = ParseHostPort(serve_listen);
-    if (hp.ok()) hp->port = wal_server->port();
-    spdlog::info("serving WAL from {} on {}", o.dest,
-                 hp.ok() ? hp->ToString() : serve_listen);
-  }
+  Servers servers;
+  if (!StartServers(sys, o, serve_listen, metrics, servers)) return 1;
   replica::Replica replica(sys, o, &metrics);
   std::thread([&replica, &sys, signals] {
     const int sig = WaitForShutdownSignal(sys, signals);

@@ -154,13 +154,14 @@ grpc::Status WalServeService::Fetch(grpc::ServerContext* ctx, const v1::FetchReq
   return grpc::Status::OK;
 }
 
-WalServer::WalServer(sys::SysCalls& sys, std::string dest, MetricsRegistry* metrics)
-    : service_(sys, std::move(dest), metrics) {}
+WalServer::WalServer(sys::SysCalls& sys, std::string dest, MetricsRegistry* metrics,
+                     Clock& clock)
+    : sys_(sys), clock_(clock), service_(sys, std::move(dest), metrics) {}
 
 WalServer::~WalServer() { Shutdown(); }
 
 absl::Status WalServer::Start(const std::string& listen, const TlsOptions& tls) {
-  auto creds = MakeServerCredentials(tls, [](const std::string&, const std::string& detail) {
+  auto creds = MakeServerCredentials(sys_, clock_, tls, [](const std::string&, const std::string& detail) {
     spdlog::warn("serve port: refused a call: {}", detail);
   });
   if (!creds.ok()) return creds.status();
@@ -179,7 +180,7 @@ absl::Status WalServer::Start(const std::string& listen, const TlsOptions& tls) 
 
 void WalServer::Shutdown() {
   if (server_) {
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server_->Shutdown(absl::ToChronoTime(clock_.Now() + absl::Seconds(1)));
     server_.reset();
   }
 }

@@ -34,6 +34,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/clock.h"
 #include "common/metrics.h"
 #include "common/sys/syscalls.h"
 #include "common/tls.h"
@@ -71,7 +72,8 @@ class WalServeService final : public v1::WalServe::Service {
 // The gRPC server around a WalServeService.
 class WalServer {
  public:
-  WalServer(sys::SysCalls& sys, std::string dest, MetricsRegistry* metrics = nullptr);
+  WalServer(sys::SysCalls& sys, std::string dest, MetricsRegistry* metrics = nullptr,
+            Clock& clock = DefaultClock());
   ~WalServer();
 
   // Listens on `listen` (HOST:PORT; port 0 picks one, see port()) with
@@ -83,6 +85,8 @@ class WalServer {
   uint16_t port() const { return port_; }
 
  private:
+  sys::SysCalls& sys_;
+  Clock& clock_;
   WalServeService service_;
   std::unique_ptr<grpc::Server> server_;
   uint16_t port_ = 0;

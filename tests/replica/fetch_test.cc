@@ -54,7 +54,7 @@ bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 std::unique_ptr<v1::WalServe::StubInterface> Stub(uint16_t port) {
   TlsOptions tls;
   tls.insecure = true;
-  auto stub = MakeWalServeStub(absl::StrCat("127.0.0.1:", port), tls);
+  auto stub = MakeWalServeStub(sys::DefaultSysCalls(), DefaultClock(), absl::StrCat("127.0.0.1:", port), tls);
   EXPECT_TRUE(stub.ok()) << stub.status();
   return std::move(*stub);
 }
@@ -277,23 +277,23 @@ TEST_F(FetchTest, RestoreFromAsksEachReplicaInTurnWithRestoresExitCodes) {
                                          absl::StrCat("127.0.0.1:", server_->port())};
   const std::string target = pg_wal_ + "/RECOVERYXLOG";
   std::string why;
-  EXPECT_EQ(RestoreFrom(sys::DefaultSysCalls(), from, tls, kSeg, target, absl::Seconds(30),
+  EXPECT_EQ(RestoreFrom(sys::DefaultSysCalls(), DefaultClock(), from, tls, kSeg, target, absl::Seconds(30),
                         &why),
             kRestoreServed)
       << why;
   EXPECT_TRUE(ReadFile(target) == seg);
-  EXPECT_EQ(RestoreFrom(sys::DefaultSysCalls(), from, tls, "000000010000000000000009", target,
+  EXPECT_EQ(RestoreFrom(sys::DefaultSysCalls(), DefaultClock(), from, tls, "000000010000000000000009", target,
                         absl::Seconds(30), &why),
             kRestoreNotFound)
       << why;
-  EXPECT_EQ(RestoreFrom(sys::DefaultSysCalls(), {from[0]}, tls, kSeg, target,
+  EXPECT_EQ(RestoreFrom(sys::DefaultSysCalls(), DefaultClock(), {from[0]}, tls, kSeg, target,
                         absl::Seconds(30), &why),
             kRestoreNotFound)
       << why;
   seg[7] = 'X';
   testing::WriteFile(dir_ + "/" + kSeg, seg);
   ASSERT_EQ(unlink(target.c_str()), 0);
-  EXPECT_EQ(RestoreFrom(sys::DefaultSysCalls(), from, tls, kSeg, target, absl::Seconds(30),
+  EXPECT_EQ(RestoreFrom(sys::DefaultSysCalls(), DefaultClock(), from, tls, kSeg, target, absl::Seconds(30),
                         &why),
             kRestoreRefused)
       << why;
@@ -328,13 +328,13 @@ TEST(FetchTlsTest, ServedOverMutualTlsOnlyToClientsOfTheClusterCa) {
   const std::string address = absl::StrCat("127.0.0.1:", server.port());
   const std::string target = testing::FreshTempDir("pg_wal") + "/RECOVERYXLOG";
   std::string why;
-  EXPECT_EQ(RestoreFrom(sys::DefaultSysCalls(), {address}, files(certs, "operator"), kSeg,
+  EXPECT_EQ(RestoreFrom(sys::DefaultSysCalls(), DefaultClock(), {address}, files(certs, "operator"), kSeg,
                         target, absl::Seconds(30), &why),
             kRestoreServed)
       << why;
   EXPECT_TRUE(ReadFile(target) == seg);
   ASSERT_EQ(unlink(target.c_str()), 0);
-  auto stub = MakeWalServeStub(address, files(other, "operator"));
+  auto stub = MakeWalServeStub(sys::DefaultSysCalls(), DefaultClock(), address, files(other, "operator"));
   ASSERT_TRUE(stub.ok()) << stub.status();
   auto got = FetchWalFile(sys::DefaultSysCalls(), **stub, kSeg, target, Soon(), false);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kUnauthenticated) << got.status();
