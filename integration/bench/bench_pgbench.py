@@ -13,10 +13,10 @@ from integration.bench.bench_catchup import read_watch_log, start_watch, summari
 from integration.bench.bench_live import flushed_at, lags
 from integration.bench.bench_procs import (
     dist, log, median_summary, proc_stat_cpu, read_text, rm, rotate, walship_threads)
+from integration.walshiptest import daemons
 from integration.walshiptest.lsn import parse_lsn
 from integration.walshiptest.pg import SUPERUSER
 from integration.walshiptest.waits import StepError
-from integration.walshiptest import daemons
 
 
 # ---------------------------------------------------------------------------

@@ -18,14 +18,14 @@ import shutil
 import signal
 import time
 
+from integration import harness as h
+from integration.chaos import checks
+from integration.chaos import world
 from integration.walshiptest.lsn import fmt_lsn, parse_lsn, parse_segment, segment_name
 from integration.walshiptest.pg import PgCluster
 from integration.walshiptest.ports import free_port
 from integration.walshiptest.procs import Proc
 from integration.walshiptest.waits import StepError, wait_until
-from integration import harness as h
-from integration.chaos import checks
-from integration.chaos import world
 
 TABLE = "chaos_acks"
 FEED = "walship"

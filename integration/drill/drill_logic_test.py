@@ -8,12 +8,12 @@ arithmetic, and the pg_waldump line format.
 import tempfile
 import unittest
 
-from integration.walshiptest.lsn import (
-    fmt_lsn, parse_lsn, parse_segment, position_lsn, record_end, segment_name)
-from integration.walshiptest.pg import WALDUMP_RE
 from integration.drill import drill_measure
 from integration.drill import drill_setup
 from integration.drill import drill_steps
+from integration.walshiptest.lsn import (
+    fmt_lsn, parse_lsn, parse_segment, position_lsn, record_end, segment_name)
+from integration.walshiptest.pg import WALDUMP_RE
 
 MB = 1024 * 1024
 

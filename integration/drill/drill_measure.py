@@ -8,11 +8,11 @@ import threading
 import time
 
 from integration.drill import chart
+from integration.drill.drill_setup import ACKS_TABLE, agent_status
 from integration.walshiptest import stats
 from integration.walshiptest.lsn import fmt_lsn, parse_lsn
 from integration.walshiptest.pg import SUPERUSER
 from integration.walshiptest.procs import Proc, log
-from integration.drill.drill_setup import ACKS_TABLE, agent_status
 
 
 # ---------------------------------------------------------------------------

@@ -10,10 +10,10 @@ import time
 
 from integration import fault_proxy
 from integration import statefile
+from integration.walshiptest import daemons
 from integration.walshiptest.lsn import fmt_lsn, parse_segment, position_lsn
 from integration.walshiptest.pg import PgCluster, SUPERUSER
 from integration.walshiptest.ports import free_port
-from integration.walshiptest import daemons
 from integration.walshiptest.procs import log
 from integration.walshiptest.waits import StepError, wait_until
 

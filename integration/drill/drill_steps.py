@@ -5,11 +5,11 @@ import os
 import shutil
 import time
 
+from integration.drill.drill_setup import ACKS_TABLE, RTO_TABLE, agent_status
 from integration.walshiptest.lsn import fmt_lsn, segment_name
 from integration.walshiptest.pg import waldump_end
 from integration.walshiptest.procs import log
 from integration.walshiptest.waits import StepError
-from integration.drill.drill_setup import ACKS_TABLE, RTO_TABLE, agent_status
 
 
 # ---------------------------------------------------------------------------

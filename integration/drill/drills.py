@@ -6,15 +6,15 @@ import sys
 import time
 import traceback
 
-from integration.walshiptest.lsn import fmt_lsn
-from integration.walshiptest.pg import waldump_end
-from integration.walshiptest.procs import log
-from integration.walshiptest.waits import StepError
 from integration.drill.drill_measure import Load, Sampler, analyze_lag, write_lag_outputs
 from integration.drill.drill_setup import Setup, agent_status
 from integration.drill.drill_steps import (
     Result, check_acked_present, log_mentions, promote, rejoin, table_seqs, wait_drained,
     wait_standby_replayed, wait_state_stable)
+from integration.walshiptest.lsn import fmt_lsn
+from integration.walshiptest.pg import waldump_end
+from integration.walshiptest.procs import log
+from integration.walshiptest.waits import StepError
 
 
 # ---------------------------------------------------------------------------

@@ -39,6 +39,7 @@ import time
 import unittest
 import urllib.request
 
+from integration.walshiptest import daemons
 from integration.walshiptest.lsn import fmt_lsn, parse_lsn, position_lsn
 from integration.walshiptest.pg import PgEnv, SUPERUSER, test_primary, waldump_end
 from integration.walshiptest.procs import Proc, read_text
@@ -70,25 +71,18 @@ class PgFeedTest(unittest.TestCase):
         self.agent_log = os.path.join(self.logs, "agent.log")
         self.replica_log = os.path.join(self.logs, "replica.log")
         self.logs_to_show += [self.agent_log, self.replica_log]
-        self.agent = Proc(self.env, "agent", [
-            self.env.binaries["walship-agent"], "--format=postgres",
-            "--wal-dir=%s" % self.pg.pg_wal, "--pg-conninfo=%s" % (conninfo or self.pg.conninfo()),
-            "--pg-slot=%s" % slot, "--state-dir=%s" % self.env.mkdir("feed", "agent-state"),
-            "--pg-feed-query-interval-ms=600000",
-            "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0", "--port-file=%s" % ports,
-            "--metrics-listen=127.0.0.1:0", "--insecure"] +
-            (["--pg-data=%s" % self.pg.datadir] if pg_data else []) + list(extra), self.agent_log)
-
-        def port_file():
-            try:
-                with open(ports) as f:
-                    return dict(l.strip().split("=", 1) for l in f if "=" in l)
-            except OSError:
-                return None
-        addrs = wait_until(lambda: (port_file() or {}).get("metrics") and port_file(), 30,
-                           "agent port file", interval=0.05)
-        control = addrs["control"]
-        self.metrics_url = "http://%s/metrics" % addrs["metrics"]
+        self.agent = daemons.Agent(
+            self.pg.pg_wal, self.logs, label="agent",
+            extra_args=["--format=postgres",
+                        "--pg-conninfo=%s" % (conninfo or self.pg.conninfo()),
+                        "--pg-slot=%s" % slot,
+                        "--state-dir=%s" % self.env.mkdir("feed", "agent-state"),
+                        "--pg-feed-query-interval-ms=600000", "--metrics-listen=127.0.0.1:0"] +
+            (["--pg-data=%s" % self.pg.datadir] if pg_data else []) + list(extra),
+            program=self.env.binaries["walship-agent"], port_file=ports,
+            launcher=self.env).start(timeout=30)
+        control = self.agent.control
+        self.metrics_url = "http://%s/metrics" % self.agent.metrics
         self.dest = os.path.join(self.dir, "replica")
         self.replica = Proc(self.env, "replica", [
             self.env.binaries["walship-replica"], "--agent=%s" % control,

@@ -43,6 +43,7 @@ import sys
 import unittest
 import zlib
 
+from integration.walshiptest import daemons
 from integration.walshiptest.lsn import (
     fmt_lsn, parse_lsn, parse_segment, position_lsn, segment_name)
 from integration.walshiptest.pg import PgCluster, PgEnv
@@ -89,31 +90,21 @@ class PgNeverSilentTest(unittest.TestCase):
 
     def start_agent(self, pg, name, slot=None, pg_data=False):
         """An agent beside `pg`, without a slot unless `slot` names one (and
-        with --pg-data when `pg_data`); returns (proc, control address)."""
+        with --pg-data when `pg_data`); returns (daemons.Agent, control address)."""
         ports = os.path.join(self.dir, "%s.ports" % name)
-        log_path = os.path.join(self.logs, "%s.log" % name)
-        self.logs_to_show.append(log_path)
+        self.logs_to_show.append(os.path.join(self.logs, "%s.log" % name))
         slot_args = ["--pg-slot="]
         if slot:
             slot_args = ["--pg-slot=%s" % slot,
                          "--state-dir=%s" % self.env.mkdir("ns", name + "-state")]
         if pg_data:
             slot_args.append("--pg-data=%s" % pg.datadir)
-        proc = Proc(self.env, name, [
-            self.env.binaries["walship-agent"], "--format=postgres",
-            "--wal-dir=%s" % pg.pg_wal, "--pg-conninfo=%s" % pg.conninfo()] + slot_args + [
-            "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0", "--port-file=%s" % ports,
-            "--insecure"], log_path)
-
-        def control():
-            if not proc.alive():
-                raise StepError("%s exited %s at start" % (name, proc.returncode()))
-            try:
-                with open(ports) as f:
-                    return dict(l.strip().split("=", 1) for l in f if "=" in l).get("control")
-            except OSError:
-                return None
-        return proc, wait_until(control, 60, "%s's port file" % name, interval=0.05)
+        agent = daemons.Agent(
+            pg.pg_wal, self.logs, label=name,
+            extra_args=["--format=postgres", "--pg-conninfo=%s" % pg.conninfo()] + slot_args,
+            program=self.env.binaries["walship-agent"], port_file=ports,
+            launcher=self.env).start(timeout=60)
+        return agent, agent.control
 
     def start_replica(self, name, control, dest):
         log_path = os.path.join(self.logs, "%s.log" % name)
@@ -430,11 +421,11 @@ class PgNeverSilentTest(unittest.TestCase):
                         "the slot left %s, which the agent still has to confirm" % x_name)
         # A checkpoint while the agent is stopped keeps X, and once the
         # primary writes again r1 goes on past it.
-        agent.signal_group(signal.SIGSTOP)
+        agent.proc.signal_group(signal.SIGSTOP)
         pg.psql("CHECKPOINT")
         pg.psql("CHECKPOINT")
         self.assertIn(x_name, pg.psql("SELECT string_agg(name, ' ') FROM pg_ls_waldir()"))
-        agent.signal_group(signal.SIGCONT)
+        agent.proc.signal_group(signal.SIGCONT)
         end = self.write_wal(pg, 200)
         self.wait_holds(dest, end, "r1 to hold the rows after %s" % x_name, whole_before=True)
         self.assertTrue(r1.alive(), "r1 stopped:\n" + self.log_text(

@@ -17,6 +17,7 @@ import sys
 import time
 import unittest
 
+from integration.walshiptest import daemons
 from integration.walshiptest.lsn import parse_lsn, position_lsn, segment_name
 from integration.walshiptest.pg import PgEnv, test_primary
 from integration.walshiptest.procs import Proc
@@ -36,24 +37,17 @@ class RetentionTest(unittest.TestCase):
         self.addCleanup(self.env.close)
         self.pg, d, self.logs = test_primary(self.env, "retention", small_wal=True)
         self.pg.psql("CREATE TABLE filler (x text)")
-        ports = os.path.join(d, "agent.ports")
-        self.agent_log = os.path.join(self.logs, "agent.log")
-        self.agent = Proc(self.env, "agent", [
-            self.env.binaries["walship-agent"], "--format=postgres",
-            "--wal-dir=%s" % self.pg.pg_wal, "--pg-data=%s" % self.pg.datadir,
-            "--pg-conninfo=%s" % self.pg.conninfo(),
-            "--pg-slot=walship_test", "--max-retained-bytes=%d" % BOUND,
-            "--state-dir=%s" % self.env.mkdir("retention", "agent-state"),
-            "--io-timeout-ms=2000", "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0",
-            "--port-file=%s" % ports, "--insecure"], self.agent_log)
-
-        def port_file():
-            try:
-                with open(ports) as f:
-                    return dict(l.strip().split("=", 1) for l in f if "=" in l).get("control")
-            except OSError:
-                return None
-        self.control = wait_until(port_file, 30, "agent port file", interval=0.05)
+        self.agent = daemons.Agent(
+            self.pg.pg_wal, self.logs, label="agent",
+            extra_args=["--format=postgres", "--pg-data=%s" % self.pg.datadir,
+                        "--pg-conninfo=%s" % self.pg.conninfo(),
+                        "--pg-slot=walship_test", "--max-retained-bytes=%d" % BOUND,
+                        "--state-dir=%s" % self.env.mkdir("retention", "agent-state"),
+                        "--io-timeout-ms=2000"],
+            program=self.env.binaries["walship-agent"],
+            port_file=os.path.join(d, "agent.ports"), launcher=self.env).start(timeout=30)
+        self.agent_log = self.agent.log_path
+        self.control = self.agent.control
         self.replica_log = os.path.join(self.logs, "replica.log")
         self.replica_argv = [
             self.env.binaries["walship-replica"], "--agent=%s" % self.control,

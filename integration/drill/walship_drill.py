@@ -22,13 +22,13 @@ import signal
 import sys
 import time
 
-from integration.walshiptest.pg import DEFAULT_USER, PgEnv
-from integration.walshiptest.procs import log
-from integration.walshiptest.waits import StepError
 from integration.drill.drill_report import write_report
 from integration.drill.drill_setup import Ctx, Params
 from integration.drill.drill_steps import Result
 from integration.drill.drills import DRILLS
+from integration.walshiptest.pg import DEFAULT_USER, PgEnv
+from integration.walshiptest.procs import log
+from integration.walshiptest.waits import StepError
 
 
 ALL_DRILLS = ["process-crash", "host-loss", "replica-crash", "network-cut", "switchover"]
