@@ -100,7 +100,7 @@ class PgEnv(procs.Launcher):
         self.user = pw.pw_name
         self.uid, self.gid = pw.pw_uid, pw.pw_gid
         work = tempfile.mkdtemp(prefix=prefix, dir=base_dir)
-        procs.Launcher.__init__(self, work=work, user=pw, die_with_parent=True)
+        procs.Launcher.__init__(self, work=work, user=pw)
         self.home = pw.pw_dir if os.path.isdir(pw.pw_dir) else self.work
         os.chmod(self.work, 0o755)
         self.chown(self.work)

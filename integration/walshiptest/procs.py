@@ -7,8 +7,8 @@ their PID, their output in a log file, and the one progress-line format.
     registry of those started; kill_all() ends what still runs.
   * Proc: one process leading its own process group (start_new_session), so
     stop() and kill9() reach it and any children, never a wrapper: when
-    `die_with_parent` wraps the command in `setpriv --pdeathsig`, setpriv
-    execs it and the PID stays the program's.
+    the launcher's `die_with_parent` wraps the command in `setpriv
+    --pdeathsig`, setpriv execs it and the PID stays the program's.
   * LogReader: what a test reads from a log file (lines, grep, a bounded wait
     for a line); Proc and the restartable daemons (daemons.py) share it.
 
@@ -107,14 +107,16 @@ class Launcher(object):
     `work`: the children's working directory (None: ours). `user`: a pwd
     entry the children run as when started with as_user=True (None: as we
     are). `env`: their whole environment (None: ours). `die_with_parent`:
-    SIGKILL them when this process dies (setpriv --pdeathsig, where setpriv
-    knows it; the signal is tied to the thread that started the child, so
-    only for programs started from a thread that outlives them).
-    `logdir`: where start() puts a log file when none is named.
+    SIGKILL them when this process dies, even by kill -9 or a test timeout
+    (setpriv --pdeathsig, where setpriv knows it). The kernel ties that
+    signal to the thread that started the child, so it is asked for only
+    from the main thread: a child started by a worker thread would die
+    with the thread. `logdir`: where start() puts a log file when none is
+    named.
     Thread-safe: processes may be started and killed from several threads.
     """
 
-    def __init__(self, work=None, user=None, env=None, die_with_parent=False, logdir=None):
+    def __init__(self, work=None, user=None, env=None, die_with_parent=True, logdir=None):
         self.work = work
         self.run_as = user
         self.env = env
@@ -183,7 +185,8 @@ class Proc(LogReader):
         self.name = self.label = name
         self.argv = list(argv)
         self.log_path = log_path
-        if launcher.die_with_parent and _SETPRIV:
+        if launcher.die_with_parent and _SETPRIV and \
+                threading.current_thread() is threading.main_thread():
             argv = [_SETPRIV, "--pdeathsig", "KILL", "--"] + self.argv
         with open(log_path, "ab") as f:
             f.write(("\n==== %s start %s: %s\n" % (

@@ -3,10 +3,12 @@
 import os
 import re
 import signal
+import subprocess
 import sys
 import tempfile
 import unittest
 
+from integration.walshiptest import binaries
 from integration.walshiptest import procs
 from integration.walshiptest import waits
 
@@ -102,6 +104,23 @@ class ProcTest(unittest.TestCase):
         self.launcher.kill_all()
         self.assertEqual((a.returncode(), b.returncode(), done.returncode()),
                          (-signal.SIGKILL, -signal.SIGKILL, 0))
+
+    @unittest.skipUnless(procs.find_setpriv(), "no setpriv with --pdeathsig here")
+    def test_children_die_with_the_process_that_started_them(self):
+        script = ("import sys\n"
+                  "from integration.walshiptest import procs\n"
+                  "p = procs.Launcher(logdir=sys.argv[1]).start('orphan', ['sleep', '300'])\n"
+                  "print('child=%d' % p.pid, flush=True)\n"
+                  "sys.stdin.read()\n")
+        parent = self.launcher.start("parent", [sys.executable, "-c", script, self.dir],
+                                     stdin=subprocess.PIPE, cwd=binaries.REPO)
+        child = int(parent.wait_log(r"^child=\d+$", 30).split("=")[1])
+        waits.wait_until(lambda: pid_alive(child) and
+                         open("/proc/%d/comm" % child).read().strip() == "sleep", 10,
+                         "setpriv to exec sleep")
+        parent.signal_process(signal.SIGKILL)  # the group's other members live on
+        parent.wait(10)
+        waits.wait_until(lambda: not pid_alive(child), 10, "the child to die with its parent")
 
     def test_runs_as_us_when_the_user_is_us(self):
         import pwd
