@@ -34,6 +34,7 @@ import unittest
 from integration import fault_proxy
 from integration import harness as h
 from integration import wirelib
+from integration.walshiptest import procs
 
 RATE = 1e6
 SEGMENT = 1 << 20
@@ -58,7 +59,7 @@ def connect_from(agent, source, timeout=5):
 
 def rejected(agent, **labels):
     """walship_agent_data_connections_rejected_total (by reason if given)."""
-    return h.metric_total(h.scrape(h.metrics_address(agent)), REJECTED, **labels)
+    return h.metric_total(h.scrape(agent.metrics), REJECTED, **labels)
 
 
 def wait_closed_quietly(sock, timeout=5):
@@ -248,7 +249,7 @@ class DataPortTest(h.ClusterTestCase):
                              % what)
             line = p.rejection()
             self.assertRegex(line, reason, "%s: rejection reason" % what)
-            h.log("%s: closed after %.2fs: %s", what, took, line.split(": ", 1)[1])
+            procs.log("%s: closed after %.2fs: %s", what, took, line.split(": ", 1)[1])
         finally:
             p.close()
         self.assert_healthy_advances(what)
@@ -342,7 +343,7 @@ class DataPortTest(h.ClusterTestCase):
                          "was refused: %s" % what)
         self.assertEqual(what["session_id"], first["session_id"],
                          "the probe had to start over: the forged HELLO consumed its token")
-        h.log("held HELLO accepted after a forged one: session %s", sid)
+        procs.log("held HELLO accepted after a forged one: session %s", sid)
 
         # The spray: random ids and the real one, wrong tokens, one address.
         bad_token, limited = rejected(self.agent, reason="bad_token"), \
@@ -365,7 +366,7 @@ class DataPortTest(h.ClusterTestCase):
         self.assertGreater(rejected(self.agent, reason="bad_token"), bad_token)
         line = self.agent.wait_log(r"data port: rejected connection from %s:\d+: .*"
                                    r"failed attempts" % re.escape(FORGER), 5, since)
-        h.log("forger rate-limited after %d HELLOs: %s", sprayed, line)
+        procs.log("forger rate-limited after %d HELLOs: %s", sprayed, line)
         e = h.replica_entry(h.status(self.agent), "probe")
         self.assertEqual(e["session_id"], first["session_id"],
                          "forged HELLOs disturbed the session they named")
@@ -396,7 +397,7 @@ class DataPortTest(h.ClusterTestCase):
             got, took = silent.wait_closed(HELLO_TIMEOUT + 5)
             self.assertEqual(got, b"")
             line = silent.rejection()
-            h.log("silent connection closed after %.1fs: %s", took, line)
+            procs.log("silent connection closed after %.1fs: %s", took, line)
             self.assertGreaterEqual(took, HELLO_TIMEOUT - 1.5, "closed too early")
             self.assertRegex(line, r"(?i)timed out|deadline")
         finally:
@@ -435,8 +436,8 @@ class DataPortTest(h.ClusterTestCase):
             self.assertTrue(slow.running(), "the slow clients stopped early")
         finally:
             slow.stop()
-        h.log("slow clients: %d connections opened, %d closed by the agent in %.1fs",
-              slow.opened, slow.closed, slow.running_for())
+        procs.log("slow clients: %d connections opened, %d closed by the agent in %.1fs",
+                  slow.opened, slow.closed, slow.running_for())
         self.assertGreater(rejected(self.agent, reason="timeout") +
                            rejected(self.agent, reason="evicted"), 0)
         self.gen.stop()
@@ -494,7 +495,7 @@ class DataPortTest(h.ClusterTestCase):
                              "from one address, e.g. %s" % (len(lines), n, lines[:3]))
         summary = self.agent.wait_log(r"data port: rejected \d+ connections from %s in "
                                       % re.escape(SPRAYER), 15, since)
-        h.log("%d rejections, %d log lines; summary: %s", n, len(lines), summary)
+        procs.log("%d rejections, %d log lines; summary: %s", n, len(lines), summary)
         self.assert_healthy_advances("a spray of %d bad connections" % n)
         self.finish()
 
@@ -564,7 +565,7 @@ class ReplicaSideTest(h.ClusterTestCase):
                       "when the checksum error is logged" % (found[0], rec["corrupted"],
                                                               rec["file_offset"]))
         self.assertEqual(h.dest_consistency(wal, victim.dest), [])
-        h.log("payload fault %s -> %s", rec, line)
+        procs.log("payload fault %s -> %s", rec, line)
         self.assertEqual(victim.grep(r"error .*payload checksum mismatch", since)[:1], [line])
         cur = reconnected_past(cur["session_id"], h.Pos(rec["segment"], rec["file_offset"]),
                                "a corrupt payload")
@@ -577,7 +578,7 @@ class ReplicaSideTest(h.ClusterTestCase):
             proxy.corrupt_next_data_header(byte_index)
             rec = proxy.wait_fault(10, nfaults + 1)
             line = victim.wait_log(r"error .*rejected frame: DATA_LOSS.*" + reason, 10, since)
-            h.log("header fault %s -> %s", rec, line)
+            procs.log("header fault %s -> %s", rec, line)
             self.assertEqual(h.dest_consistency(wal, victim.dest), [])
             cur = reconnected_past(cur["session_id"], h.Pos(rec["segment"], rec["frame_offset"]),
                                    "a corrupt header byte %d" % byte_index)
@@ -607,10 +608,10 @@ class ReplicaSideTest(h.ClusterTestCase):
         since = self.victim.log_size()
         self.proxy.stall_next_data_payload()
         rec = self.proxy.wait_fault(10)
-        h.log("stalled inside a DATA frame: %s", rec)
+        procs.log("stalled inside a DATA frame: %s", rec)
         try:
             line = self.victim.wait_log(r"timed out", 2 + 8, since)
-            h.log("replica gave up: %s", line)
+            procs.log("replica gave up: %s", line)
             self.reconnected_past(cur["session_id"], h.Pos(rec["segment"], rec["file_offset"]),
                                   "a stalled data socket")
         finally:

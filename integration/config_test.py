@@ -18,6 +18,7 @@ import subprocess
 import unittest
 
 from integration import harness as h
+from integration.walshiptest import daemons
 
 def packaging_file(name):
     """agent/packaging/NAME or replica/packaging/NAME, by the daemon it is for."""
@@ -35,18 +36,18 @@ def write(path, text):
     return path
 
 
-class ConfigAgent(h.Agent):
+class ConfigAgent(daemons.Agent):
     def __init__(self, config, *a, **kw):
-        h.Agent.__init__(self, *a, **kw)
+        daemons.Agent.__init__(self, *a, **kw)
         self.config = config
 
     def argv(self):
         return [h.binary(h.AGENT), "--config=" + self.config]
 
 
-class ConfigReplica(h.Replica):
+class ConfigReplica(daemons.Replica):
     def __init__(self, config, *a, **kw):
-        h.Replica.__init__(self, *a, **kw)
+        daemons.Replica.__init__(self, *a, **kw)
         self.config = config
 
     def argv(self):

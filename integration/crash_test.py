@@ -23,6 +23,7 @@ import time
 import unittest
 
 from integration import harness as h
+from integration.walshiptest import procs
 
 RATE = 1e6
 SEGMENT = 256 << 10
@@ -37,7 +38,7 @@ class CrashTest(h.ClusterTestCase):
         rng = random.Random(seed)
         schedule = list(SCHEDULE)
         rng.shuffle(schedule)
-        h.log("kill schedule: %s", " ".join(schedule))
+        procs.log("kill schedule: %s", " ".join(schedule))
 
         c = self.cluster
         wal = c.dir("wal")
@@ -80,7 +81,7 @@ class CrashTest(h.ClusterTestCase):
             for d in (replica, agent):
                 self.assertTrue(d.running(), "%s died on its own before step %d: exit %s"
                                 % (d.label, step, d.returncode()))
-            h.log("step %d/%d: kill -9 %s; acknowledged %s", step, len(schedule), victim, acked)
+            procs.log("step %d/%d: kill -9 %s; acknowledged %s", step, len(schedule), victim, acked)
             if victim in ("replica", "both"):
                 self.assertEqual(replica.kill(), -9)
                 kills["replica"] += 1
@@ -103,8 +104,8 @@ class CrashTest(h.ClusterTestCase):
             for fn in restart:
                 fn()
 
-        h.log("%d kills of the replica, %d of the agent, %d disk checks in %.1fs",
-              kills["replica"], kills["agent"], checked, time.monotonic() - t0)
+        procs.log("%d kills of the replica, %d of the agent, %d disk checks in %.1fs",
+                  kills["replica"], kills["agent"], checked, time.monotonic() - t0)
         self.assertGreaterEqual(kills["replica"] + kills["agent"], 20)
         gen.stop()
         self.wait_caught_up(agent, wal, [NAME], timeout=60)

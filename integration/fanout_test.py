@@ -17,6 +17,7 @@ import time
 import unittest
 
 from integration import harness as h
+from integration.walshiptest import procs
 
 RATE = 3e6
 SEGMENT = 1 << 20
@@ -61,7 +62,7 @@ class FanoutTest(h.ClusterTestCase):
         h.wait_until(lambda: h.flushed(h.try_status(self.agent), "fast") >= h.Pos(target, 1),
                      timeout, "fast to acknowledge %d segments past %s, into %s"
                      % (n, start, target), interval=0.1)
-        h.log("fast acknowledged from %s into %s while slow was stopped", start, target)
+        procs.log("fast acknowledged from %s into %s while slow was stopped", start, target)
 
     def finish(self):
         self.gen.stop()
@@ -75,7 +76,7 @@ class FanoutTest(h.ClusterTestCase):
         slow_before = self.entry("slow")
         self.slow.pause()
         stalled_at = self.wait_sent_stalls("slow")
-        h.log("slow's sent position stalled at %s", stalled_at)
+        procs.log("slow's sent position stalled at %s", stalled_at)
         flushed_stopped = h.pos_of(self.entry("slow")["flushed"])
         self.fast_passes_segments(4)
         e = self.entry("slow")
@@ -99,7 +100,7 @@ class FanoutTest(h.ClusterTestCase):
         try:
             line = self.agent.wait_log(r"replica slow \(session %s\): shipping stopped: .*"
                                        r"timed out" % slow_session, 8, since)
-            h.log("agent dropped the stalled session: %s", line)
+            procs.log("agent dropped the stalled session: %s", line)
         finally:
             self.slow.resume()
         h.wait_until(lambda: (self.entry("slow") or {}).get("session_id") != slow_session,

@@ -7,11 +7,9 @@ A small library, Python 3 standard library only:
     this checkout for manual runs (`python3 -m integration.e2e_test` from the
     repository root after `bazel build //agent:all //replica:all`), or
     $WALSHIP_BIN_DIR if that is set).
-  * Agent, Replica: process wrappers. start() waits (bounded) until the
-    daemon is up; stop() sends SIGTERM and returns the exit status; kill()
-    is kill -9; pause()/resume() are SIGSTOP/SIGCONT. Each daemon's stderr
-    goes to a log file that survives restarts (a banner line marks each
-    start); Cluster prints the tails of every log when a test fails.
+  * Cluster: the daemons (integration/walshiptest/daemons.py: Agent,
+    Replica), WAL generators and directories of one test; it stops them
+    all and prints the tails of every log when a test fails.
   * status(agent): walship-status --json, with uint64 strings turned into
     ints where it matters (see Pos and replica_entry()).
   * wait_until(pred, timeout, what): polls (integration/walshiptest/waits.py);
@@ -29,7 +27,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -40,8 +37,9 @@ import urllib.request
 
 from integration import statefile
 from integration.walshiptest import binaries
-from integration.walshiptest import ports
 from integration.walshiptest import waits
+from integration.walshiptest.daemons import Agent, Replica
+from integration.walshiptest.procs import log
 
 STATE_FILE = "walship.state"
 # The replica's own files in its destination (walship.state, walship.sums,
@@ -57,14 +55,6 @@ STATUS = binaries.STATUS
 binary = binaries.find
 runfile = binaries.runfile
 wait_until = waits.wait_until
-
-
-def log(msg, *args):
-    """Prints a timestamped progress line on stdout (the test log)."""
-    if args:
-        msg = msg % args
-    sys.stdout.write("[%s] %s\n" % (time.strftime("%H:%M:%S"), msg))
-    sys.stdout.flush()
 
 
 def make_tmpdir(prefix):
@@ -153,11 +143,6 @@ def parse_metrics(text):
         if m.group(1) not in typed and base not in typed:
             raise AssertionError("sample %s before its # TYPE line" % m.group(1))
     return samples
-
-
-def metrics_address(agent):
-    """HOST:PORT of an agent's /metrics (from its port file)."""
-    return ports.read_port_file(agent.port_file)["metrics"]
 
 
 def scrape(addr):
@@ -409,246 +394,6 @@ def acked_bytes_problems(src, dest, acked):
     elif st["pos"] < acked:
         problems.append("%s says %s, before the acknowledged %s" % (st["file"], st["pos"], acked))
     return problems
-
-
-# ---------------------------------------------------------------------------
-# Processes
-
-
-class Daemon(object):
-    """One walship process, restartable; stderr and stdout go to a log file."""
-
-    def __init__(self, label, logdir, env=None):
-        self.label = label
-        self.log_path = os.path.join(logdir, label + ".log")
-        self.proc = None
-        self.starts = 0
-        self._log_file = None
-        # Extra environment variables for the child (on top of ours).
-        self.env = dict(env or {})
-
-    def argv(self):
-        raise NotImplementedError
-
-    def _spawn(self):
-        if self.running():
-            raise RuntimeError("%s is already running" % self.label)
-        self.starts += 1
-        argv = self.argv()
-        with open(self.log_path, "a") as f:
-            f.write("==== harness: start #%d at %s: %s\n" % (
-                self.starts, time.strftime("%H:%M:%S"), " ".join(argv)))
-        self._log_file = open(self.log_path, "ab")
-        env = dict(os.environ, **self.env) if self.env else None
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                     stdout=self._log_file, stderr=subprocess.STDOUT,
-                                     close_fds=True, env=env)
-        log("%s started (pid %d)", self.label, self.proc.pid)
-
-    def running(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    @property
-    def pid(self):
-        return self.proc.pid if self.proc else None
-
-    def returncode(self):
-        return self.proc.poll() if self.proc else None
-
-    def _reap(self, timeout):
-        try:
-            rc = self.proc.wait(timeout)
-        finally:
-            if self._log_file:
-                self._log_file.close()
-                self._log_file = None
-        return rc
-
-    def stop(self, timeout=15):
-        """SIGTERM, wait; kill -9 after `timeout`. Returns the exit status
-        (negative: the signal that ended it); None if it never ran."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)  # a stopped process cannot exit
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                rc = self._reap(timeout)
-                log("%s stopped with SIGTERM: exit %s", self.label, rc)
-                return rc
-            except subprocess.TimeoutExpired:
-                log("%s did not exit within %.0fs of SIGTERM; killing it", self.label, timeout)
-                self.proc.kill()
-                self._reap(10)
-                return "hung on SIGTERM"
-        return self._reap(1)
-
-    def kill(self):
-        """kill -9 and reap. Returns the exit status (-9 if it was running)."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.kill()
-        rc = self._reap(10)
-        log("%s killed (-9): exit %s", self.label, rc)
-        return rc
-
-    def pause(self):
-        """SIGSTOP, and waits until every thread has stopped (kill(2) returns
-        before they all have)."""
-        self.proc.send_signal(signal.SIGSTOP)
-
-        def all_stopped():
-            task_dir = "/proc/%d/task" % self.proc.pid
-            try:
-                for tid in os.listdir(task_dir):
-                    with open(os.path.join(task_dir, tid, "stat")) as f:
-                        if f.read().rsplit(")", 1)[1].split()[0] not in ("T", "t"):
-                            return False
-            except FileNotFoundError:
-                return True  # exited meanwhile
-            return True
-
-        wait_until(all_stopped, 10, "%s to stop" % self.label, interval=0.005)
-        log("%s paused (SIGSTOP)", self.label)
-
-    def resume(self):
-        self.proc.send_signal(signal.SIGCONT)
-        log("%s resumed (SIGCONT)", self.label)
-
-    def log_text(self):
-        try:
-            return read_bytes(self.log_path).decode("utf-8", "replace")
-        except FileNotFoundError:
-            return ""
-
-    def log_size(self):
-        try:
-            return os.path.getsize(self.log_path)
-        except FileNotFoundError:
-            return 0
-
-    def log_lines(self, since=0):
-        """Log lines from byte offset `since` (see log_size())."""
-        try:
-            return read_bytes(self.log_path, since).decode("utf-8", "replace").splitlines()
-        except FileNotFoundError:
-            return []
-
-    def grep(self, pattern, since=0):
-        """Log lines matching regex `pattern`, from byte offset `since`."""
-        rx = re.compile(pattern)
-        return [l for l in self.log_lines(since) if rx.search(l)]
-
-    def wait_log(self, pattern, timeout, since=0):
-        """Waits for a log line matching `pattern`; returns the first one."""
-        lines = wait_until(lambda: self.grep(pattern, since), timeout,
-                           "%s to log /%s/" % (self.label, pattern))
-        return lines[0]
-
-    def tail(self, n=60):
-        return "\n".join(self.log_text().splitlines()[-n:])
-
-
-class Agent(Daemon):
-    """walship-agent over `wal_dir`. After start(): .control and .data are
-    "127.0.0.1:PORT"; restart(same_port=True) keeps the control port.
-
-    gRPC is plaintext (--insecure) unless `tls_args` gives the agent's
-    --tls-* flags; then status() uses `status_tls_args`."""
-
-    def __init__(self, wal_dir, workdir, label="agent", transport=None,
-                 listen="127.0.0.1:0", data_listen="127.0.0.1:0", extra_args=(),
-                 tls_args=None, status_tls_args=None):
-        Daemon.__init__(self, label, workdir)
-        self.tls_args = ["--insecure"] if tls_args is None else list(tls_args)
-        self.status_tls_args = (["--insecure"] if status_tls_args is None
-                                else list(status_tls_args))
-        self.wal_dir = wal_dir
-        self.transport = transport
-        self.listen = listen
-        self.data_listen = data_listen
-        self.extra_args = list(extra_args)
-        self.port_file = os.path.join(workdir, label + ".ports")
-        self.control = None
-        self.data = None
-
-    def argv(self):
-        a = [binary(AGENT), "--wal-dir=" + self.wal_dir, "--listen=" + self.listen,
-             "--data-listen=" + self.data_listen, "--port-file=" + self.port_file]
-        if self.transport:
-            a.append("--transport=" + self.transport)
-        return a + self.tls_args + self.extra_args
-
-    @property
-    def control_port(self):
-        return int(self.control.rsplit(":", 1)[1])
-
-    @property
-    def data_port(self):
-        return int(self.data.rsplit(":", 1)[1])
-
-    def start(self, timeout=20):
-        if os.path.exists(self.port_file):
-            os.unlink(self.port_file)
-        self._spawn()
-
-        def ready():
-            if not self.running():
-                raise AssertionError("%s exited (status %s) before listening:\n%s"
-                                     % (self.label, self.returncode(), self.tail()))
-            kv = ports.read_port_file(self.port_file) or {}
-            return kv if "control" in kv and "data" in kv else None
-
-        kv = wait_until(ready, timeout, "%s to write %s" % (self.label, self.port_file),
-                        interval=0.02)
-        self.control, self.data = kv["control"], kv["data"]
-        log("%s listening: control %s, data %s", self.label, self.control, self.data)
-        return self
-
-    def restart(self, same_port=True, timeout=20):
-        """Starts again after a stop or kill, on the same control port."""
-        if same_port and self.control:
-            self.listen = "127.0.0.1:%d" % self.control_port
-        return self.start(timeout)
-
-
-class Replica(Daemon):
-    """walship-replica following `agent` (an Agent; its control address is
-    read at each start) into `dest`. gRPC is plaintext (--insecure) unless
-    `tls_args` gives the replica's --tls-* flags. `target` is the binary's
-    (package, name), e.g. ("integration/chaos", "walship-replica-faulty");
-    `env` adds variables to its environment."""
-
-    def __init__(self, agent, dest, name, workdir, transport=None,
-                 data_address=None, extra_args=(), tls_args=None, target=REPLICA,
-                 env=None):
-        Daemon.__init__(self, "replica-" + name, workdir, env=env)
-        self.target = target
-        self.tls_args = ["--insecure"] if tls_args is None else list(tls_args)
-        self.agent = agent
-        self.dest = dest
-        self.name = name
-        self.transport = transport
-        self.data_address = data_address
-        self.extra_args = list(extra_args)
-
-    def argv(self):
-        addr = self.agent.control if isinstance(self.agent, Agent) else self.agent
-        a = [binary(self.target), "--agent=" + addr, "--dest=" + self.dest,
-             "--name=" + self.name]
-        if self.transport:
-            a.append("--transport=" + self.transport)
-        if self.data_address:
-            a.append("--data-address=" + self.data_address)
-        return a + self.tls_args + self.extra_args
-
-    def start(self):
-        self._spawn()
-        return self
-
-    def error_lines(self, since=0):
-        return self.grep(r" (error|critical) ", since)
 
 
 # ---------------------------------------------------------------------------

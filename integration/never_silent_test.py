@@ -131,7 +131,7 @@ class NeverSilentTest(h.ClusterTestCase):
         if restart_agent:
             self.assertEqual(agent.stop(), 0)
             agent.restart()
-        h.wait_until(lambda: h.metric_total(h.scrape(h.metrics_address(agent)),
+        h.wait_until(lambda: h.metric_total(h.scrape(agent.metrics),
                                             "walship_agent_source_bytes") == 300000,
                      10, "the agent to see the removals")
         since = replica.log_size()
@@ -184,7 +184,7 @@ class NeverSilentTest(h.ClusterTestCase):
         h.wait_until(lambda: state()[:2] == ("stalled", "no_progress"), 15,
                      lambda: "r1 stalled (no_progress), it is %s" % (state(),))
         self.assertGreater(state()[2], 0)
-        metrics = h.scrape(h.metrics_address(agent))
+        metrics = h.scrape(agent.metrics)
         self.assertEqual(h.metric_total(metrics, "walship_agent_replica_stalled", replica="r1",
                                         reason="no_progress"), 1)
         replica.resume()
@@ -200,7 +200,7 @@ class NeverSilentTest(h.ClusterTestCase):
         self.assertIn(state()[0], ("stalled", "stopped"))
         st = h.status(agent)
         self.assertIn("shrank", st["source_error"])
-        metrics = h.scrape(h.metrics_address(agent))
+        metrics = h.scrape(agent.metrics)
         self.assertEqual(h.metric_total(metrics, "walship_agent_source_up"), 0)
         table = subprocess.run([h.binary(h.STATUS), "--agent=" + agent.control, "--insecure"],
                                stdout=subprocess.PIPE, universal_newlines=True, timeout=10).stdout

@@ -11,6 +11,7 @@ import time
 import unittest
 
 from integration import harness as h
+from integration.walshiptest import procs
 
 RATE = 20_000_000
 SEGMENT = 16 << 20
@@ -31,7 +32,7 @@ class OpsTest(h.ClusterTestCase):
         gen.close()
         agent = c.agent(wal, extra_args=["--max-rate=%d" % RATE,
                                          "--metrics-listen=127.0.0.1:0"]).start()
-        addr = h.metrics_address(agent)
+        addr = agent.metrics
         c.replica(agent, "slow").start()
         # Skip the initial burst (a quarter second of credit) and connection.
         h.wait_until(lambda: total(h.scrape(addr), "walship_agent_bytes_shipped_total",
@@ -41,8 +42,8 @@ class OpsTest(h.ClusterTestCase):
         time.sleep(WINDOW)
         t1, b1 = time.monotonic(), total(h.scrape(addr), "walship_agent_bytes_shipped_total")
         rate = (b1 - b0) / (t1 - t0)
-        h.log("shipped %.0f bytes in %.2f s: %.2f MB/s (limit %.2f MB/s)",
-              b1 - b0, t1 - t0, rate / 1e6, RATE / 1e6)
+        procs.log("shipped %.0f bytes in %.2f s: %.2f MB/s (limit %.2f MB/s)",
+                  b1 - b0, t1 - t0, rate / 1e6, RATE / 1e6)
         self.assertLess(b1, BACKLOG, "the backlog ran out inside the window")
         self.assertGreaterEqual(rate, RATE * 0.9, "shipping slower than --max-rate - 10%")
         self.assertLessEqual(rate, RATE * 1.1, "shipping faster than --max-rate + 10%")
@@ -57,7 +58,7 @@ class OpsTest(h.ClusterTestCase):
         gen.close()
         agent = c.agent(wal, extra_args=["--allow-replicas=good, other",
                                          "--metrics-listen=127.0.0.1:0"]).start()
-        addr = h.metrics_address(agent)
+        addr = agent.metrics
         stranger = c.replica(agent, "stranger").start()
         good = c.replica(agent, "good").start()
         h.wait_until(lambda: not stranger.running(), 20, "the refused replica to exit")

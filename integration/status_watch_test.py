@@ -8,6 +8,7 @@ import subprocess
 import unittest
 
 from integration import harness as h
+from integration.walshiptest import procs
 
 RATE = 4_000_000
 BACKLOG = 40_000_000
@@ -32,7 +33,7 @@ class StatusWatchTest(h.ClusterTestCase):
                             "--interval-ms=700"], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=30)
         out = p.stdout.decode()
-        h.log("walship-status --watch:\n%s%s", out, p.stderr.decode())
+        procs.log("walship-status --watch:\n%s%s", out, p.stderr.decode())
         self.assertEqual(p.returncode, 0)
         self.assertEqual(out.count("\nstream "), 3, "--count=3 must print three tables")
         self.assertIn("THROUGHPUT", out)
@@ -50,7 +51,7 @@ class StatusWatchTest(h.ClusterTestCase):
         objs = [json.loads(l) for l in lines]
         self.assertFalse(objs[0]["replicas_progress"][0]["have_rate"])
         second = objs[1]["replicas_progress"][0]
-        h.log("second --json --watch sample: %s", second)
+        procs.log("second --json --watch sample: %s", second)
         self.assertEqual(second["name"], "behind")
         self.assertTrue(second["have_rate"])
         self.assertGreater(second["bytes_per_sec"], RATE * 0.5)

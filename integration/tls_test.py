@@ -57,7 +57,7 @@ class TlsTest(h.ClusterTestCase):
                         extra_args=["--allow-replicas=r1,r2,r3",
                                     "--metrics-listen=127.0.0.1:0"]).start()
         self.assertTrue(agent.grep(r"control on 127\.0\.0\.1:\d+ \(mutual TLS\)"))
-        metrics = h.metrics_address(agent)
+        metrics = agent.metrics
 
         good = c.replica(agent, "r1", tls_args=certs.args("r1")).start()
         self.wait_caught_up(agent, wal, ["r1"], timeout=60)

@@ -9,8 +9,8 @@ import time
 
 from integration import harness as kit
 from integration.bench.bench_procs import (
-    GIB, MIB, dir_bytes, log, median_summary, read_json_line, read_text, rm, rotate, snapshot,
-    tail)
+    GIB, MIB, dir_bytes, log, median_summary, read_json_line, read_text, rm, rotate, snapshot)
+from integration.walshiptest import daemons
 
 
 # ---------------------------------------------------------------------------
@@ -143,21 +143,21 @@ def end_of(wal_dir):
 def run_raw_catchup(ctx, src, transport, verify=False):
     dest = ctx.fresh_dir("dest-raw")
     port_file = os.path.join(dest + ".port")
-    recv = ctx.procs.spawn("raw-recv", [ctx.tool, "raw-recv", "--dest=" + dest,
+    recv = ctx.procs.start("raw-recv", [ctx.tool, "raw-recv", "--dest=" + dest,
                                         "--port-file=" + port_file, "--transport=" + transport]
                            + (["--verify"] if verify else []))
     kit.wait_until(lambda: os.path.exists(port_file) and read_text(port_file).strip(),
                        10, "raw-recv to listen", interval=0.01)
     addr = read_text(port_file).strip().split("=", 1)[1]
     t0 = time.monotonic()
-    send = ctx.procs.spawn("raw-send", [ctx.tool, "raw-send", "--connect=" + addr,
+    send = ctx.procs.start("raw-send", [ctx.tool, "raw-send", "--connect=" + addr,
                                         "--src=" + src, "--transport=" + transport]
                            + (["--verify"] if verify else []))
-    rc_s, ru_s = ctx.procs.wait_rusage(send, 900)
-    rc_r, ru_r = ctx.procs.wait_rusage(recv, 60)
+    rc_s, ru_s = send.wait_rusage(900)
+    rc_r, ru_r = recv.wait_rusage(60)
     if rc_s != 0 or rc_r != 0:
         raise RuntimeError("raw pipeline failed: send %s recv %s\n%s\n%s" % (
-            rc_s, rc_r, tail(send.log_path), tail(recv.log_path)))
+            rc_s, rc_r, send.tail(15), recv.tail(15)))
     summary = read_json_line(recv.log_path)
     sent = read_json_line(send.log_path)
     t1 = summary["t_end_ns"] / 1e9
@@ -183,7 +183,7 @@ def start_watch(ctx, dest, until=None, seconds=900):
             "--seconds=%d" % seconds]
     if until:
         args += ["--until-segment=" + until[0], "--until-offset=%d" % until[1]]
-    p = ctx.procs.spawn("watch", args)
+    p = ctx.procs.start("watch", args)
     p.watch_log = wlog
     time.sleep(0.1)  # let it add its inotify watch
     return p
@@ -205,15 +205,15 @@ def run_walship_catchup(ctx, src, transport, until, agent_args=(), extra=None):
     Returns throughput, CPU and RSS of both daemons. `extra(agent)` may add
     more to the result (the PostgreSQL backends' CPU)."""
     dest = ctx.fresh_dir("dest-ws")
-    agent = kit.Agent(src, ctx.logdir, label="agent-%s" % os.path.basename(dest),
+    agent = daemons.Agent(src, ctx.logdir, label="agent-%s" % os.path.basename(dest),
                           transport=transport, extra_args=agent_args).start()
     try:
         a0 = snapshot(agent.pid)
         before = extra(agent, None) if extra else None
         watch = start_watch(ctx, dest, until)
         t0 = time.monotonic()
-        replica = kit.Replica(agent, dest, "r1", ctx.logdir, transport=transport).start()
-        rc, _ = ctx.procs.wait_rusage(watch, 900)
+        replica = daemons.Replica(agent, dest, "r1", ctx.logdir, transport=transport).start()
+        rc, _ = watch.wait_rusage(900)
         w = read_json_line(watch.log_path)
         a1, r1 = snapshot(agent.pid), snapshot(replica.pid)
         if rc != 0 or not w.get("reached"):

@@ -5,6 +5,7 @@ import time
 from integration import harness as kit
 from integration.bench.bench_catchup import end_of, settle, start_watch, summarize
 from integration.bench.bench_procs import log, read_json_line, rm, rotate, snapshot
+from integration.walshiptest import daemons
 
 
 # ---------------------------------------------------------------------------
@@ -16,7 +17,7 @@ def run_fanout(ctx, src, n):
     ev = ctx.tool_json(["evict", "--dir=" + src])
     settle(ctx, (n + 1) * nbytes)  # the source read back, and n destinations
     end = end_of(src)
-    agent = kit.Agent(src, ctx.logdir, label="agent-fan%d" % n).start()
+    agent = daemons.Agent(src, ctx.logdir, label="agent-fan%d" % n).start()
     replicas, watches, dests = [], [], []
     try:
         a0 = snapshot(agent.pid)
@@ -25,10 +26,10 @@ def run_fanout(ctx, src, n):
             watches.append(start_watch(ctx, dests[-1], end))
         t0 = time.monotonic()
         for i in range(n):
-            replicas.append(kit.Replica(agent, dests[i], "f%d" % i, ctx.logdir).start())
+            replicas.append(daemons.Replica(agent, dests[i], "f%d" % i, ctx.logdir).start())
         ends = []
         for w in watches:
-            rc, _ = ctx.procs.wait_rusage(w, 900)
+            rc, _ = w.wait_rusage(900)
             s = read_json_line(w.log_path)
             if rc != 0 or not s.get("reached"):
                 raise RuntimeError("fan-out replica did not finish: %s\n%s" % (s, agent.tail()))
@@ -52,8 +53,8 @@ def run_fanout(ctx, src, n):
             r.stop()
         agent.stop()
         for w in watches:
-            if w.poll() is None:
-                ctx.procs.stop(w)
+            if w.alive():
+                w.stop()
         for d in dests:
             rm(d)
 

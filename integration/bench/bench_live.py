@@ -7,8 +7,8 @@ import time
 
 from integration import harness as kit
 from integration.bench.bench_catchup import read_watch_log, start_watch, summarize
-from integration.bench.bench_procs import dist, log, read_json_line, read_text, rm, rotate, tail
-from integration.drill import drillkit as dk
+from integration.bench.bench_procs import dist, log, read_json_line, read_text, rm, rotate
+from integration.walshiptest import daemons
 
 
 # ---------------------------------------------------------------------------
@@ -98,10 +98,10 @@ def run_live(ctx, variant, rate):
     agent = replica = recv = send = watch = None
     try:
         if variant == "probe":
-            w = ctx.procs.spawn("writer", writer_args)
+            w = ctx.procs.start("writer", writer_args)
             probe = ctx.tool_json(["fsync-probe", "--dir=" + dest, "--rate=%d" % rate,
                                    "--seconds=%g" % cfg.live_seconds])
-            ctx.procs.wait_rusage(w, 60)
+            w.wait_rusage(60)
             fs = probe["fdatasync"]
             res.update({"fdatasync_p50_ms": fs["p50_us"] / 1e3,
                         "fdatasync_p99_ms": fs["p99_us"] / 1e3,
@@ -110,37 +110,36 @@ def run_live(ctx, variant, rate):
         if variant == "raw":
             port_file = dest + ".port"
             dlog = dest + ".durable"
-            recv = ctx.procs.spawn("raw-recv", [ctx.tool, "raw-recv", "--dest=" + dest,
+            recv = ctx.procs.start("raw-recv", [ctx.tool, "raw-recv", "--dest=" + dest,
                                                 "--port-file=" + port_file,
                                                 "--durable-log=" + dlog])
             kit.wait_until(lambda: os.path.exists(port_file) and read_text(port_file),
                                10, "raw-recv to listen", interval=0.01)
             addr = read_text(port_file).strip().split("=", 1)[1]
-            send = ctx.procs.spawn("raw-send", [ctx.tool, "raw-send", "--connect=" + addr,
+            send = ctx.procs.start("raw-send", [ctx.tool, "raw-send", "--connect=" + addr,
                                                 "--src=" + src, "--follow"])
             time.sleep(0.2)
         else:
             transport = "copy" if variant == "walship-copy" else "zerocopy"
-            agent = kit.Agent(src, ctx.logdir, label="agent-live", transport=transport)
+            agent = daemons.Agent(src, ctx.logdir, label="agent-live", transport=transport)
             agent.start()
-            metrics_addr = "127.0.0.1:%d" % dk.free_port()
-            replica = kit.Replica(agent, dest, "live", ctx.logdir, transport=transport,
-                                  extra_args=["--metrics-listen=" + metrics_addr])
+            replica = daemons.Replica(agent, dest, "live", ctx.logdir, transport=transport,
+                                      extra_args=["--metrics-listen=127.0.0.1:0"])
             replica.start()
             kit.wait_until(lambda: os.path.exists(os.path.join(dest, "walship.state")),
                                20, "the replica to bind its directory", interval=0.02)
             watch = start_watch(ctx, dest)
-        w = ctx.procs.spawn("writer", writer_args)
-        rc, _ = ctx.procs.wait_rusage(w, cfg.live_seconds + 60)
+        w = ctx.procs.start("writer", writer_args)
+        rc, _ = w.wait_rusage(cfg.live_seconds + 60)
         if rc != 0:
-            raise RuntimeError("writer failed: %s" % tail(w.log_path))
+            raise RuntimeError("writer failed: %s" % w.tail(15))
         wsum = read_json_line(w.log_path)
         records = writer_log(wlog, seg)
         end = records[-1][0] if records else 0
         if variant == "raw":
             time.sleep(1.0)  # let it drain, then end it: the final sync comes after
-            ctx.procs.stop(send)
-            ctx.procs.wait_rusage(recv, 60)
+            send.stop()
+            recv.wait_rusage(60)
             own = read_json_line(recv.log_path)["fdatasync"]
             res.update({"own_fdatasync_p50_ms": own["p50_us"] / 1e3,
                         "own_fdatasync_p99_ms": own["p99_us"] / 1e3})
@@ -157,12 +156,12 @@ def run_live(ctx, variant, rate):
                                interval=0.05)
             # The replica's own device flushes during the run (its data
             # fdatasyncs), the reference the live target names.
-            samples = kit.scrape(metrics_addr)
+            samples = kit.scrape(replica.metrics_address())
             name = "walship_replica_data_fdatasync_seconds"
             for q, key in ((0.5, "own_fdatasync_p50_ms"), (0.99, "own_fdatasync_p99_ms")):
                 v = histogram_quantile(samples, name, q)
                 res[key] = v * 1e3 if v is not None else None
-            ctx.procs.stop(watch)
+            watch.stop()
             durable = [(seg_global(s, o, seg), t) for s, o, _, t in read_watch_log(watch.watch_log)
                        if s != "-"]
         lat, missing = lags(records, durable)
@@ -173,8 +172,8 @@ def run_live(ctx, variant, rate):
         return res
     finally:
         for p in (send, recv, watch):
-            if p is not None and p.poll() is None:
-                ctx.procs.stop(p)
+            if p is not None and p.alive():
+                p.stop()
         if replica is not None:
             replica.stop()
         if agent is not None:

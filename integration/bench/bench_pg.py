@@ -1,98 +1,64 @@
-"""The PostgreSQL section: the benchmark's cluster (Pg, PsqlSession), CPU
+"""The PostgreSQL section: the benchmark's cluster (Pg), CPU
 sampling, walship against pg_receivewal on a backlog."""
 
 import os
-import pwd
-import signal
-import subprocess
 import threading
 import time
 
-from integration import harness as kit
 from integration.bench.bench_catchup import (
     WARM_UP_NOTE, cpu_per_gib, round_name, rounds_after_warm_up, run_walship_catchup, settle,
     summarize)
 from integration.bench.bench_procs import (
-    BENCH_USER, MIB, log, proc_stat_cpu, proc_status_kb, rm, tail)
-from integration.drill import drillkit as dk
+    BENCH_USER, MIB, log, proc_stat_cpu, proc_status_kb, rm)
+from integration.walshiptest.lsn import fmt_lsn, parse_lsn, parse_segment, segment_name
+from integration.walshiptest.pg import PgCluster, PgEnv
+from integration.walshiptest.ports import free_port
+from integration.walshiptest.waits import StepError
 
 
 # ---------------------------------------------------------------------------
 # PostgreSQL
 
 
-class Pg(object):
-    """A PostgreSQL 15 primary owned by this run (postgres -D, as BENCH_USER)."""
+class Pg(PgCluster):
+    """The benchmark's PostgreSQL 15 primary: a walshiptest.pg cluster in a
+    PgEnv of its own under the run's work directory (run as BENCH_USER when
+    we are root), with one shared psql session for the queries the
+    benchmark repeats."""
 
     def __init__(self, ctx, segsize_mb):
-        self.ctx = ctx
-        self.bin = dk.find_pg_bin()  # raises, naming where it looked
-        self.user = (dk.ensure_user(BENCH_USER, "walship benchmark") if os.geteuid() == 0
-                     else pwd.getpwuid(os.getuid()))
-        self.root = ctx.fresh_dir("pg")
-        self.data = os.path.join(self.root, "data")
-        self.sock = self.root
-        self.port = dk.free_port()
+        env = PgEnv(user=BENCH_USER, base_dir=ctx.work, keep=ctx.keep, purpose="walship benchmark",
+                    walship_binaries=(), prefix="pg-")
+        # A unix socket only: the port names the socket (PostgreSQL takes no port 0).
+        PgCluster.__init__(self, env, "postgres", os.path.join(env.work, "data"), env.work,
+                           free_port(), ctx.logdir)
         self.segsize = segsize_mb * MIB
-        os.chown(self.root, self.user.pw_uid, self.user.pw_gid)
-        self.env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-                    "HOME": self.user.pw_dir if os.path.isdir(self.user.pw_dir) else self.root}
-        self.conninfo = "host=%s port=%d user=postgres dbname=postgres" % (self.sock, self.port)
-        self.proc = None
         self._session = None
 
     def tool(self, name):
-        return os.path.join(self.bin, name)
-
-    def as_user(self, argv, timeout=300):
-        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           timeout=timeout, env=self.env, cwd=self.root,
-                           user=self.user.pw_uid, group=self.user.pw_gid, extra_groups=[])
-        if r.returncode != 0:
-            raise RuntimeError("%s failed: %s" % (" ".join(argv), r.stdout[-2000:]))
-        return r.stdout
+        return self.env.pg(name)
 
     def setup(self):
-        self.as_user([self.tool("initdb"), "-D", self.data, "-U", "postgres", "-A", "trust",
-                      "--wal-segsize=%d" % (self.segsize // MIB)])
-        with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
-            f.write("\n# walship benchmark\n"
-                    "listen_addresses = ''\nport = %d\nunix_socket_directories = '%s'\n"
-                    "wal_level = replica\nmax_wal_senders = 10\nmax_replication_slots = 10\n"
-                    "wal_keep_size = 0\nmax_wal_size = '64GB'\nmin_wal_size = '64MB'\n"
-                    "checkpoint_timeout = '1d'\nsynchronous_commit = on\nfsync = on\n"
-                    "shared_buffers = '256MB'\nautovacuum = off\n"
-                    "log_min_messages = warning\n" % (self.port, self.sock))
+        self.initdb(self.segsize // MIB)
+        self.configure({
+            "listen_addresses": "", "port": self.port, "unix_socket_directories": self.sockdir,
+            "wal_level": "replica", "max_wal_senders": 10, "max_replication_slots": 10,
+            "wal_keep_size": 0, "max_wal_size": "64GB", "min_wal_size": "64MB",
+            "checkpoint_timeout": "1d", "synchronous_commit": "on", "fsync": "on",
+            "shared_buffers": "256MB", "autovacuum": "off", "log_min_messages": "warning"})
         self.start()
 
-    def start(self):
-        self.proc = self.ctx.procs.spawn("postgres", [self.tool("postgres"), "-D", self.data],
-                                         user=self.user, env=self.env, cwd=self.root)
-
-        def ready():
-            if self.proc.poll() is not None:
-                raise RuntimeError("postgres exited: %s" % tail(self.proc.log_path))
-            return subprocess.run([self.tool("pg_isready"), "-q", "-h", self.sock, "-p",
-                                   str(self.port)], timeout=10).returncode == 0
-        kit.wait_until(ready, 60, "PostgreSQL to accept connections", interval=0.1)
-
-    def psql(self, sql, timeout=600):
-        r = subprocess.run([self.tool("psql"), "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1",
-                            "-h", self.sock, "-p", str(self.port), "-U", "postgres",
-                            "-c", sql, "postgres"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           timeout=timeout)
-        if r.returncode != 0:
-            raise RuntimeError("psql %r failed: %s" % (sql, r.stdout.strip()))
-        return r.stdout.strip()
+    def psql(self, sql, timeout=600, check=True):
+        return PgCluster.psql(self, sql, timeout=timeout, check=check)
 
     def session(self):
+        """The shared PsqlSession (thread-safe)."""
         if self._session is None:
-            self._session = PsqlSession(self)
+            self._session = PgCluster.session(self)
         return self._session
 
     def flush_lsn(self):
-        return dk.parse_lsn(self.session().query("SELECT pg_current_wal_flush_lsn()"))
+        return parse_lsn(self.session().fetch("SELECT pg_current_wal_flush_lsn()"))
 
     def drop_slot(self, name):
         for _ in range(100):
@@ -100,74 +66,31 @@ class Pg(object):
                 self.psql("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
                           "WHERE slot_name = '%s'" % name)
                 return
-            except RuntimeError as e:
+            except StepError as e:
                 if "is active" not in str(e):
                     raise
                 time.sleep(0.1)
         raise RuntimeError("slot %s stayed active" % name)
 
     def backend_pids(self, application_name):
-        out = self.session().query(
+        out = self.session().fetch(
             "SELECT coalesce(string_agg(pid::text, ','), '') FROM pg_stat_activity "
             "WHERE application_name = '%s'" % application_name)
         return [int(x) for x in out.split(",") if x]
 
     def segment_of(self, lsn):
         """(WAL file name on timeline 1, offset) of the byte before `lsn`."""
-        seg, off = (lsn - 1) // self.segsize, (lsn - 1) % self.segsize + 1
-        per_xlogid = 0x100000000 // self.segsize
-        return "%08X%08X%08X" % (1, seg // per_xlogid, seg % per_xlogid), off
+        return segment_name(1, (lsn - 1) // self.segsize, self.segsize), \
+            (lsn - 1) % self.segsize + 1
 
     def lsn_of(self, segment, offset):
-        tli, hi, lo = int(segment[:8], 16), int(segment[8:16], 16), int(segment[16:24], 16)
-        return (hi * (0x100000000 // self.segsize) + lo) * self.segsize + offset
+        return parse_segment(segment, self.segsize)[1] * self.segsize + offset
 
     def close(self):
         if self._session:
             self._session.close()
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)  # fast shutdown
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-
-class PsqlSession(object):
-    """One long-lived psql for frequent one-row queries."""
-
-    def __init__(self, pg):
-        self.p = subprocess.Popen([pg.tool("psql"), "-X", "-A", "-t", "-q", "-h", pg.sock,
-                                   "-p", str(pg.port), "-U", "postgres", "postgres"],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True, bufsize=1)
-        self.lock = threading.Lock()
-
-    def query(self, sql):
-        with self.lock:
-            self.p.stdin.write(sql + ";\n\\echo __EOQ__\n")
-            self.p.stdin.flush()
-            lines = []
-            while True:
-                line = self.p.stdout.readline()
-                if not line:
-                    raise RuntimeError("psql session ended")
-                line = line.rstrip("\n")
-                if line == "__EOQ__":
-                    break
-                lines.append(line)
-        if len(lines) != 1:
-            raise RuntimeError("query %r: %r" % (sql, lines))
-        return lines[0]
-
-    def close(self):
-        try:
-            self.p.stdin.close()
-            self.p.wait(10)
-        except Exception:
-            self.p.kill()
-        self.p.stdout.close()
+        self.stop("fast", timeout=60)
+        self.env.close()
 
 
 class CpuSampler(object):
@@ -206,7 +129,7 @@ def pg_make_backlog(ctx, pg):
     """A big INSERT after a checkpoint and the slots that keep its WAL."""
     pg.psql("CHECKPOINT")
     pg.psql("SELECT pg_create_physical_replication_slot('bench_hold', true)")
-    start = dk.parse_lsn(pg.psql("SELECT restart_lsn FROM pg_replication_slots "
+    start = parse_lsn(pg.psql("SELECT restart_lsn FROM pg_replication_slots "
                               "WHERE slot_name = 'bench_hold'"))
     pg.psql("CREATE TABLE bench_fill (id bigint, pad text)")
     target = start + ctx.cfg.pg_backlog_bytes
@@ -219,7 +142,7 @@ def pg_make_backlog(ctx, pg):
     end = pg.flush_lsn()
     seg_start = start - start % pg.segsize
     log("PostgreSQL backlog: %s .. %s (%d MiB of WAL from the segment start)",
-        dk.fmt_lsn(seg_start), dk.fmt_lsn(end), (end - seg_start) // MIB)
+        fmt_lsn(seg_start), fmt_lsn(end), (end - seg_start) // MIB)
     return seg_start, end
 
 
@@ -236,8 +159,9 @@ def run_pg_walship(ctx, pg, start, target, transport="zerocopy"):
         return {"agent_backend_cpu_s": sum(c - before.get(p, 0.0) for p, c in now.items())}
 
     r, dest = run_walship_catchup(
-        ctx, os.path.join(pg.data, "pg_wal"), transport, until,
-        agent_args=["--format=postgres", "--pg-data=" + pg.data, "--pg-conninfo=" + pg.conninfo,
+        ctx, os.path.join(pg.datadir, "pg_wal"), transport, until,
+        agent_args=["--format=postgres", "--pg-data=" + pg.datadir,
+                    "--pg-conninfo=" + pg.conninfo(),
                     "--pg-slot=walship", "--state-dir=" + ctx.fresh_dir("agent-state")],
         extra=backends)
     rm(dest)
@@ -251,33 +175,33 @@ def run_pg_walship(ctx, pg, start, target, transport="zerocopy"):
 def run_pg_receivewal(ctx, pg, start, target):
     pg.drop_slot("bench_rw")
     pg.psql("SELECT pg_create_physical_replication_slot('bench_rw', true)")
-    restart = dk.parse_lsn(pg.psql("SELECT restart_lsn FROM pg_replication_slots "
+    restart = parse_lsn(pg.psql("SELECT restart_lsn FROM pg_replication_slots "
                                 "WHERE slot_name = 'bench_rw'"))
     if restart - restart % pg.segsize != start:
         raise RuntimeError("bench_rw starts at %s, not at the backlog start %s" % (
-            dk.fmt_lsn(restart), dk.fmt_lsn(start)))
+            fmt_lsn(restart), fmt_lsn(start)))
     dest = ctx.fresh_dir("dest-rw")
     sampler = CpuSampler(lambda cmd: cmd.startswith("postgres: walsender"))
     t0 = time.monotonic()
-    p = ctx.procs.spawn("pg_receivewal", [pg.tool("pg_receivewal"), "-D", dest, "-S", "bench_rw",
-                                          "--synchronous", "-n", "-E", dk.fmt_lsn(target),
-                                          "-d", pg.conninfo])
+    p = ctx.procs.start("pg_receivewal", [pg.tool("pg_receivewal"), "-D", dest, "-S", "bench_rw",
+                                          "--synchronous", "-n", "-E", fmt_lsn(target),
+                                          "-d", pg.conninfo()])
     hwm = {"kb": None}
 
     def watch_hwm():  # VmHWM while it runs (ru_maxrss would include our RSS at fork)
-        while p.returncode is None:
+        while not p.reaped:
             v = proc_status_kb(p.pid, "VmHWM")
             if v:
                 hwm["kb"] = v
             time.sleep(0.05)
     th = threading.Thread(target=watch_hwm, daemon=True)
     th.start()
-    rc, ru = ctx.procs.wait_rusage(p, 900)
+    rc, ru = p.wait_rusage(900)
     t1 = time.monotonic()
     th.join(1)
     sender_cpu = sampler.total()
     if rc != 0:
-        raise RuntimeError("pg_receivewal exited %s: %s" % (rc, tail(p.log_path)))
+        raise RuntimeError("pg_receivewal exited %s: %s" % (rc, p.tail(15)))
     rm(dest)
     nbytes = target - start
     r = {"bytes": nbytes, "seconds": t1 - t0, "mb_s": nbytes / 1e6 / (t1 - t0),

@@ -13,7 +13,10 @@ from integration.bench.bench_catchup import read_watch_log, start_watch, summari
 from integration.bench.bench_live import flushed_at, lags
 from integration.bench.bench_procs import (
     dist, log, median_summary, proc_stat_cpu, read_text, rm, rotate, walship_threads)
-from integration.drill import drillkit as dk
+from integration.walshiptest import daemons
+from integration.walshiptest.lsn import parse_lsn
+from integration.walshiptest.pg import SUPERUSER
+from integration.walshiptest.waits import StepError
 
 
 # ---------------------------------------------------------------------------
@@ -22,7 +25,7 @@ from integration.drill import drillkit as dk
 
 def standby_flushed(pg, application_name):
     """flush_lsn of the walsender serving `application_name` (0 before it reports)."""
-    return dk.parse_lsn(pg.session().query(
+    return parse_lsn(pg.session().fetch(
         "SELECT coalesce((SELECT flush_lsn::text FROM pg_stat_replication "
         "WHERE application_name = '%s'), '0/0')" % application_name))
 
@@ -43,7 +46,7 @@ while True:
 def run_pgbench(ctx, pg, variant):
     cfg = ctx.cfg
     pg.psql("CHECKPOINT")
-    agent = replica = rw = watch = relay = recv = busy = None
+    agent = replica = rw = watch = relay = recv = busy = metrics_addr = None
     dest = None
     variant, query_ms = split_query_interval(variant)
     try:
@@ -52,9 +55,9 @@ def run_pgbench(ctx, pg, variant):
         if ws:
             pg.drop_slot("walship")
             dest = ctx.fresh_dir("pgb-ws")
-            agent = kit.Agent(os.path.join(pg.data, "pg_wal"), ctx.logdir, label="agent-pgb",
-                                  extra_args=["--format=postgres", "--pg-data=" + pg.data,
-                                              "--pg-conninfo=" + pg.conninfo,
+            agent = daemons.Agent(os.path.join(pg.datadir, "pg_wal"), ctx.logdir, label="agent-pgb",
+                                  extra_args=["--format=postgres", "--pg-data=" + pg.datadir,
+                                              "--pg-conninfo=" + pg.conninfo(),
                                               "--pg-slot=walship",
                                               "--state-dir=" + ctx.fresh_dir("agent-state"),
                                               "--pg-feed=%s" % ("true" if feed else "false")] +
@@ -62,9 +65,9 @@ def run_pgbench(ctx, pg, variant):
                                    else []) +
                                   (["--pg-query-interval-ms=%d" % query_ms] if query_ms
                                    else [])).start()
-            metrics_addr = "127.0.0.1:%d" % dk.free_port()
-            replica = kit.Replica(agent, dest, "pgb", ctx.logdir,
-                                  extra_args=["--metrics-listen=" + metrics_addr]).start()
+            replica = daemons.Replica(agent, dest, "pgb", ctx.logdir,
+                                      extra_args=["--metrics-listen=127.0.0.1:0"]).start()
+            metrics_addr = replica.metrics_address()
             now = pg.flush_lsn()
 
             def ws_flushed():
@@ -77,9 +80,9 @@ def run_pgbench(ctx, pg, variant):
             pg.drop_slot("bench_rw")
             pg.psql("SELECT pg_create_physical_replication_slot('bench_rw', true)")
             dest = ctx.fresh_dir("pgb-rw")
-            rw = ctx.procs.spawn("pg_receivewal", [pg.tool("pg_receivewal"), "-D", dest, "-S",
+            rw = ctx.procs.start("pg_receivewal", [pg.tool("pg_receivewal"), "-D", dest, "-S",
                                                    "bench_rw", "--synchronous", "-n",
-                                                   "-d", pg.conninfo])
+                                                   "-d", pg.conninfo()])
             now = pg.flush_lsn()
 
             kit.wait_until(lambda: standby_flushed(pg, "pg_receivewal") >= now, 120,
@@ -90,7 +93,7 @@ def run_pgbench(ctx, pg, variant):
             follow_query = variant == "raw-relay-query"
             dest = ctx.fresh_dir("pgb-relay")
             port_file = dest + ".port"
-            recv = ctx.procs.spawn("relay-recv", [
+            recv = ctx.procs.start("relay-recv", [
                 ctx.tool, "relay-recv", "--dest=" + dest, "--port-file=" + port_file,
                 "--segment-bytes=%d" % pg.segsize,
                 "--prealloc=" + (variant[len("raw-relay-"):]
@@ -100,9 +103,9 @@ def run_pgbench(ctx, pg, variant):
                            10, "relay-recv to listen", interval=0.01)
             addr = read_text(port_file).strip().split("=", 1)[1]
             now = pg.flush_lsn()
-            relay = ctx.procs.spawn("relay-send", [
-                ctx.tool, "relay-send", "--conninfo=" + pg.conninfo,
-                "--wal-dir=" + os.path.join(pg.data, "pg_wal"), "--connect=" + addr,
+            relay = ctx.procs.start("relay-send", [
+                ctx.tool, "relay-send", "--conninfo=" + pg.conninfo(),
+                "--wal-dir=" + os.path.join(pg.datadir, "pg_wal"), "--connect=" + addr,
                 "--system-id=" + pg.psql("SELECT system_identifier FROM pg_control_system()"),
                 "--segment-bytes=%d" % pg.segsize,
                 "--follow=" + ("query" if follow_query else "feed")] +
@@ -161,8 +164,8 @@ def run_pgbench(ctx, pg, variant):
             while not stop.is_set():
                 t_sent = time.monotonic()
                 try:
-                    p_lsn, p_epoch, r_lsn, r_lag = sess.query(q).split()
-                except RuntimeError:
+                    p_lsn, p_epoch, r_lsn, r_lag = sess.fetch(q).split()
+                except StepError:
                     break
                 # The server's wall clock on this machine's monotonic clock.
                 t = float(p_epoch) - (time.time() - time.monotonic())
@@ -172,10 +175,10 @@ def run_pgbench(ctx, pg, variant):
                 # CPUs during walship's rounds only.
                 ws_lsn = None
                 if not ws and r_lsn != "-":
-                    ws_lsn = dk.parse_lsn(r_lsn)
-                samples.append((t, dk.parse_lsn(p_lsn), ws_lsn,
+                    ws_lsn = parse_lsn(r_lsn)
+                samples.append((t, parse_lsn(p_lsn), ws_lsn,
                                 float(r_lag) if r_lag != "-" else None,
-                                dk.parse_lsn(r_lsn) if r_lsn != "-" else 0))
+                                parse_lsn(r_lsn) if r_lsn != "-" else 0))
                 stop.wait(0.01)
 
         def load(seconds, samples, query_waits):
@@ -186,8 +189,8 @@ def run_pgbench(ctx, pg, variant):
             th.start()
             out = subprocess.run([pg.tool("pgbench"), "-n", "-M", "prepared",
                                   "-c", str(cfg.pgbench_clients), "-j", "2",
-                                  "-T", str(seconds), "-h", pg.sock, "-p", str(pg.port),
-                                  "-U", "postgres", "postgres"],
+                                  "-T", str(seconds), "-h", pg.sockdir, "-p", str(pg.port),
+                                  "-U", SUPERUSER, "postgres"],
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  timeout=seconds + 120)
             stop.set()
@@ -203,7 +206,7 @@ def run_pgbench(ctx, pg, variant):
         # flush_lag of the receiver's last reply before it, however old.
         load_from = pg.flush_lsn()
         if variant == "pg_receivewal-busy":
-            busy = ctx.procs.spawn("busy", [sys.executable, "-c", BUSY_LOOP,
+            busy = ctx.procs.start("busy", [sys.executable, "-c", BUSY_LOOP,
                                             str(cfg.pgbench_busy_cores)])
         # Phase 1: lag.
         watch_cpu0 = proc_stat_cpu(watch.pid) or 0.0 if watch is not None else None
@@ -212,7 +215,7 @@ def run_pgbench(ctx, pg, variant):
         if watch is not None:
             observer_cores = (((proc_stat_cpu(watch.pid) or watch_cpu0) - watch_cpu0) /
                               cfg.pgbench_lag_seconds)
-            ctx.procs.stop(watch)
+            watch.stop()
         # Phase 2: TPS and CPU.
         cpu0 = {p: proc_stat_cpu(p) or 0.0 for p in sender_pids + receiver_pids}
         if busy is not None:
@@ -297,15 +300,15 @@ def run_pgbench(ctx, pg, variant):
         res.update({"byte_lag_p50": bd["p50"], "byte_lag_p99": bd["p99"], "byte_lag_max": bd["max"]})
         return res
     finally:
-        if watch is not None and watch.poll() is None:
-            ctx.procs.stop(watch)
+        if watch is not None and watch.alive():
+            watch.stop()
         if replica is not None:
             replica.stop()
         if agent is not None:
             agent.stop()
         for p in (rw, relay, recv, busy):
             if p is not None:
-                ctx.procs.stop(p)
+                p.stop()
         if dest:
             rm(dest)
 
@@ -332,7 +335,7 @@ def section_pgbench(ctx, pg):
     pg.psql("DROP TABLE IF EXISTS bench_fill")
     pg.psql("CHECKPOINT")
     r = subprocess.run([pg.tool("pgbench"), "-i", "-q", "-s", str(cfg.pgbench_scale),
-                        "-h", pg.sock, "-p", str(pg.port), "-U", "postgres", "postgres"],
+                        "-h", pg.sockdir, "-p", str(pg.port), "-U", SUPERUSER, "postgres"],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     if r.returncode != 0:
         raise RuntimeError("pgbench -i failed: %s" % r.stdout[-2000:])

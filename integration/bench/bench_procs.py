@@ -1,17 +1,15 @@
 """The benchmark's configuration, statistics, /proc readings (CPU, threads,
-memory, I/O), and the process registry and context (Procs, Ctx)."""
+memory, I/O), and the run's context (Ctx: its directories and a
+walshiptest.procs.Launcher of every process it starts)."""
 
 import json
 import os
 import random
 import shutil
-import signal
 import statistics
-import subprocess
-import time
 
-from integration import harness as kit
 from integration.walshiptest import binaries
+from integration.walshiptest import procs
 
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -19,7 +17,7 @@ MIB = 1 << 20
 GIB = 1 << 30
 BENCH_USER = "walship-bench"
 
-log = kit.log
+log = procs.log
 
 
 # ---------------------------------------------------------------------------
@@ -230,70 +228,6 @@ def read_json_line(path):
 
 
 # ---------------------------------------------------------------------------
-# Processes
-
-
-class Procs(object):
-    """Processes this run started (by pid); killed at the end if still alive."""
-
-    def __init__(self, logdir):
-        self.logdir = logdir
-        self.procs = []
-        self.counter = 0
-
-    def spawn(self, label, argv, user=None, env=None, cwd=None):
-        self.counter += 1
-        path = os.path.join(self.logdir, "%03d-%s.log" % (self.counter, label))
-        f = open(path, "ab")
-        f.write(("==== %s: %s\n" % (time.strftime("%H:%M:%S"), " ".join(argv))).encode())
-        f.flush()
-        kw = {}
-        if user is not None:
-            kw = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
-                             close_fds=True, env=env, cwd=cwd, start_new_session=True, **kw)
-        f.close()
-        p.log_path = path
-        p.label = label
-        self.procs.append(p)
-        return p
-
-    def wait_rusage(self, p, timeout):
-        """Reaps `p`; returns (exit status, resource usage). Kills it after timeout."""
-        deadline = time.monotonic() + timeout
-        while True:
-            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-            if pid == p.pid:
-                p.returncode = os.waitstatus_to_exitcode(status)
-                return p.returncode, ru
-            if time.monotonic() > deadline:
-                log("%s (pid %d) still running after %.0fs: killing it", p.label, p.pid, timeout)
-                os.kill(p.pid, signal.SIGKILL)
-                deadline = time.monotonic() + 10
-                timeout = 10
-            time.sleep(0.005)
-
-    def stop(self, p, sig=signal.SIGTERM, timeout=15):
-        if p.poll() is None:
-            p.send_signal(sig)
-            try:
-                p.wait(timeout)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(10)
-        return p.returncode
-
-    def kill_all(self):
-        for p in self.procs:
-            try:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait(10)
-            except Exception:  # keep cleaning up
-                pass
-
-
-# ---------------------------------------------------------------------------
 # The run context
 
 
@@ -305,7 +239,7 @@ class Ctx(object):
         self.keep = keep
         self.logdir = os.path.join(work, "logs")
         os.makedirs(self.logdir, exist_ok=True)
-        self.procs = Procs(self.logdir)
+        self.procs = procs.Launcher(logdir=self.logdir)  # every process of the run
         self.tool = binaries.find(binaries.BENCHTOOL)
         self.seed = random.SystemRandom().randrange(1 << 31)
         self.dir_counter = 0
@@ -320,19 +254,11 @@ class Ctx(object):
 
     def tool_json(self, args, timeout=600):
         """Runs benchtool to completion; returns its JSON summary."""
-        p = self.procs.spawn("benchtool-" + args[0], [self.tool] + args)
-        rc, _ = self.procs.wait_rusage(p, timeout)
+        p = self.procs.start("benchtool-" + args[0], [self.tool] + args)
+        rc, _ = p.wait_rusage(timeout)
         if rc != 0:
-            raise RuntimeError("benchtool %s exited %s: %s" % (args[0], rc, tail(p.log_path)))
+            raise RuntimeError("benchtool %s exited %s: %s" % (args[0], rc, p.tail(15)))
         return read_json_line(p.log_path)
-
-
-def tail(path, n=15):
-    try:
-        with open(path, errors="replace") as f:
-            return "\n".join(f.read().splitlines()[-n:])
-    except FileNotFoundError:
-        return "(no log)"
 
 
 def rm(path):

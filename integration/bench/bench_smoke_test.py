@@ -10,7 +10,8 @@ import unittest
 import xml.etree.ElementTree as ET
 
 from integration.bench import bench
-from integration.drill import drillkit as dk
+from integration.walshiptest.pg import find_pg_bin
+from integration.walshiptest.waits import StepError
 
 
 class BenchSmokeTest(unittest.TestCase):
@@ -20,8 +21,8 @@ class BenchSmokeTest(unittest.TestCase):
                            "bench")
         sections = list(bench.SECTIONS)
         try:
-            dk.find_pg_bin()
-        except dk.DrillError:  # no PostgreSQL 15 here
+            find_pg_bin()
+        except StepError:  # no PostgreSQL 15 here
             sections = [s for s in sections if s not in ("pg", "pgbench")]
         rc = bench.main(["--quick", "--out", out, "--sections", ",".join(sections)])
 

@@ -28,12 +28,12 @@ import threading
 import time
 import traceback
 
-from integration import harness as h
 from integration.chaos import append_world
 from integration.chaos import checks
 from integration.chaos import faults
 from integration.chaos import netfault
 from integration.chaos import report
+from integration.walshiptest import procs
 
 
 class Params(object):
@@ -70,8 +70,8 @@ class Campaign(object):
                     "invariant": invariant, "detail": p,
                     "replay": faults.replay_command(self.seed, f.index, self.quick) if f
                     else None})
-                h.log("INVARIANT FAILED [%s] %s: %s", invariant,
-                      faults.describe(f) if f else "end", p)
+                procs.log("INVARIANT FAILED [%s] %s: %s", invariant,
+                          faults.describe(f) if f else "end", p)
 
     def settled(self, fn, attempts=4):
         """fn() until it returns no problem (a file renamed under the check
@@ -134,7 +134,7 @@ class Campaign(object):
         except Exception as e:  # noqa: BLE001 - a fault that could not be applied
             rec["what"] = "could not apply: %s" % e
             self.check(f, "applied", ["%s: %s" % (type(e).__name__, e)], world)
-            h.log("%s", traceback.format_exc())
+            procs.log("%s", traceback.format_exc())
         rec["outcome"] = self.handle_dead(world, inj, f)
         secs, problem = checks.converge(world, world.p.converge_timeout,
                                         faults.REPORTABLE.get(f.kind, ()))
@@ -150,8 +150,8 @@ class Campaign(object):
         rec["seconds"] = round(time.monotonic() - t0, 3)
         with self.lock:
             self.records.append(rec)
-        h.log("fault %s: %s; converged in %.2fs%s", faults.describe(f), rec["what"], secs,
-              " (%s)" % rec["outcome"] if rec["outcome"] else "")
+        procs.log("fault %s: %s; converged in %.2fs%s", faults.describe(f), rec["what"], secs,
+                  " (%s)" % rec["outcome"] if rec["outcome"] else "")
 
     def run_world(self, world, schedule, keep_going):
         """The world's faults in order; after one that failed an invariant
@@ -161,13 +161,13 @@ class Campaign(object):
         pg_count = 0
         for f in schedule:
             if not keep_going and any(x["world"] == world.name for x in self.failures):
-                h.log("%s: skipping the remaining faults after a failure", world.name)
+                procs.log("%s: skipping the remaining faults after a failure", world.name)
                 break
             if world.kind == "postgres":
                 if pg_count % world.p.sync_every == 0:
                     world.set_sync(not world.sync)
-                    h.log("postgres: synchronous_standby_names %s", "walship" if world.sync
-                          else "empty")
+                    procs.log("postgres: synchronous_standby_names %s", "walship" if world.sync
+                              else "empty")
                 pg_count += 1
             self.run_fault(world, inj, f)
 
@@ -188,7 +188,7 @@ class Campaign(object):
             probs, detail = world.final_standby_check(rep)
             self.check(None, "acked_commits_on_promoted_standby", probs, world)
             world.final_detail = detail
-            h.log("postgres: %s", detail)
+            procs.log("postgres: %s", detail)
         self.check(None, "bounded", checks.bounded(world), world)
         return secs
 
@@ -199,11 +199,11 @@ def build_worlds(names, root, rng, params):
         worlds.append(append_world.AppendWorld(root, random.Random(rng.randrange(1 << 32)),
                                                params))
     if "postgres" in names:
-        from integration.drill import drillkit as dk
+        from integration.walshiptest import pg
         from integration.chaos import pg_world
         # PostgreSQL runs as an ordinary user, who must reach its files:
         # they live under /tmp, the daemons' logs under the output directory.
-        env = dk.DrillEnv()
+        env = pg.PgEnv()
         worlds.append(pg_world.PgWorld(root, random.Random(rng.randrange(1 << 32)), params,
                                        env))
     return worlds
@@ -233,15 +233,15 @@ def main(argv=None):
     a = parse_args(argv)
     names = [w for w in a.worlds.split(",") if w]
     os.makedirs(a.out, exist_ok=True)
-    h.log("chaos campaign seed=%d faults=%d quick=%s worlds=%s (replay: %s)", a.seed, a.faults,
-          a.quick, ",".join(names), "run_chaos.sh --seed %d --faults %d%s" % (
+    procs.log("chaos campaign seed=%d faults=%d quick=%s worlds=%s (replay: %s)", a.seed, a.faults,
+              a.quick, ",".join(names), "run_chaos.sh --seed %d --faults %d%s" % (
               a.seed, a.faults, " --quick" if a.quick else ""))
     signal.signal(signal.SIGTERM, _interrupted)
     netfault.cleanup_stale()
     ok, why = netfault.available()
     params = Params(a.quick, ok)
-    h.log("network faults: %s", "network namespaces (%s)" % why if ok else
-          "fault proxy only: %s" % why)
+    procs.log("network faults: %s", "network namespaces (%s)" % why if ok else
+              "fault proxy only: %s" % why)
     root = os.path.join(a.out, "work")
     os.makedirs(root, exist_ok=True)
     os.chmod(root, 0o755)
@@ -274,7 +274,7 @@ def main(argv=None):
             try:
                 w.stop()
             except Exception:  # noqa: BLE001 - teardown must go on
-                h.log("stopping %s: %s", w.name, traceback.format_exc())
+                procs.log("stopping %s: %s", w.name, traceback.format_exc())
         for w in worlds:
             if getattr(w, "env", None):
                 w.env.close()
@@ -283,7 +283,7 @@ def main(argv=None):
     failed = bool(camp.failures)
     if not failed and not a.keep:
         shutil.rmtree(root, ignore_errors=True)
-    h.log("%s; report in %s", summary, a.out)
+    procs.log("%s; report in %s", summary, a.out)
     return 1 if failed else 0
 
 
@@ -295,7 +295,7 @@ def _guard(camp, fn, *args):
     try:
         fn(*args)
     except Exception as e:  # noqa: BLE001 - recorded as a failure of the run
-        h.log("%s", traceback.format_exc())
+        procs.log("%s", traceback.format_exc())
         camp.check(None, "campaign", ["%s: %s" % (type(e).__name__, e)])
 
 

@@ -13,6 +13,7 @@ import unittest
 from integration import harness as h
 from integration.chaos import campaign
 from integration.chaos import faults
+from integration.walshiptest import procs
 
 
 class ChaosQuickTest(unittest.TestCase):
@@ -25,7 +26,7 @@ class ChaosQuickTest(unittest.TestCase):
         with open(os.path.join(out, "report.json")) as f:
             rep = json.load(f)
         with open(os.path.join(out, "report.md")) as f:
-            h.log("report.md:\n%s", f.read())
+            procs.log("report.md:\n%s", f.read())
         self.assertEqual(rep["invariant_failures"], [], "seed %d" % seed)
         self.assertEqual(rc, 0)
         self.assertGreaterEqual(rep["faults_injected"], 100)

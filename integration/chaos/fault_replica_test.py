@@ -22,6 +22,7 @@ import unittest
 
 from integration import harness as h
 from integration.chaos import faultctl
+from integration.walshiptest import procs
 
 RATE = 1e6
 SEGMENT = 256 << 10
@@ -104,7 +105,7 @@ class FaultReplicaTest(h.ClusterTestCase):
                     if not RECORD_TRAILS.match(p)]
         problems += h.dest_consistency(self.wal, self.replica.dest)
         self.assertEqual(problems, [], "after the power loss, with %s acknowledged" % (acked,))
-        h.log("power loss: the directory holds all %s acknowledged", acked)
+        procs.log("power loss: the directory holds all %s acknowledged", acked)
 
     def converge(self):
         self.replica.start()

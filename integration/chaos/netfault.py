@@ -61,6 +61,7 @@ import threading
 import time
 
 from integration import fault_proxy
+from integration.walshiptest import procs
 
 NS_PREFIX = "wschaos"
 VETH_PREFIX = "wsc"
@@ -101,10 +102,7 @@ def run(argv, timeout=COMMAND_TIMEOUT, input=None):
 
 
 def _log(msg, *args):
-    if args:
-        msg = msg % args
-    sys.stdout.write("[%s] netfault: %s\n" % (time.strftime("%H:%M:%S"), msg))
-    sys.stdout.flush()
+    procs.log("netfault: " + msg, *args)
 
 
 def _check_port(port):

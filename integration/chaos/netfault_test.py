@@ -18,21 +18,23 @@ import unittest
 
 from integration import harness as h
 from integration.chaos import netfault
+from integration.walshiptest import daemons
+from integration.walshiptest import procs
 
 SEGMENT = 1 << 20
 IO_TIMEOUT_MS = 5000
 STALL_TIMEOUT_MS = 3000
 
 
-class NetReplica(h.Replica):
+class NetReplica(daemons.Replica):
     """A Replica whose process runs inside `host` (NetHost.wrap)."""
 
     def __init__(self, host, *args, **kw):
-        h.Replica.__init__(self, *args, **kw)
+        daemons.Replica.__init__(self, *args, **kw)
         self.host = host
 
     def argv(self):
-        return self.host.wrap(h.Replica.argv(self))
+        return self.host.wrap(daemons.Replica.argv(self))
 
 
 def stream_bytes(pos):
@@ -132,8 +134,8 @@ class NetFaultTest(h.ClusterTestCase):
         self.host.blackhole(self.agent.data_port, "from-agent")
         at, took = self.wait_unchanged(self.flushed, 2.0, 30,
                                        "the acknowledged position to stop")
-        h.log("OBSERVED blackhole from-agent/data: acknowledged position stopped at %d "
-              "(settled after %.1fs)", at, took)
+        procs.log("OBSERVED blackhole from-agent/data: acknowledged position stopped at %d "
+                  "(settled after %.1fs)", at, took)
 
         def not_streaming():
             e = self.entry()
@@ -141,22 +143,22 @@ class NetFaultTest(h.ClusterTestCase):
 
         e = h.wait_until(not_streaming, 60, lambda: "the agent to report r1 stalled or "
                          "disconnected (last: %s)" % self.entry())
-        h.log("OBSERVED blackhole from-agent/data: agent reports r1 %s (%s) after %.1fs",
-              e.get("state"), e.get("state_reason"), time.monotonic() - t0)
+        procs.log("OBSERVED blackhole from-agent/data: agent reports r1 %s (%s) after %.1fs",
+                  e.get("state"), e.get("state_reason"), time.monotonic() - t0)
         # Held past both io timeouts: the session ends (observed, reported).
         since = self.replica.log_size()
         agent_since = self.agent.log_size()
         line = self.agent.wait_log(r"(warn|error)", 60, agent_since)
-        h.log("OBSERVED blackhole from-agent/data: after %.1fs the agent logged: %s",
-              time.monotonic() - t0, line)
+        procs.log("OBSERVED blackhole from-agent/data: after %.1fs the agent logged: %s",
+                  time.monotonic() - t0, line)
         line = self.replica.wait_log(r"(warn|error)", 60, since)
-        h.log("OBSERVED blackhole from-agent/data: after %.1fs the replica logged: %s",
-              time.monotonic() - t0, line)
-        h.log("OBSERVED blackhole from-agent/data: agent status now %s",
-              {k: self.entry().get(k) for k in ("state", "state_reason", "connected",
+        procs.log("OBSERVED blackhole from-agent/data: after %.1fs the replica logged: %s",
+                  time.monotonic() - t0, line)
+        procs.log("OBSERVED blackhole from-agent/data: agent status now %s",
+                  {k: self.entry().get(k) for k in ("state", "state_reason", "connected",
                                                  "last_error")})
         self.converge()
-        h.log("OBSERVED after clear: %d reconnections", len(self.sessions()) - 1)
+        procs.log("OBSERVED after clear: %d reconnections", len(self.sessions()) - 1)
 
     def test_blackhole_to_agent_on_control_port(self):
         self.start()
@@ -166,9 +168,9 @@ class NetFaultTest(h.ClusterTestCase):
         at, took = self.wait_unchanged(self.flushed, 2.0, 30,
                                        "the acknowledged position to stop")
         durable_at = self.durable()
-        h.log("OBSERVED blackhole to-agent/control: agent-side acknowledged position "
-              "stopped at %d (settled after %.1fs); replica durable at %d", at, took,
-              durable_at)
+        procs.log("OBSERVED blackhole to-agent/control: agent-side acknowledged position "
+                  "stopped at %d (settled after %.1fs); replica durable at %d", at, took,
+                  durable_at)
         # Data still flows on the data socket: the replica's own durable
         # position moves past what the agent heard (up to the next segment
         # end: a segment is published only once the agent's checkpoint for
@@ -177,12 +179,12 @@ class NetFaultTest(h.ClusterTestCase):
         h.wait_until(lambda: self.durable() > at, 30,
                      lambda: "the replica to store data the agent never heard acknowledged "
                      "(durable %d, acknowledged %d)" % (self.durable(), at))
-        h.log("OBSERVED blackhole to-agent/control: replica durable %d bytes past the "
-              "acknowledged %d after %.1fs", self.durable() - at, at, time.monotonic() - t0)
+        procs.log("OBSERVED blackhole to-agent/control: replica durable %d bytes past the "
+                  "acknowledged %d after %.1fs", self.durable() - at, at, time.monotonic() - t0)
         line = self.replica.wait_log(r"(warn|error).*(silent|session|control)", 60, since)
-        h.log("OBSERVED blackhole to-agent/control: after %.1fs the replica logged: %s; "
-              "replica durable at %d, acknowledged %d", time.monotonic() - t0, line,
-              self.durable(), self.flushed())
+        procs.log("OBSERVED blackhole to-agent/control: after %.1fs the replica logged: %s; "
+                  "replica durable at %d, acknowledged %d", time.monotonic() - t0, line,
+                  self.durable(), self.flushed())
         self.converge()
 
     def check_cut(self, port, what):
@@ -193,8 +195,8 @@ class NetFaultTest(h.ClusterTestCase):
         t0 = time.monotonic()
         line = h.wait_until(lambda: self.sessions(since), 60,
                             "the replica to open a new session after the %s cut" % what)[0]
-        h.log("OBSERVED cut %s: new session after %.1fs: %s", what,
-              time.monotonic() - t0, line)
+        procs.log("OBSERVED cut %s: new session after %.1fs: %s", what,
+                  time.monotonic() - t0, line)
         self.assertGreater(len(self.sessions()), before)
         start = self.flushed()
         h.wait_until(lambda: self.flushed() > start + SEGMENT // 2, 30,
@@ -225,12 +227,12 @@ class NetFaultTest(h.ClusterTestCase):
         stale = fault.destroyed[0]
         h.wait_until(lambda: self.agent_state(stale) != "ESTAB", 30,
                      "the agent to close its end %s" % (stale,), interval=0.05)
-        h.log("OBSERVED half_open data: the agent's end left ESTABLISHED after %.2fs "
-              "(now %s)", time.monotonic() - t0, self.agent_state(stale))
+        procs.log("OBSERVED half_open data: the agent's end left ESTABLISHED after %.2fs "
+                  "(now %s)", time.monotonic() - t0, self.agent_state(stale))
         line = h.wait_until(lambda: self.sessions(since), 60,
                             "the replica to open a new session")[0]
-        h.log("OBSERVED half_open data: replica new session after %.1fs: %s",
-              time.monotonic() - t0, line)
+        procs.log("OBSERVED half_open data: replica new session after %.1fs: %s",
+                  time.monotonic() - t0, line)
         fault.wait_lifted(10)
         h.wait_until(lambda: self.agent_state(stale) is None, 30,
                      "the agent's end %s to go" % (stale,), interval=0.1)
@@ -250,8 +252,8 @@ class NetFaultTest(h.ClusterTestCase):
         self.assertEqual(len(stale), 2, stale)
         self.assertEqual([self.agent_state(p) for p in stale], ["ESTAB", "ESTAB"])
         e = self.entry()
-        h.log("OBSERVED half_open both: right after, the agent reports r1 %s connected=%s",
-              e.get("state"), e.get("connected"))
+        procs.log("OBSERVED half_open both: right after, the agent reports r1 %s connected=%s",
+                  e.get("state"), e.get("connected"))
         gone = {}
 
         def all_gone():
@@ -262,15 +264,15 @@ class NetFaultTest(h.ClusterTestCase):
 
         h.wait_until(all_gone, 90, lambda: "the agent to drop its stale ends (gone: %s)"
                      % gone, interval=0.1)
-        h.log("OBSERVED half_open both (hold %.1fs, agent io timeout %dms): the agent's "
-              "control end went after %.1fs, its data end after %.1fs", hold,
-              IO_TIMEOUT_MS, gone[stale[0]], gone[stale[1]])
+        procs.log("OBSERVED half_open both (hold %.1fs, agent io timeout %dms): the agent's "
+                  "control end went after %.1fs, its data end after %.1fs", hold,
+                  IO_TIMEOUT_MS, gone[stale[0]], gone[stale[1]])
         for l in self.agent.grep(r"r1", agent_since)[:8]:
-            h.log("OBSERVED agent log: %s", l)
+            procs.log("OBSERVED agent log: %s", l)
         line = h.wait_until(lambda: self.sessions(since), 60,
                             "the replica to open a new session")[0]
-        h.log("OBSERVED half_open both: replica new session after %.1fs: %s",
-              time.monotonic() - t0, line)
+        procs.log("OBSERVED half_open both: replica new session after %.1fs: %s",
+                  time.monotonic() - t0, line)
         self.converge()
 
     def test_half_open_whole_replica_reconnecting_at_once(self):
@@ -290,8 +292,8 @@ class NetFaultTest(h.ClusterTestCase):
         self.assertEqual(len(stale), 2, stale)
         line = h.wait_until(lambda: self.sessions(since), 60,
                             "the replica to open a new session")[0]
-        h.log("OBSERVED half_open current: replica new session after %.1fs: %s",
-              time.monotonic() - t0, line)
+        procs.log("OBSERVED half_open current: replica new session after %.1fs: %s",
+                  time.monotonic() - t0, line)
         new_id = re.search(r"session (\d+) with", line).group(1)
         h.wait_until(lambda: (self.entry().get("session_id") == new_id
                               and self.entry().get("connected")), 30,
@@ -308,8 +310,8 @@ class NetFaultTest(h.ClusterTestCase):
 
         h.wait_until(stale_gone, 90, lambda: "the agent to close its stale ends %s (states "
                      "%s)" % (stale, [self.agent_state(p) for p in stale]), interval=0.2)
-        h.log("OBSERVED half_open current (idle source): the agent closed its stale ends "
-              "after %s s", ["%.1f" % gone[p] for p in stale])
+        procs.log("OBSERVED half_open current (idle source): the agent closed its stale ends "
+                  "after %s s", ["%.1f" % gone[p] for p in stale])
         fault.clear()
         self.converge()
 
@@ -322,10 +324,10 @@ class NetFaultTest(h.ClusterTestCase):
         self.assertEqual(len(fault.destroyed), 1, fault.destroyed)
         line = h.wait_until(lambda: self.sessions(since), 90,
                             "the replica to notice and open a new session")[0]
-        h.log("OBSERVED half_open data (agent side): replica new session after %.1fs: %s",
-              time.monotonic() - t0, line)
+        procs.log("OBSERVED half_open data (agent side): replica new session after %.1fs: %s",
+                  time.monotonic() - t0, line)
         for l in self.replica.log_lines(since)[:6]:
-            h.log("OBSERVED replica log: %s", l)
+            procs.log("OBSERVED replica log: %s", l)
         fault.wait_lifted(10)
         self.converge()
 
@@ -338,8 +340,8 @@ class NetFaultTest(h.ClusterTestCase):
         time.sleep(4.0)
         b, t_b = self.durable(), time.monotonic()
         rate = (b - a) / (t_b - t_a)
-        h.log("OBSERVED limit_rate %d B/s: replica stored %.0f B/s over %.1fs "
-              "(generator %.0f B/s)", limit, rate, t_b - t_a, 1.5e6)
+        procs.log("OBSERVED limit_rate %d B/s: replica stored %.0f B/s over %.1fs "
+                  "(generator %.0f B/s)", limit, rate, t_b - t_a, 1.5e6)
         # Generous: the limit plus its whole burst over the window, doubled.
         self.assertLess(rate, 2 * (limit + fault_burst(limit) / (t_b - t_a)))
         self.assertGreater(rate, 0)

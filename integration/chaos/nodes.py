@@ -19,35 +19,30 @@ import subprocess
 import time
 
 from integration import fault_proxy
-from integration import harness as h
 from integration.chaos import faultctl
 from integration.chaos import netfault
+from integration.walshiptest import binaries
+from integration.walshiptest import daemons
 from integration.walshiptest import ports
 
-FAULTY_REPLICA = ("integration/chaos", "walship-replica-faulty")
+FAULTY_REPLICA = binaries.REPLICA_FAULTY
 POWER_LOSS_EXIT = faultctl.POWER_LOSS_EXIT
 
 
-class AgentNode(h.Agent):
-    """walship-agent on fixed ports (proxies keep pointing at it across
-    restarts), with its extra flags; `starting()` is true until it listens."""
+class AgentNode(daemons.Agent):
+    """walship-agent with its extra flags; the first start() listens on
+    ports the kernel picks (port 0), later starts on the same ones, so that
+    the proxies keep pointing at it across restarts."""
 
     def __init__(self, wal_dir, workdir, extra_args=(), label="agent"):
-        # Fixed ports: the proxies keep pointing at the agent across restarts.
-        self.fixed_control, self.fixed_data = ports.free_port(), ports.free_port()
-        h.Agent.__init__(self, wal_dir, workdir, label=label,
-                         listen="127.0.0.1:%d" % self.fixed_control,
-                         data_listen="127.0.0.1:%d" % self.fixed_data,
-                         extra_args=list(extra_args) + ["--stall-timeout-ms=3000",
-                                                        "--log-level=debug"])
-        self.control = "127.0.0.1:%d" % self.fixed_control
-        self.data = "127.0.0.1:%d" % self.fixed_data
+        daemons.Agent.__init__(self, wal_dir, workdir, label=label,
+                               extra_args=list(extra_args) + ["--stall-timeout-ms=3000",
+                                                              "--log-level=debug"])
 
-    def spawn_only(self):
-        """Starts without waiting for the port file (a kill during start-up)."""
-        if os.path.exists(self.port_file):
-            os.unlink(self.port_file)
-        self._spawn()
+    def start(self, timeout=20):
+        daemons.Agent.start(self, timeout)
+        self.pin_ports()
+        return self
 
     def ensure_running(self, timeout=30):
         if not self.running():
@@ -55,15 +50,15 @@ class AgentNode(h.Agent):
         return self
 
 
-class ReplicaNode(h.Replica):
+class ReplicaNode(daemons.Replica):
     """walship-replica (the fault-injecting test build) on its own host."""
 
     def __init__(self, agent, dest, name, workdir, host_index, use_netns, role):
         self.role = role  # "r1" or "r2": what a fault names
         self.base_name = name
         self.faults = faultctl.FaultControl(os.path.join(workdir, name + "-faults"))
-        h.Replica.__init__(self, agent, dest, name, workdir, target=FAULTY_REPLICA,
-                           env=self.faults.env())
+        daemons.Replica.__init__(self, agent, dest, name, workdir, target=FAULTY_REPLICA,
+                                 env=self.faults.env())
         self.workdir = workdir
         self.host = None
         if use_netns:
@@ -71,9 +66,9 @@ class ReplicaNode(h.Replica):
             self.host.create()
         listen_ip = self.host.agent_address if self.host else "127.0.0.1"
         self.proxies = {
-            "control": fault_proxy.FaultProxy(("127.0.0.1", agent.fixed_control),
+            "control": fault_proxy.FaultProxy(("127.0.0.1", agent.control_port),
                                               listen=(listen_ip, 0)).start(),
-            "data": fault_proxy.FaultProxy(("127.0.0.1", agent.fixed_data),
+            "data": fault_proxy.FaultProxy(("127.0.0.1", agent.data_port),
                                            listen=(listen_ip, 0), walship_frames=True).start(),
         }
         self.agent = self.proxies["control"].address
@@ -92,7 +87,7 @@ class ReplicaNode(h.Replica):
         return ports.port_of(self.proxies[channel].address)
 
     def argv(self):
-        a = h.Replica.argv(self)
+        a = daemons.Replica.argv(self)
         return self.host.wrap(a) if self.host else a
 
     def ensure_running(self):

@@ -18,10 +18,14 @@ import shutil
 import signal
 import time
 
-from integration.drill import drillkit as dk
 from integration import harness as h
 from integration.chaos import checks
 from integration.chaos import world
+from integration.walshiptest.lsn import fmt_lsn, parse_lsn, parse_segment, segment_name
+from integration.walshiptest.pg import PgCluster
+from integration.walshiptest.ports import free_port
+from integration.walshiptest.procs import Proc
+from integration.walshiptest.waits import StepError, wait_until
 
 TABLE = "chaos_acks"
 FEED = "walship"
@@ -37,10 +41,10 @@ class PgWorld(world.World):
         area = env.mkdir("chaos-pg")
         self.sock = env.mkdir("chaos-pg", "sock")
         self.archive = env.mkdir("chaos-pg", "archive")
-        self.pg = dk.PgCluster(env, "primary", os.path.join(area, "primary"), self.sock,
-                               dk.free_port(), self.logs)
-        self.base = dk.PgCluster(env, "standby", os.path.join(area, "standby"), self.sock,
-                                 dk.free_port(), self.logs)
+        self.pg = PgCluster(env, "primary", os.path.join(area, "primary"), self.sock,
+                            free_port(), self.logs)
+        self.base = PgCluster(env, "standby", os.path.join(area, "standby"), self.sock,
+                              free_port(), self.logs)
         self.loads = []  # (start seq, acks path, Proc)
         self.next_seq = 1
         self.sync = False
@@ -68,16 +72,14 @@ class PgWorld(world.World):
         self.pg.start()
         self.pg.psql("CREATE TABLE %s (seq bigint PRIMARY KEY)" % TABLE)
         self.start_daemons(self.pg.pg_wal)
-        self.env.run([self.env.pg("pg_basebackup"), "-h", self.sock, "-p", str(self.pg.port),
-                      "-U", dk.PG_SUPERUSER, "-D", self.base.datadir, "-X", "none", "-c",
-                      "fast", "--no-sync"], timeout=300)
+        self.pg.basebackup(self.base)
         self.start_load()
 
     def start_load(self):
         if self.loads and self.loads[-1][2].alive():
             return
         path = os.path.join(self.dir, "acks-%d.txt" % len(self.loads))
-        proc = dk.Proc(self.env, "loader", [
+        proc = Proc(self.env, "loader", [
             self.env.binaries["drill-loader"], "--conninfo=%s" % self.pg.conninfo(),
             "--acks=%s" % path, "--table=%s" % TABLE, "--seconds=100000",
             "--start-seq=%d" % self.next_seq, "--rate=%d" % self.p.pg_rate],
@@ -113,13 +115,13 @@ class PgWorld(world.World):
         parts = (row or "").split()
         if parts:
             with self.lock:
-                self.flush_max = max(self.flush_max, dk.parse_lsn(parts[0]) or 0)
+                self.flush_max = max(self.flush_max, parse_lsn(parts[0]) or 0)
                 if len(parts) > 1:
                     self.current = self.parse(parts[1])
 
     # -- golden bytes -------------------------------------------------------------
     def parse(self, name):
-        return dk.parse_segment(name, self.segsize)
+        return parse_segment(name, self.segsize)
 
     def golden_path(self, name):
         p = os.path.join(self.archive, name)
@@ -141,7 +143,7 @@ class PgWorld(world.World):
         segno, off = divmod(lsn, self.segsize)
         held = checks._held(self, rep.dest).get(segno)
         tli = self.parse(held[0])[0] if held else (self.current or (1, 0))[0]
-        return h.Pos(dk.segment_name(tli, segno, self.segsize), off)
+        return h.Pos(segment_name(tli, segno, self.segsize), off)
 
     def primary_acked_problems(self):
         """The primary's flush_lsn for walship must be on some replica."""
@@ -159,7 +161,7 @@ class PgWorld(world.World):
                 return []
             found.extend(probs)
         return ["no replica holds the primary's flush_lsn %s: %s" % (
-            dk.fmt_lsn(lsn), "; ".join(found[:3]))] if found else []
+            fmt_lsn(lsn), "; ".join(found[:3]))] if found else []
 
     # -- faults -----------------------------------------------------------------------
     def set_sync(self, on):
@@ -176,13 +178,13 @@ class PgWorld(world.World):
         self.pg.start(wait_for=("ready", "standby"), timeout=120)
         time.sleep(hold)
         if promote:
-            self.pg.psql("SELECT pg_promote(true, 60)", timeout=70)
+            self.pg.promote()
         elif recovery:
             self.pg.stop(timeout=60)
             os.unlink(os.path.join(self.pg.datadir, "standby.signal"))
             self.pg.start(timeout=120)
-        dk.wait_until(lambda: self.pg.psql("SELECT NOT pg_is_in_recovery()", check=False) == "t",
-                      60, "the primary to accept writes", interval=0.1)
+        wait_until(lambda: self.pg.psql("SELECT NOT pg_is_in_recovery()", check=False) == "t",
+                   60, "the primary to accept writes", interval=0.1)
         self.set_sync(self.sync)
         self.start_load()
 
@@ -250,7 +252,7 @@ class PgWorld(world.World):
         self.base.touch("standby.signal")
         try:
             self.base.start(wait_for=("ready", "standby"), timeout=180)
-        except dk.DrillError as e:
+        except StepError as e:
             rep.start()
             return ["a standby from the base backup did not become consistent replaying %s's "
                     "copy: %s" % (rep.name, e)], "standby not consistent"
@@ -260,14 +262,14 @@ class PgWorld(world.World):
             if cur != last:
                 last, since = cur, time.monotonic()
             time.sleep(0.2)
-        self.base.psql("SELECT pg_promote(true, 60)", timeout=70)
+        self.base.promote()
         rows = self.base.psql("SELECT seq FROM %s" % TABLE, timeout=120) or ""
         present = set(int(x) for x in rows.split())
         lost = sorted(acked - present)
         detail = ("%d acknowledged commits, %d on the promoted standby (replayed to %s from "
                   "%s); the primary's flush_lsn for walship reached %s" % (
-                      len(acked), len(acked & present), dk.fmt_lsn(last), rep.name,
-                      dk.fmt_lsn(self.flush_max)))
+                      len(acked), len(acked & present), fmt_lsn(last), rep.name,
+                      fmt_lsn(self.flush_max)))
         rep.start()
         return (["%d acknowledged commits missing on the promoted standby, e.g. %s" % (
             len(lost), lost[:5])] if lost else []), detail

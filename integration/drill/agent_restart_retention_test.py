@@ -28,7 +28,12 @@ import signal
 import sys
 import unittest
 
-from integration.drill import drillkit as dk
+from integration.walshiptest.lsn import (
+    fmt_lsn, parse_lsn, parse_segment, position_lsn, segment_name)
+from integration.walshiptest.pg import PgEnv, test_primary
+from integration.walshiptest.ports import read_port_file
+from integration.walshiptest.procs import Proc, read_text
+from integration.walshiptest.waits import wait_until
 
 SEG = 1 << 20
 SLOT = "walship_restart"
@@ -43,13 +48,15 @@ def segment_of(lsn):
 
 class AgentRestartRetentionTest(unittest.TestCase):
     def setUp(self):
-        self.env = dk.DrillEnv(base_dir="/tmp")
+        self.env = PgEnv(base_dir="/tmp")
         self.addCleanup(self.env.close)
-        self.pg, self.dir, self.logs = dk.test_primary(self.env, "restart", small_wal=True)
+        self.pg, self.dir, self.logs = test_primary(self.env, "restart", small_wal=True)
         self.state_dir = self.env.mkdir("restart", "agent-state")
         self.pg.psql("CREATE TABLE filler (x text)")
-        self.control = "127.0.0.1:%d" % dk.free_port()
-        self.data = "127.0.0.1:%d" % dk.free_port()
+        # Port 0 at the first start; later starts reuse the ports it got
+        # (the replicas keep dialing the same address).
+        self.control = self.data = "127.0.0.1:0"
+        self.port_file = os.path.join(self.dir, "agent.ports")
         self.agent_log = os.path.join(self.logs, "agent.log")
         self.agent = None
         self.replicas = {}
@@ -60,14 +67,26 @@ class AgentRestartRetentionTest(unittest.TestCase):
 
     # -- processes ------------------------------------------------------------
     def start_agent(self, bound):
-        self.agent = dk.Proc(self.env, "agent", [
+        if os.path.exists(self.port_file):
+            os.unlink(self.port_file)
+        self.agent = Proc(self.env, "agent", [
             self.env.binaries["walship-agent"], "--format=postgres",
             "--wal-dir=%s" % self.pg.pg_wal, "--pg-conninfo=%s" % self.pg.conninfo(),
             "--pg-slot=%s" % SLOT, "--max-retained-bytes=%d" % bound,
             "--state-dir=%s" % self.state_dir,
             "--io-timeout-ms=2000", "--listen=%s" % self.control,
-            "--data-listen=%s" % self.data, "--insecure"], self.agent_log)
-        dk.wait_until(lambda: self.status() is not None, 30, "the agent to serve", interval=0.1)
+            "--data-listen=%s" % self.data, "--port-file=%s" % self.port_file, "--insecure"],
+            self.agent_log)
+        kv = wait_until(lambda: self.agent_ports(), 30, "the agent's port file", interval=0.1)
+        self.control, self.data = kv["control"], kv["data"]
+        wait_until(lambda: self.status() is not None, 30, "the agent to serve", interval=0.1)
+
+    def agent_ports(self):
+        """The port file's addresses once the running agent wrote them, else None."""
+        if not self.agent.alive():
+            raise AssertionError("the agent exited %s at start" % self.agent.returncode())
+        kv = read_port_file(self.port_file) or {}
+        return kv if "control" in kv and "data" in kv else None
 
     def stop_agent(self):
         rc = self.agent.stop(signal.SIGTERM)
@@ -80,7 +99,7 @@ class AgentRestartRetentionTest(unittest.TestCase):
         return os.path.join(self.dir, name)
 
     def start_replica(self, name):
-        self.replicas[name] = dk.Proc(self.env, name, [
+        self.replicas[name] = Proc(self.env, name, [
             self.env.binaries["walship-replica"], "--agent=%s" % self.control,
             "--dest=%s" % self.dest(name), "--name=%s" % name, "--insecure"],
             self.replica_log(name))
@@ -93,7 +112,7 @@ class AgentRestartRetentionTest(unittest.TestCase):
         if r.returncode != 0:
             return None
         import json
-        return {rep["name"]: dk.position_lsn(rep.get("flushed"), SEG) or 0
+        return {rep["name"]: position_lsn(rep.get("flushed"), SEG) or 0
                 for rep in json.loads(r.stdout).get("replicas", [])}
 
     def flushed(self, name):
@@ -103,7 +122,7 @@ class AgentRestartRetentionTest(unittest.TestCase):
         row = self.pg.psql("SELECT restart_lsn, pg_current_wal_flush_lsn() "
                            "FROM pg_replication_slots WHERE slot_name = '%s'" % SLOT)
         restart, flush = row.split("|")
-        return dk.parse_lsn(restart), dk.parse_lsn(flush)
+        return parse_lsn(restart), parse_lsn(flush)
 
     def recorded(self):
         """The agent's state file: {name: (LSN, 'held' or 'released')}."""
@@ -116,11 +135,11 @@ class AgentRestartRetentionTest(unittest.TestCase):
         for line in lines:
             f = line.split()
             if len(f) == 6 and f[0] == "replica":
-                out[f[1]] = (dk.position_lsn({"segment": f[2], "offset": f[3]}, SEG), f[5])
+                out[f[1]] = (position_lsn({"segment": f[2], "offset": f[3]}, SEG), f[5])
         return out
 
     def log_text(self, path):
-        return dk.read_text(path)
+        return read_text(path)
 
     def write_wal(self, segments):
         """Fills `segments` WAL segments (a row, then a segment switch)."""
@@ -128,25 +147,25 @@ class AgentRestartRetentionTest(unittest.TestCase):
             self.pg.psql("INSERT INTO filler VALUES ('x'); SELECT pg_switch_wal()")
 
     def wait_acked(self, name, lsn, what):
-        return dk.wait_until(lambda: self.flushed(name) >= lsn and self.flushed(name), 60,
-                             "%s to acknowledge %s (%s)" % (name, dk.fmt_lsn(lsn), what),
-                             interval=0.1)
+        return wait_until(lambda: self.flushed(name) >= lsn and self.flushed(name), 60,
+                          "%s to acknowledge %s (%s)" % (name, fmt_lsn(lsn), what),
+                          interval=0.1)
 
     def wait_keeper_round_after(self, name, acked, held):
         """Waits for a slot-keeper round that saw `name` at `acked`: either the
         agent recorded it (it records before it advances the slot), or the
         slot moved past `held` (what an agent that records nothing does)."""
-        dk.wait_until(lambda: (self.recorded().get(name, (0, ""))[0] or 0) >= acked
-                      or self.slot()[0] > held, 20,
-                      "a slot-keeper round after %s acknowledged %s" % (name, dk.fmt_lsn(acked)),
-                      interval=0.1)
+        wait_until(lambda: (self.recorded().get(name, (0, ""))[0] or 0) >= acked
+                   or self.slot()[0] > held, 20,
+                   "a slot-keeper round after %s acknowledged %s" % (name, fmt_lsn(acked)),
+                   interval=0.1)
 
     def assert_wal_kept_for(self, name, held):
         restart, _ = self.slot()
         self.assertLessEqual(
             restart, held, "the slot moved past %s: restart_lsn %s, %s is durable at %s" % (
-                name, dk.fmt_lsn(restart), name, dk.fmt_lsn(held)))
-        first_needed = dk.segment_name(1, held // SEG, SEG)
+                name, fmt_lsn(restart), name, fmt_lsn(held)))
+        first_needed = segment_name(1, held // SEG, SEG)
         self.assertIn(first_needed, os.listdir(self.pg.pg_wal),
                       "segment %s, which %s has not flushed, was recycled" % (first_needed, name))
 
@@ -157,7 +176,7 @@ class AgentRestartRetentionTest(unittest.TestCase):
         compared = 0
         for fname in sorted(os.listdir(dest)):
             base = fname[:-len(".partial")] if fname.endswith(".partial") else fname
-            if dk.parse_segment(base, SEG) is None:
+            if parse_segment(base, SEG) is None:
                 continue
             src = os.path.join(self.pg.pg_wal, base)
             if not os.path.exists(src):
@@ -166,7 +185,7 @@ class AgentRestartRetentionTest(unittest.TestCase):
                 mine = a.read()
                 if fname.endswith(".partial"):
                     flushed = self.flushed(name)
-                    mine = mine[:max(0, flushed - dk.parse_segment(base, SEG)[1] * SEG)]
+                    mine = mine[:max(0, flushed - parse_segment(base, SEG)[1] * SEG)]
                 theirs = b.read(len(mine))
             self.assertEqual(len(mine), len(theirs), "%s: %s is longer than the primary's" %
                              (name, fname))
@@ -185,8 +204,8 @@ class AgentRestartRetentionTest(unittest.TestCase):
         _, flush = self.slot()
         self.wait_acked("r1", flush, "both follow")
         self.wait_acked("r2", flush, "both follow")
-        dk.wait_until(lambda: self.slot()[0] >= segment_of(flush), 20,
-                      "the slot to follow both replicas", interval=0.1)
+        wait_until(lambda: self.slot()[0] >= segment_of(flush), 20,
+                   "the slot to follow both replicas", interval=0.1)
         self.assertEqual(self.replicas["r2"].stop(signal.SIGTERM), 0, "r2 did not stop cleanly")
         held = self.flushed("r2")  # its last acknowledgement, read once it stopped
 
@@ -239,25 +258,25 @@ class AgentRestartRetentionTest(unittest.TestCase):
         # Past the bound: r2's WAL is released and r2 is named.
         while self.slot()[1] - held <= bound + SEG:
             self.write_wal(1)
-        dk.wait_until(lambda: "WAL retention bound exceeded" in self.log_text(self.agent_log),
-                      20, "the agent's retention alert", interval=0.2)
+        wait_until(lambda: "WAL retention bound exceeded" in self.log_text(self.agent_log),
+                   20, "the agent's retention alert", interval=0.2)
         alert = [l for l in self.log_text(self.agent_log).splitlines()
                  if "WAL retention bound exceeded" in l][0]
-        self.assertIn("r2 at %s" % dk.fmt_lsn(held), alert)
-        dk.wait_until(lambda: self.recorded().get("r2", (0, ""))[1] == "released", 20,
-                      "the agent to record r2 as released", interval=0.2)
+        self.assertIn("r2 at %s" % fmt_lsn(held), alert)
+        wait_until(lambda: self.recorded().get("r2", (0, ""))[1] == "released", 20,
+                   "the agent to record r2 as released", interval=0.2)
 
         # Released, r2 holds nothing: the slot follows r1 again.
         _, flush = self.slot()
         acked = self.wait_acked("r1", flush, "after the release")
-        dk.wait_until(lambda: self.slot()[0] >= segment_of(acked), 20,
-                      "the slot to follow r1 once r2 was released", interval=0.2)
+        wait_until(lambda: self.slot()[0] >= segment_of(acked), 20,
+                   "the slot to follow r1 once r2 was released", interval=0.2)
 
     def test_damaged_state_file_stops_the_agent_at_start(self):
         path = os.path.join(self.state_dir, "replicas")
         with open(path, "w") as f:
             f.write("walship-agent-replicas 1\nstream pg-1\nreplica r2 0000000100")
-        self.agent = dk.Proc(self.env, "agent", [
+        self.agent = Proc(self.env, "agent", [
             self.env.binaries["walship-agent"], "--format=postgres",
             "--wal-dir=%s" % self.pg.pg_wal, "--pg-conninfo=%s" % self.pg.conninfo(),
             "--pg-slot=%s" % SLOT, "--state-dir=%s" % self.state_dir,

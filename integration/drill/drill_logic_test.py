@@ -8,10 +8,12 @@ arithmetic, and the pg_waldump line format.
 import tempfile
 import unittest
 
-from integration.drill import drillkit as dk
 from integration.drill import drill_measure
 from integration.drill import drill_setup
 from integration.drill import drill_steps
+from integration.walshiptest.lsn import (
+    fmt_lsn, parse_lsn, parse_segment, position_lsn, record_end, segment_name)
+from integration.walshiptest.pg import WALDUMP_RE
 
 MB = 1024 * 1024
 
@@ -19,43 +21,43 @@ MB = 1024 * 1024
 class LsnTest(unittest.TestCase):
 
     def test_parse_and_format(self):
-        self.assertEqual(dk.parse_lsn("1/A2B3C4"), (1 << 32) | 0xA2B3C4)
-        self.assertEqual(dk.fmt_lsn((1 << 32) | 0xA2B3C4), "1/A2B3C4")
-        self.assertIsNone(dk.parse_lsn(""))
-        self.assertEqual(dk.fmt_lsn(None), "-")
+        self.assertEqual(parse_lsn("1/A2B3C4"), (1 << 32) | 0xA2B3C4)
+        self.assertEqual(fmt_lsn((1 << 32) | 0xA2B3C4), "1/A2B3C4")
+        self.assertIsNone(parse_lsn(""))
+        self.assertEqual(fmt_lsn(None), "-")
 
     def test_segments(self):
         # 16 MiB segments: 256 per 4 GiB "xlogid".
-        self.assertEqual(dk.parse_segment("000000020000000100000003", 16 * MB), (2, 259))
-        self.assertEqual(dk.segment_name(2, 259, 16 * MB), "000000020000000100000003")
-        self.assertEqual(dk.parse_segment("00000001000000000000001F", MB), (1, 31))
-        self.assertIsNone(dk.parse_segment("00000002.history", MB))
-        self.assertIsNone(dk.parse_segment("", MB))
+        self.assertEqual(parse_segment("000000020000000100000003", 16 * MB), (2, 259))
+        self.assertEqual(segment_name(2, 259, 16 * MB), "000000020000000100000003")
+        self.assertEqual(parse_segment("00000001000000000000001F", MB), (1, 31))
+        self.assertIsNone(parse_segment("00000002.history", MB))
+        self.assertIsNone(parse_segment("", MB))
         pos = {"segment": "00000001000000000000001F", "offset": "1042568"}
-        self.assertEqual(dk.position_lsn(pos, MB), 0x1FFE888)
-        self.assertIsNone(dk.position_lsn({"segment": "", "offset": "0"}, MB))
+        self.assertEqual(position_lsn(pos, MB), 0x1FFE888)
+        self.assertIsNone(position_lsn({"segment": "", "offset": "0"}, MB))
 
     def test_record_end(self):
         seg = MB
         # Within a page: start + length, MAXALIGNed.
-        self.assertEqual(dk.record_end(0x1000040, 54, seg), 0x1000078)
+        self.assertEqual(record_end(0x1000040, 54, seg), 0x1000078)
         # Crossing into the next page skips its 24-byte short header.
-        self.assertEqual(dk.record_end(0x1001FF0, 32, seg), 0x1002000 + 24 + 16)
+        self.assertEqual(record_end(0x1001FF0, 32, seg), 0x1002000 + 24 + 16)
         # Crossing into a new segment skips the 40-byte long header.
-        self.assertEqual(dk.record_end(seg - 16, 32, seg), seg + 40 + 16)
+        self.assertEqual(record_end(seg - 16, 32, seg), seg + 40 + 16)
         # Ending exactly at a page end: no header added.
-        self.assertEqual(dk.record_end(0x1001FE0, 32, seg), 0x1002000)
+        self.assertEqual(record_end(0x1001FE0, 32, seg), 0x1002000)
 
     def test_waldump_line(self):
         line = ("rmgr: Heap        len (rec/tot):     54/    54, tx:        736, "
                 "lsn: 0/0148A9D8, prev 0/0148A9A0, desc: INSERT off 3 flags 0x00, blkref #0: "
                 "rel 1663/5/16384 blk 0")
-        m = dk._WALDUMP_RE.match(line)
+        m = WALDUMP_RE.match(line)
         self.assertIsNotNone(m)
         self.assertEqual((m.group(1), m.group(3), m.group(4)), ("Heap", "54", "0/0148A9D8"))
         sw = ("rmgr: XLOG        len (rec/tot):     24/    24, tx:          0, "
               "lsn: 0/01FFE888, prev 0/01FFE810, desc: SWITCH ")
-        self.assertEqual(dk._WALDUMP_RE.match(sw).group(5), "SWITCH")
+        self.assertEqual(WALDUMP_RE.match(sw).group(5), "SWITCH")
 
 
 class FakeLoad(object):

@@ -8,10 +8,11 @@ import threading
 import time
 
 from integration.drill import chart
-from integration.walshiptest import stats
-from integration.drill import drillkit as dk
 from integration.drill.drill_setup import ACKS_TABLE, agent_status
-from integration.drill.drillkit import log
+from integration.walshiptest import stats
+from integration.walshiptest.lsn import fmt_lsn, parse_lsn
+from integration.walshiptest.pg import SUPERUSER
+from integration.walshiptest.procs import Proc, log
 
 
 # ---------------------------------------------------------------------------
@@ -31,15 +32,15 @@ class Load(object):
     def start(self):
         env = self.ctx.env
         self.t_start = time.time()
-        self.loader = dk.Proc(env, "loader-%s" % self.tag, [
+        self.loader = Proc(env, "loader-%s" % self.tag, [
             env.binaries["drill-loader"], "--conninfo=%s" % self.cluster.conninfo(),
             "--acks=%s" % self.acks_path, "--table=%s" % ACKS_TABLE,
             "--seconds=%d" % self.seconds, "--start-seq=%d" % self.start_seq],
             os.path.join(self.setup.logs, "loader-%s.log" % self.tag), as_user=False)
-        self.pgbench = dk.Proc(env, "pgbench-%s" % self.tag, [
+        self.pgbench = Proc(env, "pgbench-%s" % self.tag, [
             env.pg("pgbench"), "-n", "-c", str(self.ctx.p.pgbench_clients), "-j", "2",
             "-T", str(self.seconds), "-P", "5", "-h", self.setup.sock, "-p",
-            str(self.cluster.port), "-U", dk.PG_SUPERUSER, "postgres"],
+            str(self.cluster.port), "-U", SUPERUSER, "postgres"],
             os.path.join(self.setup.logs, "pgbench-%s.log" % self.tag), as_user=False)
         return self.t_start
 
@@ -67,7 +68,7 @@ class Load(object):
                         seqs.append(int(part[1]))
                         times.append(int(part[2]) / 1e9)
                     elif len(part) == 3 and part[0] == "L":
-                        lsns[int(part[1])] = dk.parse_lsn(part[2])
+                        lsns[int(part[1])] = parse_lsn(part[2])
         except OSError:
             pass
         return seqs, times, [lsns.get(s) for s in seqs]
@@ -92,14 +93,14 @@ class Sampler(threading.Thread):
         s = self._sessions.get(id(cluster))
         if s is None:
             s = self._sessions[id(cluster)] = cluster.session()
-        return dk.parse_lsn(s.query(sql, timeout=1.0))
+        return parse_lsn(s.query(sql, timeout=1.0))
 
     def tick(self):
         # Followers first, the primary last: a position is never compared with
         # an older primary position, so lag is an upper bound, never negative.
         s = self.setup
         sr = self._query(s.standby, "SELECT pg_last_wal_replay_lsn()")
-        st = agent_status(self.ctx, s.agent.control if s.agent and s.agent.alive() else None)
+        st = agent_status(self.ctx, s.agent.control if s.agent and s.agent.running() else None)
         rep = st["replicas"].get(s.replica.name) if st and s.replica else None
         t = time.time()
         pf = self._query(s.primary, "SELECT pg_current_wal_flush_lsn()")
@@ -179,9 +180,9 @@ def write_lag_outputs(setup, rows, markers, title):
         w = csv.writer(f)
         w.writerow(cols)
         for r in rows:
-            w.writerow(["%.3f" % r["t"], "%.3f" % (r["t"] - t0), dk.fmt_lsn(r["primary_flush"]),
-                        dk.fmt_lsn(r["source_end"]), dk.fmt_lsn(r["replica_flushed"]),
-                        dk.fmt_lsn(r["standby_replay"]), _opt(r.get("lag_bytes")),
+            w.writerow(["%.3f" % r["t"], "%.3f" % (r["t"] - t0), fmt_lsn(r["primary_flush"]),
+                        fmt_lsn(r["source_end"]), fmt_lsn(r["replica_flushed"]),
+                        fmt_lsn(r["standby_replay"]), _opt(r.get("lag_bytes")),
                         _opt(r.get("lag_ms")), _opt(r.get("standby_lag_bytes")),
                         _opt(r.get("standby_lag_ms")), _opt(r["agent_lag_ms"]),
                         "" if r["connected"] is None else int(r["connected"])])

@@ -10,8 +10,12 @@ import time
 
 from integration import fault_proxy
 from integration import statefile
-from integration.drill import drillkit as dk
-from integration.drill.drillkit import log, DrillError
+from integration.walshiptest import daemons
+from integration.walshiptest.lsn import fmt_lsn, parse_segment, position_lsn
+from integration.walshiptest.pg import PgCluster, SUPERUSER
+from integration.walshiptest.ports import free_port
+from integration.walshiptest.procs import log
+from integration.walshiptest.waits import StepError, wait_until
 
 
 ACKS_TABLE = "drill_acks"
@@ -52,82 +56,39 @@ class Ctx(object):
 # ---------------------------------------------------------------------------
 # walship daemons
 
-class _Daemon(object):
-    """A walship daemon run as self.proc (a drillkit Proc, once started)."""
-
-    proc = None
-
-    def alive(self):
-        return self.proc is not None and self.proc.alive()
-
-    def kill9(self):
-        self.proc.kill9()
-
-    def stop(self):
-        return self.proc.stop() if self.proc else None
-
-
-class Agent(_Daemon):
-    """walship-agent --format=postgres beside a cluster."""
+class Agent(daemons.Agent):
+    """walship-agent --format=postgres beside a cluster, as the drill user
+    (its port file and state in the set-up's directory, which that user owns)."""
 
     def __init__(self, ctx, setup, cluster, name):
-        self.ctx, self.setup, self.cluster, self.name = ctx, setup, cluster, name
-        self.port_file = os.path.join(setup.dir, "%s.ports" % name)
+        self.cluster = cluster
         self.state_dir = os.path.join(setup.dir, "%s-state" % name)
-        self.log_path = os.path.join(setup.logs, "%s.log" % name)
-        self.proc = None
-        self.control = self.data = None
+        daemons.Agent.__init__(
+            self, cluster.pg_wal, setup.logs, label=name,
+            extra_args=["--format=postgres", "--pg-data=%s" % cluster.datadir,
+                        "--pg-conninfo=%s" % cluster.conninfo(), "--pg-slot=walship",
+                        "--state-dir=%s" % self.state_dir],
+            program=ctx.env.binaries["walship-agent"],
+            port_file=os.path.join(setup.dir, "%s.ports" % name), launcher=ctx.env)
 
     def start(self, timeout=30):
-        if os.path.exists(self.port_file):
-            os.unlink(self.port_file)
-        argv = [self.ctx.env.binaries["walship-agent"], "--format=postgres",
-                "--wal-dir=%s" % self.cluster.pg_wal, "--pg-data=%s" % self.cluster.datadir,
-                "--pg-conninfo=%s" % self.cluster.conninfo(),
-                "--pg-slot=walship", "--state-dir=%s" % self.state_dir,
-                "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0",
-                "--port-file=%s" % self.port_file, "--insecure"]
-        self.proc = dk.Proc(self.ctx.env, self.name, argv, self.log_path)
-
-        def ready():
-            if not self.proc.alive():
-                raise DrillError("%s exited %s at start; see %s" % (
-                    self.name, self.proc.returncode(), self.log_path))
-            try:
-                with open(self.port_file) as f:
-                    kv = dict(l.strip().split("=", 1) for l in f if "=" in l)
-            except OSError:
-                return False
-            if "control" in kv and "data" in kv:
-                self.control, self.data = kv["control"], kv["data"]
-                return True
-            return False
-        dk.wait_until(ready, timeout, "%s port file" % self.name, interval=0.05)
-        log("%s up: control %s data %s (pid %d)", self.name, self.control, self.data,
-            self.proc.pid)
-        return self
+        return daemons.Agent.start(self, timeout)
 
 
-class Replica(_Daemon):
-    """walship-replica following an agent (maybe through fault proxies)."""
+class Replica(daemons.Replica):
+    """walship-replica as the drill user, following an agent (maybe through
+    fault proxies): follow() names the addresses, start() starts again."""
 
     def __init__(self, ctx, setup, name, dest):
-        self.ctx, self.setup, self.name, self.dest = ctx, setup, name, dest
-        self.log_path = os.path.join(setup.logs, "%s.log" % name)
-        self.proc = None
-        self.agent_addr = self.data_addr = None
+        self.ctx = ctx
+        daemons.Replica.__init__(self, None, dest, name, setup.logs, label=name,
+                                 program=ctx.env.binaries["walship-replica"], launcher=ctx.env)
 
-    def start(self, agent_addr, data_addr=None):
-        self.agent_addr, self.data_addr = agent_addr, data_addr
-        argv = [self.ctx.env.binaries["walship-replica"], "--agent=%s" % agent_addr,
-                "--dest=%s" % self.dest, "--name=%s" % self.name, "--insecure"]
-        if data_addr:
-            argv.append("--data-address=%s" % data_addr)
-        self.proc = dk.Proc(self.ctx.env, self.name, argv, self.log_path)
-        return self
-
-    def restart(self):
-        return self.start(self.agent_addr, self.data_addr)
+    def follow(self, agent_addr, data_addr=None):
+        """Starts following the agent at control `agent_addr` (data at
+        `data_addr`, else where the agent says)."""
+        self.agent, self.data_address = agent_addr, data_addr
+        return self.start()
 
     def state(self):
         """The durable position (walship.state, or walship.progress past it)
@@ -141,12 +102,12 @@ class Replica(_Daemon):
         st = self.state()
         if not st:
             return None
-        return dk.position_lsn({"segment": st.get("segment"), "offset": st.get("offset", 0)},
-                               self.ctx.p.segsize)
+        return position_lsn({"segment": st.get("segment"), "offset": st.get("offset", 0)},
+                            self.ctx.p.segsize)
 
     def timeline(self):
         st = self.state() or {}
-        seg = dk.parse_segment(st.get("segment"), self.ctx.p.segsize)
+        seg = parse_segment(st.get("segment"), self.ctx.p.segsize)
         return seg[0] if seg else 1
 
 
@@ -168,11 +129,11 @@ def agent_status(ctx, control, timeout_ms=1500):
     except ValueError:
         return None
     seg = ctx.p.segsize
-    out = {"source_end": dk.position_lsn(j.get("source_end"), seg), "replicas": {},
+    out = {"source_end": position_lsn(j.get("source_end"), seg), "replicas": {},
            "raw_source_end": j.get("source_end")}
     for rep in j.get("replicas", []):
         out["replicas"][rep.get("name")] = {
-            "flushed": dk.position_lsn(rep.get("flushed"), seg),
+            "flushed": position_lsn(rep.get("flushed"), seg),
             "raw_flushed": rep.get("flushed"),
             "connected": bool(rep.get("connected")),
             "lag_bytes": int(rep.get("lag_bytes", 0) or 0),
@@ -219,10 +180,10 @@ class Setup(object):
         self.out = os.path.join(ctx.out, name)
         self.logs = os.path.join(self.out, "logs")
         os.makedirs(self.logs, exist_ok=True)
-        self.primary = dk.PgCluster(ctx.env, names[0], os.path.join(self.dir, names[0]),
-                                    self.sock, dk.free_port(), self.logs)
-        self.standby = dk.PgCluster(ctx.env, names[1], os.path.join(self.dir, names[1]),
-                                    self.sock, dk.free_port(), self.logs)
+        self.primary = PgCluster(ctx.env, names[0], os.path.join(self.dir, names[0]),
+                                 self.sock, free_port(), self.logs)
+        self.standby = PgCluster(ctx.env, names[1], os.path.join(self.dir, names[1]),
+                                 self.sock, free_port(), self.logs)
         self.proxied = proxied
         self.proxies = []
         self.agents = []
@@ -253,10 +214,10 @@ class Setup(object):
                           "CREATE TABLE %s (id serial PRIMARY KEY, at timestamptz DEFAULT now())"
                           % (ACKS_TABLE, RTO_TABLE))
         self.ctx.env.run([self.ctx.env.pg("pgbench"), "-i", "-q", "-s", str(p.pgbench_scale),
-                          "-h", self.sock, "-p", str(self.primary.port), "-U", dk.PG_SUPERUSER,
+                          "-h", self.sock, "-p", str(self.primary.port), "-U", SUPERUSER,
                           "postgres"], as_user=False, timeout=300)
         self.start_walship(self.primary, "agent", "replica")
-        self.basebackup(self.primary, self.standby)
+        self.primary.basebackup(self.standby)
         self.standby_conf(self.standby, self.replica)
         self.standby.start(wait_for=("ready", "standby"), timeout=p.replay_timeout)
         self.wait_standby_near(self.primary, self.standby)
@@ -277,7 +238,7 @@ class Setup(object):
             control, data = self.proxies[0].address, self.proxies[1].address
             log("replica %s through fault proxies: control %s, data %s", replica_name,
                 control, data)
-        rep.start(control, data)
+        rep.follow(control, data)
         self.agents.append(agent)
         self.replicas.append(rep)
         self.agent, self.replica = agent, rep
@@ -285,21 +246,13 @@ class Setup(object):
         def connected():
             st = agent_status(self.ctx, agent.control)
             r = st and st["replicas"].get(replica_name)
-            if not rep.alive():
-                raise DrillError("%s exited %s; see %s" % (replica_name, rep.proc.returncode(),
-                                                           rep.log_path))
+            if not rep.running():
+                raise StepError("%s exited %s; see %s" % (replica_name, rep.returncode(),
+                                                          rep.log_path))
             return r and r["connected"]
-        dk.wait_until(connected, 30, "%s to connect to %s" % (replica_name, agent_name),
-                      interval=0.1)
+        wait_until(connected, 30, "%s to connect to %s" % (replica_name, agent_name),
+                   interval=0.1)
         return agent, rep
-
-    def basebackup(self, source, target):
-        t = time.time()
-        self.ctx.env.run([self.ctx.env.pg("pg_basebackup"), "-h", self.sock, "-p",
-                          str(source.port), "-U", dk.PG_SUPERUSER, "-D", target.datadir,
-                          "-X", "none", "-c", "fast", "--no-sync"], timeout=300)
-        log("pg_basebackup -X none of %s into %s in %.1fs", source.name, target.name,
-            time.time() - t)
 
     def standby_conf(self, standby, replica):
         """standby.signal + restore_command from `replica`'s destination; no primary_conninfo."""
@@ -323,8 +276,8 @@ class Setup(object):
         def caught_up():
             r = standby.lsn("pg_last_wal_replay_lsn()")
             return r is not None and r >= target
-        dk.wait_until(caught_up, timeout, "%s to replay up to %s" % (
-            standby.name, dk.fmt_lsn(target)), interval=0.2)
+        wait_until(caught_up, timeout, "%s to replay up to %s" % (
+            standby.name, fmt_lsn(target)), interval=0.2)
 
     # -- teardown -----------------------------------------------------------
     def teardown(self):
@@ -336,8 +289,7 @@ class Setup(object):
             except Exception:  # noqa: BLE001 - best effort at teardown
                 pass
         for d in self.replicas + self.agents:
-            if d.proc and d.proc.alive():
-                d.proc.stop(timeout=5)
+            d.stop(timeout=5)
         for c in (self.primary, self.standby):
             c.teardown()
             if c in self.ctx.env.clusters:

@@ -5,9 +5,11 @@ import os
 import shutil
 import time
 
-from integration.drill import drillkit as dk
 from integration.drill.drill_setup import ACKS_TABLE, RTO_TABLE, agent_status
-from integration.drill.drillkit import log, DrillError
+from integration.walshiptest.lsn import fmt_lsn, segment_name
+from integration.walshiptest.pg import waldump_end
+from integration.walshiptest.procs import log
+from integration.walshiptest.waits import StepError
 
 
 # ---------------------------------------------------------------------------
@@ -44,7 +46,7 @@ class Result(object):
 def wait_drained(ctx, setup, agent, replica):
     """Waits until the replica's flushed position equals the agent's source end for 0.5s.
 
-    Returns (flushed, source_end, seconds) or raises DrillError.
+    Returns (flushed, source_end, seconds) or raises StepError.
     """
     t = time.time()
     last, since = None, time.time()
@@ -58,9 +60,9 @@ def wait_drained(ctx, setup, agent, replica):
         elif cur and cur[0] is not None and cur[0] == cur[1] and time.time() - since >= 0.5:
             return cur[0], cur[1], time.time() - t
         if time.time() > deadline:
-            raise DrillError("agent did not drain within %ss: replica flushed %s, source end %s"
-                             % (ctx.p.drain_timeout, dk.fmt_lsn(cur and cur[0]),
-                                dk.fmt_lsn(cur and cur[1])))
+            raise StepError("agent did not drain within %ss: replica flushed %s, source end %s"
+                            % (ctx.p.drain_timeout, fmt_lsn(cur and cur[0]),
+                               fmt_lsn(cur and cur[1])))
         time.sleep(0.1)
 
 
@@ -95,14 +97,14 @@ def records_beyond(ctx, setup, replica, start_lsn, tli):
     try:
         first, last = start_lsn // seg, end // seg
         for segno in range(first, last + 1):
-            name = dk.segment_name(tli, segno, seg)
+            name = segment_name(tli, segno, seg)
             r = env.run([env.binaries["walship-replica"], "restore", "--dest=%s" % replica.dest,
                          name, os.path.join(tmp, name)], timeout=60, check=False)
             if r.returncode != 0:
                 log("restore %s from %s: exit %d %s", name, replica.dest, r.returncode,
                     r.stderr.strip())
                 break
-        wal_end, n = dk.waldump_end(env, tmp, start_lsn, tli, seg)
+        wal_end, n = waldump_end(env, tmp, start_lsn, tli, seg)
         return n, wal_end
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -126,22 +128,22 @@ def wait_standby_replayed(ctx, setup, standby, replica, required):
             last, since = r, time.time()
         if r is not None and r >= required:
             return True, r, "replay %s >= replica durable %s after %.1fs" % (
-                dk.fmt_lsn(r), dk.fmt_lsn(required), time.time() - t)
+                fmt_lsn(r), fmt_lsn(required), time.time() - t)
         if r is not None and time.time() - since >= ctx.p.replay_stall and checked_at != r:
             checked_at = r
             n, wal_end = records_beyond(ctx, setup, replica, r, tli)
             if n == 0:
                 return True, r, ("replay %s; the replica's %d durable bytes past it (to %s) "
-                                 "hold no complete record" % (dk.fmt_lsn(r), required - r,
-                                                              dk.fmt_lsn(required)))
+                                 "hold no complete record" % (fmt_lsn(r), required - r,
+                                                              fmt_lsn(required)))
             log("standby at %s but the replica holds %d more complete records (to %s): waiting",
-                dk.fmt_lsn(r), n, dk.fmt_lsn(wal_end))
+                fmt_lsn(r), n, fmt_lsn(wal_end))
         if time.time() > deadline:
             n, wal_end = records_beyond(ctx, setup, replica, r or 0, tli) if r else (-1, None)
             return False, r, ("standby replay %s is behind the replica's durable %s after %ss: "
                               "%d complete records (to %s) not replayed" % (
-                                  dk.fmt_lsn(r), dk.fmt_lsn(required), ctx.p.replay_timeout, n,
-                                  dk.fmt_lsn(wal_end)))
+                                  fmt_lsn(r), fmt_lsn(required), ctx.p.replay_timeout, n,
+                                  fmt_lsn(wal_end)))
         time.sleep(0.2)
 
 
@@ -157,8 +159,7 @@ def promote(ctx, setup, standby, t_fault, res):
                  "WHERE slot_name = 'walship'; "
                  "SELECT pg_create_physical_replication_slot('walship', true)")
     setup.event("promote %s (slot walship reserved)" % standby.name)
-    out = standby.psql("SELECT pg_promote(true, %d)" % ctx.p.promote_timeout,
-                       timeout=ctx.p.promote_timeout + 10, check=False)
+    out = standby.promote(ctx.p.promote_timeout, check=False)
     if out != "t":
         log("pg_promote returned %r", out)
     deadline = time.time() + ctx.p.promote_timeout
@@ -168,7 +169,7 @@ def promote(ctx, setup, standby, t_fault, res):
             t = setup.event("%s accepts writes" % standby.name)
             return t - t_fault
         if time.time() > deadline:
-            raise DrillError("%s accepted no write within %ss of promotion" % (
+            raise StepError("%s accepted no write within %ss of promotion" % (
                 standby.name, ctx.p.promote_timeout))
         time.sleep(0.05)
 
@@ -192,7 +193,7 @@ def rejoin(ctx, s, res, old, new, tag):
     # replica that followed it has them: --restore-target-wal fetches them
     # through walship's restore_command.
     prev = s.replica
-    if prev.alive():
+    if prev.running():
         prev.stop()
     old.configure({"restore_command": "%s restore --dest=%s %%f %%p" % (
         ctx.env.binaries["walship-replica"], prev.dest)})

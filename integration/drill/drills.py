@@ -6,13 +6,15 @@ import sys
 import time
 import traceback
 
-from integration.drill import drillkit as dk
 from integration.drill.drill_measure import Load, Sampler, analyze_lag, write_lag_outputs
 from integration.drill.drill_setup import Setup, agent_status
 from integration.drill.drill_steps import (
     Result, check_acked_present, log_mentions, promote, rejoin, table_seqs, wait_drained,
     wait_standby_replayed, wait_state_stable)
-from integration.drill.drillkit import log, DrillError
+from integration.walshiptest.lsn import fmt_lsn
+from integration.walshiptest.pg import waldump_end
+from integration.walshiptest.procs import log
+from integration.walshiptest.waits import StepError
 
 
 # ---------------------------------------------------------------------------
@@ -23,7 +25,7 @@ def run_load_until(setup, load, seconds):
     deadline = load.t_start + seconds
     while time.time() < deadline:
         if not load.running():
-            raise DrillError("the loader stopped early (exit %s); see %s" % (
+            raise StepError("the loader stopped early (exit %s); see %s" % (
                 load.loader.returncode(), load.loader.log_path))
         time.sleep(min(0.2, max(0.0, deadline - time.time())))
 
@@ -47,7 +49,7 @@ def drill_crash(ctx, name):
                            if r["primary_flush"] is not None), None)
         if name == "host-loss":
             t_fault = s.event("FAULT: kill -9 agent and postgres (host loss)")
-            s.agent.kill9()
+            s.agent.kill()
             s.primary.kill9()
         else:
             t_fault = s.event("FAULT: kill -9 of the postmaster (process crash)")
@@ -59,32 +61,32 @@ def drill_crash(ctx, name):
         if name == "process-crash":
             flushed, source_end, secs = wait_drained(ctx, s, s.agent, s.replica)
             s.event("agent drained in %.1fs: replica flushed %s = source end %s" % (
-                secs, dk.fmt_lsn(flushed), dk.fmt_lsn(source_end)))
+                secs, fmt_lsn(flushed), fmt_lsn(source_end)))
             res.metrics["drain_s"] = round(secs, 2)
         durable = (s.replica.durable_lsn() if name == "process-crash"
                    else wait_state_stable(ctx, s.replica))
-        res.metrics["replica_durable_lsn"] = dk.fmt_lsn(durable)
-        s.event("replica durable at %s" % dk.fmt_lsn(durable))
+        res.metrics["replica_durable_lsn"] = fmt_lsn(durable)
+        s.event("replica durable at %s" % fmt_lsn(durable))
         if name == "process-crash":
             res.check("replica's durable position equals its acknowledged flushed position",
-                      durable == flushed, "state %s, acked %s" % (dk.fmt_lsn(durable),
-                                                                 dk.fmt_lsn(flushed)))
+                      durable == flushed, "state %s, acked %s" % (fmt_lsn(durable),
+                                                                 fmt_lsn(flushed)))
         ok, replay, detail = wait_standby_replayed(ctx, s, s.standby, s.replica, durable)
-        s.event("%s replay at %s: %s" % (s.standby.name, dk.fmt_lsn(replay),
+        s.event("%s replay at %s: %s" % (s.standby.name, fmt_lsn(replay),
                                          "caught up" if ok else "BEHIND"))
-        res.metrics["standby_replay_lsn"] = dk.fmt_lsn(replay)
+        res.metrics["standby_replay_lsn"] = fmt_lsn(replay)
         res.check("before promotion the standby replayed all WAL the replica acknowledged",
                   ok, detail)
         res.check("the standby replayed only WAL the replica holds (replay <= durable)",
                   replay is not None and replay <= durable,
-                  "replay %s, durable %s" % (dk.fmt_lsn(replay), dk.fmt_lsn(durable)))
+                  "replay %s, durable %s" % (fmt_lsn(replay), fmt_lsn(durable)))
         # What the primary had: the end of valid WAL in its pg_wal (crash recovery's end).
         tli = s.replica.timeline()
-        primary_end, _ = dk.waldump_end(ctx.env, s.primary.pg_wal, replay or durable, tli,
-                                        ctx.p.segsize)
+        primary_end, _ = waldump_end(ctx.env, s.primary.pg_wal, replay or durable, tli,
+                                     ctx.p.segsize)
         wal_lost = max(0, primary_end - (replay or 0))
-        res.metrics.update({"primary_wal_end_lsn": dk.fmt_lsn(primary_end),
-                            "primary_last_sampled_flush_lsn": dk.fmt_lsn(last_flush),
+        res.metrics.update({"primary_wal_end_lsn": fmt_lsn(primary_end),
+                            "primary_last_sampled_flush_lsn": fmt_lsn(last_flush),
                             "wal_bytes_lost": wal_lost})
         if not ok:
             log("!!!!!! REFUSING TO PROMOTE: %s", detail)
@@ -108,12 +110,12 @@ def drill_crash(ctx, name):
                 try:
                     s.wait_standby_near(new, old)
                     caught = True
-                except DrillError as e:
+                except StepError as e:
                     caught = False
                     res.notes.append(str(e))
                 res.check("rejoin: rows written on the new primary reached the rewound old "
                           "primary through walship", caught,
-                          "replay %s" % dk.fmt_lsn(old.lsn("pg_last_wal_replay_lsn()")))
+                          "replay %s" % fmt_lsn(old.lsn("pg_last_wal_replay_lsn()")))
                 rows_old, rows_new = table_seqs(old), table_seqs(new)
                 res.check("rejoin: the rewound old primary holds exactly the new primary's "
                           "rows (its lost tail discarded)", rows_old == rows_new,
@@ -122,7 +124,7 @@ def drill_crash(ctx, name):
         if name == "process-crash":
             res.check("the standby replayed up to the end of the primary's valid WAL",
                       wal_lost == 0, "primary WAL ends at %s, standby replayed to %s" % (
-                          dk.fmt_lsn(primary_end), dk.fmt_lsn(replay)))
+                          fmt_lsn(primary_end), fmt_lsn(replay)))
         return res
     finally:
         finish_drill(ctx, s, sampler, res, "FAULT")
@@ -146,9 +148,9 @@ def drill_in_load(ctx, name):
         flush_at_fault = s.primary.lsn()
         if name == "replica-crash":
             t_fault = s.event("FAULT: kill -9 replica (down %.1fs)" % down)
-            s.replica.kill9()
+            s.replica.kill()
             time.sleep(down)
-            s.replica.restart()
+            s.replica.start()
             t_back = s.event("replica restarted")
         else:
             t_fault = s.event("FAULT: network cut, connections refused for %.1fs" % down)
@@ -176,7 +178,7 @@ def drill_in_load(ctx, name):
             time.sleep(0.1)
         res.check("the replica caught up after the fault", t_caught is not None,
                   "%.1fs after the fault ended" % (t_caught - t_back) if t_caught else
-                  "did not reach %s within %ss" % (dk.fmt_lsn(flush_at_back),
+                  "did not reach %s within %ss" % (fmt_lsn(flush_at_back),
                                                    ctx.p.drain_timeout))
         if t_caught:
             res.metrics["catchup_s"] = round(t_caught - t_back, 2)
@@ -189,16 +191,16 @@ def drill_in_load(ctx, name):
         try:
             s.wait_standby_near(s.primary, s.standby)
             caught = True
-        except DrillError as e:
+        except StepError as e:
             caught = False
             res.notes.append(str(e))
         replay = s.standby.lsn("pg_last_wal_replay_lsn()")
         res.check("final catch-up: the standby replayed up to the primary's end of WAL", caught,
                   "replay %s, primary %s, %.1fs after the load" % (
-                      dk.fmt_lsn(replay), dk.fmt_lsn(target), time.time() - t))
+                      fmt_lsn(replay), fmt_lsn(target), time.time() - t))
         check_acked_present(res, s.standby, [load], allow_suffix_loss=False)
-        res.check("the replica is still running (no gap or divergence stop)", s.replica.alive(),
-                  "exit %s" % (s.replica.proc.returncode(),))
+        res.check("the replica is still running (no gap or divergence stop)", s.replica.running(),
+                  "exit %s" % (s.replica.returncode(),))
         bad = log_mentions(s.replica.log_path, ["gap:", "divergent history"])
         res.check("the replica logged no gap or divergence", not bad, ", ".join(bad))
         # Continuous replay: the standby's position never went back and moved after the fault.
@@ -242,18 +244,18 @@ def drill_switchover(ctx, name="switchover"):
                 tag, old.name, new.name))
             old.stop("fast")
             flushed, source_end, secs = wait_drained(ctx, s, s.agent, s.replica)
-            s.event("agent drained: %s" % dk.fmt_lsn(flushed))
+            s.event("agent drained: %s" % fmt_lsn(flushed))
             ok, replay, detail = wait_standby_replayed(ctx, s, new, s.replica, flushed)
-            s.event("%s replay at %s: %s" % (new.name, dk.fmt_lsn(replay),
+            s.event("%s replay at %s: %s" % (new.name, fmt_lsn(replay),
                                              "caught up" if ok else "BEHIND"))
             res.check("%s: before promotion %s replayed all WAL the replica acknowledged"
                       % (tag, new.name), ok, detail)
             tli = s.replica.timeline()
-            old_end, n = dk.waldump_end(ctx.env, old.pg_wal, replay or 0, tli, ctx.p.segsize)
+            old_end, n = waldump_end(ctx.env, old.pg_wal, replay or 0, tli, ctx.p.segsize)
             res.check("%s: %s replayed every record %s wrote (nothing lost)" % (
                 tag, new.name, old.name), ok and n == 0,
                 "old primary's WAL ends at %s, %d records past replay %s" % (
-                    dk.fmt_lsn(old_end), n, dk.fmt_lsn(replay)))
+                    fmt_lsn(old_end), n, fmt_lsn(replay)))
             if not (ok and n == 0):
                 log("!!!!!! REFUSING TO PROMOTE %s: %s", new.name, detail)
                 res.error = "switchover %s refused" % tag
@@ -273,12 +275,12 @@ def drill_switchover(ctx, name="switchover"):
             try:
                 s.wait_standby_near(new, old)
                 caught = True
-            except DrillError as e:
+            except StepError as e:
                 caught = False
                 res.notes.append(str(e))
             res.check("%s: rows written on %s reached %s through walship" % (
                 tag, new.name, old.name), caught,
-                "replay %s" % dk.fmt_lsn(old.lsn("pg_last_wal_replay_lsn()")))
+                "replay %s" % fmt_lsn(old.lsn("pg_last_wal_replay_lsn()")))
             check_acked_present(res, old, loads, allow_suffix_loss=False)
             if res.error or not caught:
                 break
@@ -307,7 +309,7 @@ def write_diagnostics(ctx, s):
                       "Latest checkpoint's REDO location", "Latest checkpoint's TimeLineID",
                       "Minimum recovery ending location", "Min recovery ending loc's timeline"):
                 lines.append("  %s: %s" % (k, cd.get(k)))
-        except DrillError as e:
+        except StepError as e:
             lines.append("  pg_controldata: %s" % e)
     for r in s.replicas:
         lines.append("== %s dest %s" % (r.name, r.dest))

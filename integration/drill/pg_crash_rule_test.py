@@ -30,7 +30,11 @@ import sys
 import time
 import unittest
 
-from integration.drill import drillkit as dk
+from integration.walshiptest.lsn import fmt_lsn, position_lsn
+from integration.walshiptest.pg import PgCluster, PgEnv, SUPERUSER, waldump_end
+from integration.walshiptest.ports import free_port
+from integration.walshiptest.procs import Proc, SBIN_PATH, read_text
+from integration.walshiptest.waits import StepError, wait_until
 
 from integration import statefile
 
@@ -42,7 +46,7 @@ WAITS = "the crash rule does not run"
 
 class PgCrashRuleTest(unittest.TestCase):
     def setUp(self):
-        self.env = dk.DrillEnv(base_dir="/tmp")
+        self.env = PgEnv(base_dir="/tmp")
         self.addCleanup(self.env.close)
         self.dir = self.env.mkdir("crash")
         self.logs = self.env.mkdir("crash", "logs")
@@ -58,10 +62,10 @@ class PgCrashRuleTest(unittest.TestCase):
         directory (initdb --waldir). Returns the real WAL directory."""
         sock = self.env.mkdir("crash", "sock")
         self.data = os.path.join(self.dir, "primary")
-        self.pg = dk.PgCluster(self.env, "primary", self.data, sock, dk.free_port(), self.logs)
+        self.pg = PgCluster(self.env, "primary", self.data, sock, free_port(), self.logs)
         if relocated:
             wal = os.path.join(self.dir, "wal-elsewhere")
-            self.env.run([self.env.pg("initdb"), "-D", self.data, "-U", dk.PG_SUPERUSER,
+            self.env.run([self.env.pg("initdb"), "-D", self.data, "-U", SUPERUSER,
                           "--auth=trust", "--locale=C", "--encoding=UTF8", "--no-sync",
                           "--wal-segsize=1", "--waldir=%s" % wal], timeout=120)
             self.assertTrue(os.path.islink(self.pg.pg_wal))
@@ -81,10 +85,10 @@ class PgCrashRuleTest(unittest.TestCase):
         return wal
 
     def conninfo(self):
-        return self.pg.conninfo().replace("user=%s" % dk.PG_SUPERUSER, "user=%s" % ROLE)
+        return self.pg.conninfo().replace("user=%s" % SUPERUSER, "user=%s" % ROLE)
 
     def log_text(self, path):
-        return dk.read_text(path)
+        return read_text(path)
 
     def agent_argv(self, wal, pg_data=None):
         argv = [self.env.binaries["walship-agent"], "--format=postgres", "--wal-dir=%s" % wal,
@@ -103,25 +107,25 @@ class PgCrashRuleTest(unittest.TestCase):
         self.logs_to_show.append(self.agent_log)
         argv = self.agent_argv(wal, pg_data)
         if namespace:
-            argv = [shutil.which("unshare", path=dk._SBIN_PATH), "--pid", "--fork",
+            argv = [shutil.which("unshare", path=SBIN_PATH), "--pid", "--fork",
                     "--kill-child", "--mount-proc",
-                    shutil.which("setpriv", path=dk._SBIN_PATH), "--reuid=%d" % self.env.uid,
+                    shutil.which("setpriv", path=SBIN_PATH), "--reuid=%d" % self.env.uid,
                     "--regid=%d" % self.env.gid, "--clear-groups", "--"] + argv
-        self.agent = dk.Proc(self.env, name, argv, self.agent_log, as_user=not namespace)
+        self.agent = Proc(self.env, name, argv, self.agent_log, as_user=not namespace)
 
         def control():
             if not self.agent.alive():
-                raise dk.DrillError("the agent exited %s at start" % self.agent.returncode())
+                raise StepError("the agent exited %s at start" % self.agent.returncode())
             try:
                 with open(self.ports) as f:
                     return dict(l.strip().split("=", 1) for l in f if "=" in l).get("control")
             except OSError:
                 return None
-        addr = dk.wait_until(control, 30, "agent port file", interval=0.05)
+        addr = wait_until(control, 30, "agent port file", interval=0.05)
         self.dest = os.path.join(self.dir, "replica-%s" % name)
         self.replica_log = os.path.join(self.logs, "replica-%s.log" % name)
         self.logs_to_show.append(self.replica_log)
-        self.replica = dk.Proc(self.env, "replica-" + name, [
+        self.replica = Proc(self.env, "replica-" + name, [
             self.env.binaries["walship-replica"], "--agent=%s" % addr,
             "--dest=%s" % self.dest, "--name=r1", "--insecure"], self.replica_log)
 
@@ -134,14 +138,14 @@ class PgCrashRuleTest(unittest.TestCase):
             st = statefile.read_durable(self.dest)
         except (OSError, ValueError):
             return 0
-        return dk.position_lsn(st, SEG) or 0
+        return position_lsn(st, SEG) or 0
 
     def commit_row(self):
         self.pg.psql("INSERT INTO t VALUES (1)")
         return self.pg.lsn("pg_current_wal_insert_lsn()")
 
     def wait_shipped(self, end, what):
-        dk.wait_until(lambda: self.replica_lsn() >= end, 30, what, interval=0.05)
+        wait_until(lambda: self.replica_lsn() >= end, 30, what, interval=0.05)
 
     def lock_out(self):
         """Every query of the agent fails from now on, the postmaster running."""
@@ -167,8 +171,8 @@ class PgCrashRuleTest(unittest.TestCase):
             held = self.replica_lsn()
             flushed = self.pg.lsn()
             self.assertLessEqual(held, flushed, "the replica holds %s, past the flush position "
-                                 "%s of a running primary" % (dk.fmt_lsn(held),
-                                                              dk.fmt_lsn(flushed)))
+                                 "%s of a running primary" % (fmt_lsn(held),
+                                                              fmt_lsn(flushed)))
             text = self.log_text(self.agent_log)[start:]
             self.assertNotIn(APPLIED, text, "the crash rule fired against a running primary")
             if decided is None and seen in text:
@@ -212,16 +216,16 @@ class PgCrashRuleTest(unittest.TestCase):
         before = self.pg.lsn()
         self.pg.psql("INSERT INTO t SELECT generate_series(1, 5000)")
         self.pg.kill9_postmaster(timeout=30)
-        dk.wait_until(lambda: APPLIED in self.log_text(self.agent_log), 30,
-                      "the agent to apply the crash rule", interval=0.05)
-        end, records = dk.waldump_end(self.env, wal, before, 1, SEG)
+        wait_until(lambda: APPLIED in self.log_text(self.agent_log), 30,
+                   "the agent to apply the crash rule", interval=0.05)
+        end, records = waldump_end(self.env, wal, before, 1, SEG)
         self.assertGreater(records, 0)
-        dk.wait_until(lambda: self.replica_lsn() >= end, 30,
-                      "the replica to hold the valid WAL up to " + dk.fmt_lsn(end), interval=0.05)
+        wait_until(lambda: self.replica_lsn() >= end, 30,
+                   "the replica to hold the valid WAL up to " + fmt_lsn(end), interval=0.05)
         self.assertEqual(self.replica_lsn(), end, "shipped past the end of valid WAL")
 
     def test_crash_rule_never_fires_from_another_pid_namespace(self):
-        if os.geteuid() != 0 or not shutil.which("unshare", path=dk._SBIN_PATH):
+        if os.geteuid() != 0 or not shutil.which("unshare", path=SBIN_PATH):
             self.skipTest("needs root and unshare(1) for a PID namespace")
         wal = self.start_cluster(relocated=False)
         self.start_pair(wal, pg_data=self.data, namespace=True)
@@ -236,8 +240,8 @@ class PgCrashRuleTest(unittest.TestCase):
         # it waits, and says why.
         start = len(self.log_text(self.agent_log))
         self.pg.kill9_postmaster(timeout=30)
-        dk.wait_until(lambda: WAITS in self.log_text(self.agent_log)[start:], 30,
-                      "the agent to say why it waits", interval=0.05)
+        wait_until(lambda: WAITS in self.log_text(self.agent_log)[start:], 30,
+                   "the agent to say why it waits", interval=0.05)
         self.assertNotIn(APPLIED, self.log_text(self.agent_log))
 
     def test_pg_data_of_another_directory_is_refused_at_start(self):
@@ -251,14 +255,14 @@ class PgCrashRuleTest(unittest.TestCase):
             log_path = os.path.join(self.logs, "refused.log")
             with open(log_path, "w"):
                 pass
-            p = dk.Proc(self.env, "agent-refused", self.agent_argv(wal_dir, pg_data), log_path)
+            p = Proc(self.env, "agent-refused", self.agent_argv(wal_dir, pg_data), log_path)
             rc = p.wait(30)
             text = self.log_text(log_path)
             self.assertEqual(rc, 1, text)
             self.assertIn(expect, text)
             self.assertIn(pg_data if "data directory" in expect else wal_dir, text)
         # Nothing to check it against without PostgreSQL: a usage error.
-        p = dk.Proc(self.env, "agent-append", [
+        p = Proc(self.env, "agent-append", [
             self.env.binaries["walship-agent"], "--wal-dir=%s" % other,
             "--pg-data=%s" % self.data, "--insecure"], log_path)
         self.assertEqual(p.wait(30), 2)

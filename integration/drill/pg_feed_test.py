@@ -39,7 +39,11 @@ import time
 import unittest
 import urllib.request
 
-from integration.drill import drillkit as dk
+from integration.walshiptest import daemons
+from integration.walshiptest.lsn import fmt_lsn, parse_lsn, position_lsn
+from integration.walshiptest.pg import PgEnv, SUPERUSER, test_primary, waldump_end
+from integration.walshiptest.procs import Proc, read_text
+from integration.walshiptest.waits import wait_until
 
 from integration import statefile
 
@@ -48,9 +52,9 @@ SEG = 1 << 20
 
 class PgFeedTest(unittest.TestCase):
     def setUp(self):
-        self.env = dk.DrillEnv(base_dir="/tmp")
+        self.env = PgEnv(base_dir="/tmp")
         self.addCleanup(self.env.close)
-        self.pg, self.dir, self.logs = dk.test_primary(self.env, "feed")
+        self.pg, self.dir, self.logs = test_primary(self.env, "feed")
         self.pg.psql("CREATE TABLE t (x int)")
         self.logs_to_show = []
 
@@ -59,7 +63,7 @@ class PgFeedTest(unittest.TestCase):
             sys.stderr.write("---- %s\n%s\n" % (path, self.log_text(path)[-4000:]))
 
     def log_text(self, path):
-        return dk.read_text(path)
+        return read_text(path)
 
     def start_pair(self, conninfo=None, slot="walship_feed", extra=(), pg_data=True):
         """An agent (with --pg-data unless `pg_data` is false) and a replica."""
@@ -67,27 +71,20 @@ class PgFeedTest(unittest.TestCase):
         self.agent_log = os.path.join(self.logs, "agent.log")
         self.replica_log = os.path.join(self.logs, "replica.log")
         self.logs_to_show += [self.agent_log, self.replica_log]
-        self.agent = dk.Proc(self.env, "agent", [
-            self.env.binaries["walship-agent"], "--format=postgres",
-            "--wal-dir=%s" % self.pg.pg_wal, "--pg-conninfo=%s" % (conninfo or self.pg.conninfo()),
-            "--pg-slot=%s" % slot, "--state-dir=%s" % self.env.mkdir("feed", "agent-state"),
-            "--pg-feed-query-interval-ms=600000",
-            "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0", "--port-file=%s" % ports,
-            "--metrics-listen=127.0.0.1:0", "--insecure"] +
-            (["--pg-data=%s" % self.pg.datadir] if pg_data else []) + list(extra), self.agent_log)
-
-        def port_file():
-            try:
-                with open(ports) as f:
-                    return dict(l.strip().split("=", 1) for l in f if "=" in l)
-            except OSError:
-                return None
-        addrs = dk.wait_until(lambda: (port_file() or {}).get("metrics") and port_file(), 30,
-                              "agent port file", interval=0.05)
-        control = addrs["control"]
-        self.metrics_url = "http://%s/metrics" % addrs["metrics"]
+        self.agent = daemons.Agent(
+            self.pg.pg_wal, self.logs, label="agent",
+            extra_args=["--format=postgres",
+                        "--pg-conninfo=%s" % (conninfo or self.pg.conninfo()),
+                        "--pg-slot=%s" % slot,
+                        "--state-dir=%s" % self.env.mkdir("feed", "agent-state"),
+                        "--pg-feed-query-interval-ms=600000", "--metrics-listen=127.0.0.1:0"] +
+            (["--pg-data=%s" % self.pg.datadir] if pg_data else []) + list(extra),
+            program=self.env.binaries["walship-agent"], port_file=ports,
+            launcher=self.env).start(timeout=30)
+        control = self.agent.control
+        self.metrics_url = "http://%s/metrics" % self.agent.metrics
         self.dest = os.path.join(self.dir, "replica")
-        self.replica = dk.Proc(self.env, "replica", [
+        self.replica = Proc(self.env, "replica", [
             self.env.binaries["walship-replica"], "--agent=%s" % control,
             "--dest=%s" % self.dest, "--name=r1", "--insecure"], self.replica_log)
 
@@ -98,7 +95,7 @@ class PgFeedTest(unittest.TestCase):
             st = statefile.read_durable(self.dest)
         except (OSError, ValueError):
             return 0
-        return dk.position_lsn(st, SEG) or 0
+        return position_lsn(st, SEG) or 0
 
     def commit_row(self):
         """Inserts a row; returns an LSN at or past the end of its commit record."""
@@ -107,7 +104,7 @@ class PgFeedTest(unittest.TestCase):
 
     def commit_row_before(self):
         """Inserts a row; returns an LSN before the end of its commit record."""
-        return dk.parse_lsn(self.pg.psql(
+        return parse_lsn(self.pg.psql(
             "BEGIN; INSERT INTO t VALUES (1); SELECT pg_current_wal_insert_lsn(); COMMIT"))
 
     def walship_row(self):
@@ -116,7 +113,7 @@ class PgFeedTest(unittest.TestCase):
         if not row:
             return None
         flush, write = row.split("|")
-        return (dk.parse_lsn(flush) if flush else 0, dk.parse_lsn(write) if write else 0)
+        return (parse_lsn(flush) if flush else 0, parse_lsn(write) if write else 0)
 
     def feed_up(self):
         return self.walship_row() is not None
@@ -144,20 +141,20 @@ class PgFeedTest(unittest.TestCase):
         start = time.monotonic()
         for _ in range(commits):
             end = self.commit_row()
-            dk.wait_until(lambda: self.replica_lsn() >= end, 30,
-                          "the replica to hold the commit", interval=0.005)
+            wait_until(lambda: self.replica_lsn() >= end, 30,
+                       "the replica to hold the commit", interval=0.005)
         return time.monotonic() - start, end
 
     def test_feed_pushes_flushes_and_reports_what_replicas_hold(self):
         self.start_pair()
-        dk.wait_until(self.feed_up, 30, "the feed's walsender", interval=0.1)
+        wait_until(self.feed_up, 30, "the feed's walsender", interval=0.1)
         self.assertIn("flush feed: a walsender pushes each flush", self.log_text(self.agent_log))
         for _ in range(5):
             end = self.commit_row()
-            dk.wait_until(lambda: self.replica_lsn() >= end, 30,
-                          "the replica to hold the commit (pushed by the feed)", interval=0.02)
-        dk.wait_until(lambda: (self.walship_row() or (0, 0))[0] >= end, 15,
-                      "pg_stat_replication to show the replica's flush position", interval=0.05)
+            wait_until(lambda: self.replica_lsn() >= end, 30,
+                       "the replica to hold the commit (pushed by the feed)", interval=0.02)
+        wait_until(lambda: (self.walship_row() or (0, 0))[0] >= end, 15,
+                   "pg_stat_replication to show the replica's flush position", interval=0.05)
         # Never more than the replica holds: read the primary's view first.
         for _ in range(20):
             reported, written = self.walship_row()
@@ -167,7 +164,7 @@ class PgFeedTest(unittest.TestCase):
 
     def test_synchronous_commit_waits_for_a_walship_replica(self):
         self.start_pair()
-        dk.wait_until(self.feed_up, 30, "the feed's walsender", interval=0.1)
+        wait_until(self.feed_up, 30, "the feed's walsender", interval=0.1)
         self.pg.psql("ALTER SYSTEM SET synchronous_standby_names = 'walship'")
         self.pg.psql("SELECT pg_reload_conf()")
         before = self.commit_row_before()  # returns: the replica acknowledged it
@@ -181,7 +178,7 @@ class PgFeedTest(unittest.TestCase):
             waiter = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       text=True)
             self.addCleanup(lambda: waiter.poll() is None and waiter.kill())
-            dk.wait_until(lambda: self.pg.psql(
+            wait_until(lambda: self.pg.psql(
                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'") == "1",
                 30, "the commit to wait for synchronous replication", interval=0.1)
             time.sleep(1.0)
@@ -192,15 +189,15 @@ class PgFeedTest(unittest.TestCase):
         self.assertEqual(waiter.returncode, 0, out)
         self.assertEqual(self.pg.psql("SELECT count(*) FROM t WHERE x = 2"), "1")
         # The commit returned, so its record is durable on the replica.
-        self.assertGreater(self.replica_lsn(), dk.parse_lsn(out.strip()))
+        self.assertGreater(self.replica_lsn(), parse_lsn(out.strip()))
         reported, _ = self.walship_row()
         self.assertLessEqual(reported, self.replica_lsn())
 
     def test_async_standby_hears_positions_paced_and_a_sync_one_at_once(self):
         # A long interval, so that pacing shows in counts, not in timings.
         self.start_pair(extra=["--ack-interval-ms=400"])
-        dk.wait_until(lambda: self.metric("walship_agent_pg_feed_synchronous") == 0, 30,
-                      "the agent to read that the primary lists the feed as async", interval=0.1)
+        wait_until(lambda: self.metric("walship_agent_pg_feed_synchronous") == 0, 30,
+                   "the agent to read that the primary lists the feed as async", interval=0.1)
         self.assertIn("as an async standby", self.log_text(self.agent_log))
         def updates():
             return {w: self.metric("walship_agent_pg_status_updates_total",
@@ -220,21 +217,21 @@ class PgFeedTest(unittest.TestCase):
         self.assertLess(sent, commits, "every acknowledgement was reported")
         # The last position held back still reaches the primary without any
         # further acknowledgement, and never more than the replica holds.
-        dk.wait_until(lambda: (self.walship_row() or (0, 0))[0] >= end, 15,
-                      "pg_stat_replication to show the last position", interval=0.05)
+        wait_until(lambda: (self.walship_row() or (0, 0))[0] >= end, 15,
+                   "pg_stat_replication to show the last position", interval=0.05)
         self.assertLessEqual(self.walship_row()[0], self.replica_lsn())
         # Named in synchronous_standby_names: reports at once again, and a
         # commit waits for the replica as before.
         self.pg.psql("ALTER SYSTEM SET synchronous_standby_names = 'walship'")
         self.pg.psql("SELECT pg_reload_conf()")
-        dk.wait_until(lambda: self.metric("walship_agent_pg_feed_synchronous") == 1, 30,
-                      "the agent to read that the primary waits for it", interval=0.1)
+        wait_until(lambda: self.metric("walship_agent_pg_feed_synchronous") == 1, 30,
+                   "the agent to read that the primary waits for it", interval=0.1)
         self.assertIn("as a sync standby", self.log_text(self.agent_log))
         # The replica hears it too (a commit would otherwise wait for a held
         # acknowledgement).
-        dk.wait_until(lambda: "acknowledge new durable positions at once" in
-                      self.log_text(self.replica_log), 30,
-                      "the replica to acknowledge at once", interval=0.1)
+        wait_until(lambda: "acknowledge new durable positions at once" in
+                   self.log_text(self.replica_log), 30,
+                   "the replica to acknowledge at once", interval=0.1)
         before, acks_before = updates(), self.acks()
         for _ in range(10):
             inside = self.commit_row_before()  # returns once a report covered it
@@ -248,9 +245,9 @@ class PgFeedTest(unittest.TestCase):
         # With no feed nothing on the primary can wait for walship, so
         # --ack-interval-ms applies from the start.
         self.start_pair(extra=["--pg-feed=false", "--ack-interval-ms=400"])
-        dk.wait_until(lambda: "acknowledge new durable positions at most every 400ms" in
-                      self.log_text(self.replica_log), 30,
-                      "the replica to hear that it may pace its acknowledgements", interval=0.1)
+        wait_until(lambda: "acknowledge new durable positions at most every 400ms" in
+                   self.log_text(self.replica_log), 30,
+                   "the replica to hear that it may pace its acknowledgements", interval=0.1)
         acks_before = self.acks()
         commits = 30
         elapsed, _ = self.commit_one_by_one(commits)
@@ -269,23 +266,23 @@ class PgFeedTest(unittest.TestCase):
         # The flush position query is a prepared statement, which lives and
         # dies with its connection: after a reconnect the agent prepares it
         # again rather than calling one the new backend never heard of.
-        self.pg.psql("ALTER ROLE %s SET log_statement = 'all'" % dk.PG_SUPERUSER)
+        self.pg.psql("ALTER ROLE %s SET log_statement = 'all'" % SUPERUSER)
         self.start_pair(extra=["--pg-feed=false"])
         end = self.commit_row()
-        dk.wait_until(lambda: self.replica_lsn() >= end, 30, "shipping by query", interval=0.05)
-        old = dk.wait_until(self.agent_query_backends, 10, "the agent's query backend",
-                            interval=0.05)
+        wait_until(lambda: self.replica_lsn() >= end, 30, "shipping by query", interval=0.05)
+        old = wait_until(self.agent_query_backends, 10, "the agent's query backend",
+                         interval=0.05)
         self.pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                      "WHERE application_name = 'walship-agent'")
-        new = dk.wait_until(lambda: [p for p in self.agent_query_backends() if p not in old],
-                            30, "the agent to connect again", interval=0.05)
+        new = wait_until(lambda: [p for p in self.agent_query_backends() if p not in old],
+                         30, "the agent to connect again", interval=0.05)
         end = self.commit_row()
-        dk.wait_until(lambda: self.replica_lsn() >= end, 30,
-                      "shipping by query on the new connection", interval=0.05)
+        wait_until(lambda: self.replica_lsn() >= end, 30,
+                   "shipping by query on the new connection", interval=0.05)
         # Executed as the statement prepared on the new connection.
         executed = "[%d] LOG:  execute walship_flush_position: SELECT" % new[0]
-        dk.wait_until(lambda: executed in self.log_text(self.pg.log_path), 10,
-                      "the new backend to execute the prepared statement", interval=0.1)
+        wait_until(lambda: executed in self.log_text(self.pg.log_path), 10,
+                   "the new backend to execute the prepared statement", interval=0.1)
         # Prepared before its first call there, not after a failed one.
         self.assertNotIn('prepared statement "walship_flush_position" does not exist',
                          self.log_text(self.pg.log_path))
@@ -295,10 +292,10 @@ class PgFeedTest(unittest.TestCase):
         far more often than any interval here) and checks the agent asked for
         the flush position at most once per `interval_s`, and that the
         replica holds the INSERT's WAL."""
-        self.pg.psql("ALTER ROLE %s SET log_statement = 'all'" % dk.PG_SUPERUSER)
+        self.pg.psql("ALTER ROLE %s SET log_statement = 'all'" % SUPERUSER)
         self.start_pair(extra=["--pg-feed=false"] + list(extra))
-        pid = dk.wait_until(self.agent_query_backends, 30, "the agent's query backend",
-                            interval=0.05)[0]
+        pid = wait_until(self.agent_query_backends, 30, "the agent's query backend",
+                         interval=0.05)[0]
         executed = "[%d] LOG:  execute walship_flush_position: SELECT" % pid
         before = len(self.log_text(self.pg.log_path))
         start = time.monotonic()
@@ -310,8 +307,8 @@ class PgFeedTest(unittest.TestCase):
                              "%d queries in %.2fs" % (asked, elapsed))
         self.assertGreater(asked, min(10, elapsed / interval_s / 4),
                            "%d queries in %.2fs" % (asked, elapsed))
-        dk.wait_until(lambda: self.replica_lsn() >= end, 60, "the replica to hold it",
-                      interval=0.05)
+        wait_until(lambda: self.replica_lsn() >= end, 60, "the replica to hold it",
+                   interval=0.05)
 
     def test_without_a_feed_queries_are_spaced_while_wal_streams_in(self):
         # PostgreSQL writing into pg_wal prompts the query, at most one per
@@ -339,58 +336,58 @@ class PgFeedTest(unittest.TestCase):
             f.write(b"\xff\xff")  # xlp_magic
         self.start_pair(extra=["--pg-feed=false"])
         refused = "not shipping %s from offset %d" % (name, offset)
-        dk.wait_until(lambda: refused in self.log_text(self.agent_log), 30,
-                      "the agent to refuse the damaged page", interval=0.1)
-        dk.wait_until(lambda: self.replica_lsn() == page, 30,
-                      "the replica to hold everything before the damaged page", interval=0.05)
+        wait_until(lambda: refused in self.log_text(self.agent_log), 30,
+                   "the agent to refuse the damaged page", interval=0.1)
+        wait_until(lambda: self.replica_lsn() == page, 30,
+                   "the replica to hold everything before the damaged page", interval=0.05)
         time.sleep(0.5)
         self.assertEqual(self.replica_lsn(), page, "bytes past the damaged page were shipped")
         with open(path, "r+b") as f:
             f.seek(offset)
             f.write(whole)
-        dk.wait_until(lambda: self.replica_lsn() >= end, 30,
-                      "shipping to go on once the page is whole", interval=0.05)
+        wait_until(lambda: self.replica_lsn() >= end, 30,
+                   "shipping to go on once the page is whole", interval=0.05)
 
     def test_feed_comes_back_after_its_walsender_is_terminated(self):
         self.start_pair()
-        dk.wait_until(self.feed_up, 30, "the feed's walsender", interval=0.1)
+        wait_until(self.feed_up, 30, "the feed's walsender", interval=0.1)
         self.assertEqual(self.feed_metric(), 1)
         self.pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_replication "
                      "WHERE application_name = 'walship'")
-        dk.wait_until(lambda: "flush feed lost" in self.log_text(self.agent_log), 15,
-                      "the agent to notice the lost feed", interval=0.1)
-        dk.wait_until(lambda: self.feed_metric() == 0, 5, "the metric to say it is down",
-                      interval=0.05)
+        wait_until(lambda: "flush feed lost" in self.log_text(self.agent_log), 15,
+                   "the agent to notice the lost feed", interval=0.1)
+        wait_until(lambda: self.feed_metric() == 0, 5, "the metric to say it is down",
+                   interval=0.05)
         # Still shipping (by query while the feed is down).
         end = self.commit_row()
-        dk.wait_until(lambda: self.replica_lsn() >= end, 30, "shipping by query", interval=0.05)
-        dk.wait_until(lambda: self.log_text(self.agent_log).count(
+        wait_until(lambda: self.replica_lsn() >= end, 30, "shipping by query", interval=0.05)
+        wait_until(lambda: self.log_text(self.agent_log).count(
             "flush feed: a walsender pushes each flush") >= 2, 30, "the feed to reopen",
             interval=0.2)
-        dk.wait_until(self.feed_up, 15, "the feed's walsender again", interval=0.1)
-        dk.wait_until(lambda: self.feed_metric() == 1, 5, "the metric to say it is up",
-                      interval=0.05)
+        wait_until(self.feed_up, 15, "the feed's walsender again", interval=0.1)
+        wait_until(lambda: self.feed_metric() == 1, 5, "the metric to say it is up",
+                   interval=0.05)
         end = self.commit_row()
-        dk.wait_until(lambda: self.replica_lsn() >= end, 30, "shipping by the feed", interval=0.02)
+        wait_until(lambda: self.replica_lsn() >= end, 30, "shipping by the feed", interval=0.02)
 
     def test_role_without_replication_ships_by_query(self):
         self.pg.psql("CREATE ROLE plain LOGIN")
-        conninfo = self.pg.conninfo().replace("user=%s" % dk.PG_SUPERUSER, "user=plain")
+        conninfo = self.pg.conninfo().replace("user=%s" % SUPERUSER, "user=plain")
         self.assertIn("user=plain", conninfo)
         # Without pg_read_all_settings --pg-data cannot be checked: left out.
         self.start_pair(conninfo=conninfo, slot="", pg_data=False)
-        dk.wait_until(lambda: "flush feed unavailable" in self.log_text(self.agent_log), 30,
-                      "the agent to say why there is no feed", interval=0.1)
+        wait_until(lambda: "flush feed unavailable" in self.log_text(self.agent_log), 30,
+                   "the agent to say why there is no feed", interval=0.1)
         self.assertIn("REPLICATION attribute", self.log_text(self.agent_log))
         end = self.commit_row()
-        dk.wait_until(lambda: self.replica_lsn() >= end, 30, "shipping by query", interval=0.05)
+        wait_until(lambda: self.replica_lsn() >= end, 30, "shipping by query", interval=0.05)
         self.assertIsNone(self.walship_row())
 
     def test_wal_written_after_the_postmaster_died_is_shipped(self):
         self.start_pair()
-        dk.wait_until(self.feed_up, 30, "the feed's walsender", interval=0.1)
+        wait_until(self.feed_up, 30, "the feed's walsender", interval=0.1)
         before = self.commit_row()
-        dk.wait_until(lambda: self.replica_lsn() >= before, 30, "the first commit", interval=0.02)
+        wait_until(lambda: self.replica_lsn() >= before, 30, "the first commit", interval=0.02)
         # The InitPlan runs first and takes seconds without writing WAL; only
         # then are the rows inserted and the transaction committed. A backend
         # checks for postmaster death only when it waits, so it finishes.
@@ -402,7 +399,7 @@ class PgFeedTest(unittest.TestCase):
         busy = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True)
         self.addCleanup(lambda: busy.poll() is None and busy.kill())
-        dk.wait_until(lambda: self.pg.psql(
+        wait_until(lambda: self.pg.psql(
             "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'INSERT INTO t SELECT 5%' "
             "AND state = 'active'") == "1", 30, "the busy backend", interval=0.02)
         self.pg.kill9_postmaster(timeout=60)
@@ -411,11 +408,11 @@ class PgFeedTest(unittest.TestCase):
         self.assertIn("INSERT 0 %d" % rows, out, "the commit was acknowledged after the crash")
         agent_log = self.log_text(self.agent_log)
         self.assertIn("applying the crash rule", agent_log)
-        end, records = dk.waldump_end(self.env, self.pg.pg_wal, before, 1, SEG)
+        end, records = waldump_end(self.env, self.pg.pg_wal, before, 1, SEG)
         self.assertGreater(records, rows, "the rows' WAL is in pg_wal")
-        dk.wait_until(lambda: self.replica_lsn() >= end, 30,
-                      "the replica to hold the WAL written after the postmaster died, up to "
-                      + dk.fmt_lsn(end), interval=0.05)
+        wait_until(lambda: self.replica_lsn() >= end, 30,
+                   "the replica to hold the WAL written after the postmaster died, up to "
+                   + fmt_lsn(end), interval=0.05)
         self.assertEqual(self.replica_lsn(), end, "shipped past the end of valid WAL")
 
 

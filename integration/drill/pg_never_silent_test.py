@@ -43,7 +43,13 @@ import sys
 import unittest
 import zlib
 
-from integration.drill import drillkit as dk
+from integration.walshiptest import daemons
+from integration.walshiptest.lsn import (
+    fmt_lsn, parse_lsn, parse_segment, position_lsn, segment_name)
+from integration.walshiptest.pg import PgCluster, PgEnv
+from integration.walshiptest.ports import free_port
+from integration.walshiptest.procs import Proc, log, read_text
+from integration.walshiptest.waits import StepError, wait_until
 
 from integration import statefile
 from integration import wirelib
@@ -54,7 +60,7 @@ NOT_PRIMARY = "is in recovery, not a primary"
 
 class PgNeverSilentTest(unittest.TestCase):
     def setUp(self):
-        self.env = dk.DrillEnv(base_dir="/tmp")
+        self.env = PgEnv(base_dir="/tmp")
         self.addCleanup(self.env.close)
         self.dir = self.env.mkdir("ns")
         self.sock = self.env.mkdir("ns", "sock")
@@ -67,11 +73,11 @@ class PgNeverSilentTest(unittest.TestCase):
 
     # -- helpers ----------------------------------------------------------
     def log_text(self, path, since=0):
-        return dk.read_text(path, since)
+        return read_text(path, since)
 
     def cluster(self, name, settings=None):
-        pg = dk.PgCluster(self.env, name, os.path.join(self.dir, name), self.sock,
-                          dk.free_port(), self.logs)
+        pg = PgCluster(self.env, name, os.path.join(self.dir, name), self.sock,
+                       free_port(), self.logs)
         pg.initdb(1)
         conf = {"port": pg.port, "unix_socket_directories": self.sock,
                 "listen_addresses": "", "wal_level": "replica", "max_replication_slots": 4,
@@ -84,37 +90,27 @@ class PgNeverSilentTest(unittest.TestCase):
 
     def start_agent(self, pg, name, slot=None, pg_data=False):
         """An agent beside `pg`, without a slot unless `slot` names one (and
-        with --pg-data when `pg_data`); returns (proc, control address)."""
+        with --pg-data when `pg_data`); returns (daemons.Agent, control address)."""
         ports = os.path.join(self.dir, "%s.ports" % name)
-        log_path = os.path.join(self.logs, "%s.log" % name)
-        self.logs_to_show.append(log_path)
+        self.logs_to_show.append(os.path.join(self.logs, "%s.log" % name))
         slot_args = ["--pg-slot="]
         if slot:
             slot_args = ["--pg-slot=%s" % slot,
                          "--state-dir=%s" % self.env.mkdir("ns", name + "-state")]
         if pg_data:
             slot_args.append("--pg-data=%s" % pg.datadir)
-        proc = dk.Proc(self.env, name, [
-            self.env.binaries["walship-agent"], "--format=postgres",
-            "--wal-dir=%s" % pg.pg_wal, "--pg-conninfo=%s" % pg.conninfo()] + slot_args + [
-            "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0", "--port-file=%s" % ports,
-            "--insecure"], log_path)
-
-        def control():
-            if not proc.alive():
-                raise dk.DrillError("%s exited %s at start" % (name, proc.returncode()))
-            try:
-                with open(ports) as f:
-                    return dict(l.strip().split("=", 1) for l in f if "=" in l).get("control")
-            except OSError:
-                return None
-        return proc, dk.wait_until(control, 60, "%s's port file" % name, interval=0.05)
+        agent = daemons.Agent(
+            pg.pg_wal, self.logs, label=name,
+            extra_args=["--format=postgres", "--pg-conninfo=%s" % pg.conninfo()] + slot_args,
+            program=self.env.binaries["walship-agent"], port_file=ports,
+            launcher=self.env).start(timeout=60)
+        return agent, agent.control
 
     def start_replica(self, name, control, dest):
         log_path = os.path.join(self.logs, "%s.log" % name)
         if log_path not in self.logs_to_show:
             self.logs_to_show.append(log_path)
-        return dk.Proc(self.env, name, [
+        return Proc(self.env, name, [
             self.env.binaries["walship-replica"], "--agent=%s" % control, "--dest=%s" % dest,
             "--name=%s" % name, "--insecure"], log_path)
 
@@ -140,22 +136,22 @@ class PgNeverSilentTest(unittest.TestCase):
             st = statefile.read_durable(dest)
         except (OSError, ValueError):
             return None
-        if not st or dk.parse_segment(st["segment"], SEG) is None:
+        if not st or parse_segment(st["segment"], SEG) is None:
             return None
-        return st["segment"], dk.position_lsn(st, SEG), st["complete"]
+        return st["segment"], position_lsn(st, SEG), st["complete"]
 
     def wait_holds(self, dest, lsn, what, timeline=1, whole_before=False):
         """Waits until the replica in `dest` holds `lsn` of `timeline`
         durably; with `whole_before`, also the segment before the one
         holding it whole (the agent vouched for it: renamed from .partial)."""
-        prev = os.path.join(dest, dk.segment_name(timeline, lsn // SEG - 1, SEG))
+        prev = os.path.join(dest, segment_name(timeline, lsn // SEG - 1, SEG))
 
         def holds():
             d = self.durable(dest)
-            if not d or dk.parse_segment(d[0], SEG)[0] != timeline or d[1] < lsn:
+            if not d or parse_segment(d[0], SEG)[0] != timeline or d[1] < lsn:
                 return False
             return not whole_before or os.path.exists(prev)
-        dk.wait_until(holds, 30, what, interval=0.05)
+        wait_until(holds, 30, what, interval=0.05)
 
     def files(self, dest):
         """Every file of a replica directory but its lock: {name: (size, crc32)}."""
@@ -201,11 +197,11 @@ class PgNeverSilentTest(unittest.TestCase):
         seg_s, lsn_s, complete = self.durable(dest1)
         self.assertFalse(complete, "r1 stopped at the end of %s; the test wants it inside"
                          % seg_s)
-        dk.log("r1 stopped at %s in %s", dk.fmt_lsn(lsn_s), seg_s)
+        log("r1 stopped at %s in %s", fmt_lsn(lsn_s), seg_s)
 
         # The primary writes on (r2 follows) and checkpoints until S and
         # the two segments after it are gone from pg_wal.
-        segno_s = dk.parse_segment(seg_s, SEG)[1]
+        segno_s = parse_segment(seg_s, SEG)[1]
 
         def gone():
             self.write_wal(pg, 2000)
@@ -215,13 +211,13 @@ class PgNeverSilentTest(unittest.TestCase):
             end = self.write_wal(pg, 10)
             self.wait_holds(dest2, end, "r2 to follow the primary", whole_before=True)
             pg.psql("CHECKPOINT")
-            held = [seg[1] for seg in (dk.parse_segment(n, SEG) for n in os.listdir(pg.pg_wal))
+            held = [seg[1] for seg in (parse_segment(n, SEG) for n in os.listdir(pg.pg_wal))
                     if seg and seg[0] == 1]
             return min(held) > segno_s + 2
-        dk.wait_until(gone, 40, "%s and the two segments after it to be removed from "
-                      "pg_wal" % seg_s, interval=0)
-        dk.log("%s and the two segments after it are gone from pg_wal: %s", seg_s,
-               sorted(os.listdir(pg.pg_wal)))
+        wait_until(gone, 40, "%s and the two segments after it to be removed from "
+                   "pg_wal" % seg_s, interval=0)
+        log("%s and the two segments after it are gone from pg_wal: %s", seg_s,
+            sorted(os.listdir(pg.pg_wal)))
 
         # The primary stops well inside a segment, r2 holding all of its
         # WAL (a clean shutdown waits until the agent reports its shutdown
@@ -234,7 +230,7 @@ class PgNeverSilentTest(unittest.TestCase):
         self.assertEqual(pg.stop("fast"), 0)
         self.assertEqual(r2.stop(), 0)
         seg_r2, lsn_r2, _ = self.durable(dest2)
-        dk.log("r2 stopped at %s in %s", dk.fmt_lsn(lsn_r2), seg_r2)
+        log("r2 stopped at %s in %s", fmt_lsn(lsn_r2), seg_r2)
 
         # The same data directory comes back in recovery, then is promoted.
         pg.touch("standby.signal")
@@ -247,19 +243,19 @@ class PgNeverSilentTest(unittest.TestCase):
         # Checked last: a failure of what the replicas do across the switch,
         # the main claim here, is reported first.
         try:
-            in_recovery = dk.wait_until(not_primary, 15, "the agent to say not primary",
-                                        interval=0.1)
-        except dk.DrillError as e:
+            in_recovery = wait_until(not_primary, 15, "the agent to say not primary",
+                                     interval=0.1)
+        except StepError as e:
             in_recovery = "%s; last status: %s" % (e, self.status(control))
-        self.assertEqual(pg.psql("SELECT pg_promote(true, 60)"), "t")
+        self.assertEqual(pg.promote(), "t")
         history = os.path.join(pg.pg_wal, "00000002.history")
         self.assertTrue(os.path.exists(history))
         with open(history) as f:
-            switch = dk.parse_lsn(f.read().split()[1])
-        dk.log("timeline 2 from %s", dk.fmt_lsn(switch))
-        self.assertEqual(dk.segment_name(1, switch // SEG, SEG), seg_r2,
+            switch = parse_lsn(f.read().split()[1])
+        log("timeline 2 from %s", fmt_lsn(switch))
+        self.assertEqual(segment_name(1, switch // SEG, SEG), seg_r2,
                          "set-up: the switch point %s is not in r2's segment"
-                         % dk.fmt_lsn(switch))
+                         % fmt_lsn(switch))
         self.assertLessEqual(lsn_r2, switch)
         end = self.write_wal(pg, 100)
 
@@ -276,11 +272,11 @@ class PgNeverSilentTest(unittest.TestCase):
         def outcome():
             skipped = [n for n in os.listdir(dest1) if n.startswith("00000002")]
             return skipped or not r1.alive()
-        dk.wait_until(outcome, 30, "r1 to stop or to skip to timeline 2", interval=0.05)
+        wait_until(outcome, 30, "r1 to stop or to skip to timeline 2", interval=0.05)
         skipped = [n for n in os.listdir(dest1) if n.startswith("00000002")]
         self.assertEqual(skipped, [], "r1 skipped the timeline 1 WAL after %s (removed from "
                          "pg_wal) and continued on timeline 2 with %s"
-                         % (dk.fmt_lsn(lsn_s), skipped))
+                         % (fmt_lsn(lsn_s), skipped))
         self.assertEqual(r1.wait(30), 3, self.log_text(r1.log_path, since))
         self.assertRegex(self.log_text(r1.log_path, since), r"stopping: .*gap: .*%s" % seg_s)
         self.assertRegex(self.log_text(agent.log_path), r"gap: .*%s" % seg_s)
@@ -297,7 +293,7 @@ class PgNeverSilentTest(unittest.TestCase):
         with open(os.path.join(pg_wal, "%08X.history" % tli), "rb") as f:
             self.assertEqual(held, f.read())
         for segno in range(first_segno, end // SEG + 1):
-            name = dk.segment_name(tli, segno, SEG)
+            name = segment_name(tli, segno, SEG)
             last = segno == end // SEG
             path = os.path.join(dest, name)
             if last and not os.path.exists(path):
@@ -341,11 +337,9 @@ class PgNeverSilentTest(unittest.TestCase):
         before = self.files(dest)
 
         # A standby of that primary, and an agent beside it.
-        standby = dk.PgCluster(self.env, "standby", os.path.join(self.dir, "standby"),
-                               self.sock, dk.free_port(), self.logs)
-        self.env.run([self.env.pg("pg_basebackup"), "-h", self.sock, "-p", str(pg.port),
-                      "-U", dk.PG_SUPERUSER, "-D", standby.datadir, "-X", "stream", "-R",
-                      "-c", "fast", "--no-sync"], timeout=120)
+        standby = PgCluster(self.env, "standby", os.path.join(self.dir, "standby"),
+                               self.sock, free_port(), self.logs)
+        pg.basebackup(standby, wal="stream", write_recovery_conf=True, timeout=120)
         standby.configure({"port": standby.port})
         standby.start(wait_for=("ready", "standby"))
         self.logs_to_show.append(standby.log_path)
@@ -358,7 +352,7 @@ class PgNeverSilentTest(unittest.TestCase):
         def retried_or_stopped():
             text = self.log_text(r1.log_path, since)
             return not r1.alive() or len(re.findall(r"session ended: .*retrying", text)) >= 3
-        dk.wait_until(retried_or_stopped, 30, "r1 to retry three times or stop", interval=0.05)
+        wait_until(retried_or_stopped, 30, "r1 to retry three times or stop", interval=0.05)
         text = self.log_text(r1.log_path, since)
         self.assertEqual(self.changes(before, self.files(dest)), "",
                          "r1 changed its files on a refusal by an agent beside a standby")
@@ -385,16 +379,16 @@ class PgNeverSilentTest(unittest.TestCase):
         dest = os.path.join(self.dir, "r1")
         r1 = self.start_replica("r1", control, dest)
         self.wait_holds(dest, self.write_wal(pg, 50), "r1 to hold the rows")
-        dk.wait_until(lambda: pg.psql("SELECT count(*) FROM pg_stat_replication WHERE "
-                                      "application_name = 'walship'") == "1",
+        wait_until(lambda: pg.psql("SELECT count(*) FROM pg_stat_replication WHERE "
+                                   "application_name = 'walship'") == "1",
                       30, "the agent's flush feed", interval=0.1)
         # The replica is down: nothing will ever confirm the shutdown
         # checkpoint. The feed must not hold the shutdown up.
         self.assertEqual(r1.stop(), 0)
         self.write_wal(pg, 50)
         os.kill(pg.proc.pid, signal.SIGINT)
-        dk.wait_until(lambda: not pg.running(), 60,
-                      "PostgreSQL to finish a fast shutdown while the agent runs", interval=0.1)
+        wait_until(lambda: not pg.running(), 60,
+                   "PostgreSQL to finish a fast shutdown while the agent runs", interval=0.1)
         log = self.log_text(os.path.join(self.logs, "agent.log"))
         self.assertIn("PostgreSQL is shutting down: closed the flush feed", log)
         agent.stop()
@@ -411,27 +405,27 @@ class PgNeverSilentTest(unittest.TestCase):
         # The primary switches segments and goes idle: r1 holds all of
         # segment X, but no byte of X+1 is flushed, so X is not yet
         # confirmed (checkpointed) by the agent.
-        x_end = dk.parse_lsn(pg.psql("SELECT pg_switch_wal()"))
+        x_end = parse_lsn(pg.psql("SELECT pg_switch_wal()"))
         x_end = (x_end // SEG + 1) * SEG
-        x_name = dk.segment_name(1, x_end // SEG - 1, SEG)
+        x_name = segment_name(1, x_end // SEG - 1, SEG)
         self.wait_holds(dest, x_end, "r1 to hold %s whole" % x_name)
 
         def restart_lsn():
-            return dk.parse_lsn(pg.psql(
+            return parse_lsn(pg.psql(
                 "SELECT restart_lsn FROM pg_replication_slots WHERE slot_name = 'walship_idle'"))
-        dk.wait_until(lambda: restart_lsn() >= x_end - SEG, 30,
-                      "the slot to reach %s" % x_name, interval=0.2)
+        wait_until(lambda: restart_lsn() >= x_end - SEG, 30,
+                   "the slot to reach %s" % x_name, interval=0.2)
         # Two rounds of the slot keeper: it must not move past X.
         time.sleep(2.5)
         self.assertLess(restart_lsn(), x_end,
                         "the slot left %s, which the agent still has to confirm" % x_name)
         # A checkpoint while the agent is stopped keeps X, and once the
         # primary writes again r1 goes on past it.
-        agent.signal_group(signal.SIGSTOP)
+        agent.proc.signal_group(signal.SIGSTOP)
         pg.psql("CHECKPOINT")
         pg.psql("CHECKPOINT")
         self.assertIn(x_name, pg.psql("SELECT string_agg(name, ' ') FROM pg_ls_waldir()"))
-        agent.signal_group(signal.SIGCONT)
+        agent.proc.signal_group(signal.SIGCONT)
         end = self.write_wal(pg, 200)
         self.wait_holds(dest, end, "r1 to hold the rows after %s" % x_name, whole_before=True)
         self.assertTrue(r1.alive(), "r1 stopped:\n" + self.log_text(

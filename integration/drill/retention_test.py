@@ -17,45 +17,42 @@ import sys
 import time
 import unittest
 
-from integration.drill import drillkit as dk
+from integration.walshiptest import daemons
+from integration.walshiptest.lsn import parse_lsn, position_lsn, segment_name
+from integration.walshiptest.pg import PgEnv, test_primary
+from integration.walshiptest.procs import Proc
+from integration.walshiptest.waits import wait_until
 
 SEG = 1 << 20
 BOUND = 6 * SEG
 
 
 def lsn_of(pos):
-    return dk.position_lsn(pos, SEG)
+    return position_lsn(pos, SEG)
 
 
 class RetentionTest(unittest.TestCase):
     def setUp(self):
-        self.env = dk.DrillEnv(base_dir="/tmp")
+        self.env = PgEnv(base_dir="/tmp")
         self.addCleanup(self.env.close)
-        self.pg, d, self.logs = dk.test_primary(self.env, "retention", small_wal=True)
+        self.pg, d, self.logs = test_primary(self.env, "retention", small_wal=True)
         self.pg.psql("CREATE TABLE filler (x text)")
-        ports = os.path.join(d, "agent.ports")
-        self.agent_log = os.path.join(self.logs, "agent.log")
-        self.agent = dk.Proc(self.env, "agent", [
-            self.env.binaries["walship-agent"], "--format=postgres",
-            "--wal-dir=%s" % self.pg.pg_wal, "--pg-data=%s" % self.pg.datadir,
-            "--pg-conninfo=%s" % self.pg.conninfo(),
-            "--pg-slot=walship_test", "--max-retained-bytes=%d" % BOUND,
-            "--state-dir=%s" % self.env.mkdir("retention", "agent-state"),
-            "--io-timeout-ms=2000", "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0",
-            "--port-file=%s" % ports, "--insecure"], self.agent_log)
-
-        def port_file():
-            try:
-                with open(ports) as f:
-                    return dict(l.strip().split("=", 1) for l in f if "=" in l).get("control")
-            except OSError:
-                return None
-        self.control = dk.wait_until(port_file, 30, "agent port file", interval=0.05)
+        self.agent = daemons.Agent(
+            self.pg.pg_wal, self.logs, label="agent",
+            extra_args=["--format=postgres", "--pg-data=%s" % self.pg.datadir,
+                        "--pg-conninfo=%s" % self.pg.conninfo(),
+                        "--pg-slot=walship_test", "--max-retained-bytes=%d" % BOUND,
+                        "--state-dir=%s" % self.env.mkdir("retention", "agent-state"),
+                        "--io-timeout-ms=2000"],
+            program=self.env.binaries["walship-agent"],
+            port_file=os.path.join(d, "agent.ports"), launcher=self.env).start(timeout=30)
+        self.agent_log = self.agent.log_path
+        self.control = self.agent.control
         self.replica_log = os.path.join(self.logs, "replica.log")
         self.replica_argv = [
             self.env.binaries["walship-replica"], "--agent=%s" % self.control,
             "--dest=%s" % os.path.join(d, "replica"), "--name=r1", "--insecure"]
-        self.replica = dk.Proc(self.env, "replica", self.replica_argv, self.replica_log)
+        self.replica = Proc(self.env, "replica", self.replica_argv, self.replica_log)
 
     def write_wal(self, segments):
         """Fills `segments` WAL segments (a row, then a segment switch)."""
@@ -66,7 +63,7 @@ class RetentionTest(unittest.TestCase):
         row = self.pg.psql("SELECT restart_lsn, pg_current_wal_flush_lsn() "
                            "FROM pg_replication_slots WHERE slot_name = 'walship_test'")
         restart, flush = row.split("|")
-        return dk.parse_lsn(restart), dk.parse_lsn(flush)
+        return parse_lsn(restart), parse_lsn(flush)
 
     def replica_flushed(self):
         r = self.env.run([self.env.binaries["walship-status"], "--agent=%s" % self.control,
@@ -90,11 +87,11 @@ class RetentionTest(unittest.TestCase):
         self.write_wal(3)
         self.pg.psql("CHECKPOINT")
         _, flush = self.slot()
-        dk.wait_until(lambda: (self.replica_flushed() or 0) >= flush, 60,
-                      "replica to catch up", interval=0.1)
+        wait_until(lambda: (self.replica_flushed() or 0) >= flush, 60,
+                   "replica to catch up", interval=0.1)
         acked = self.replica_flushed()
-        dk.wait_until(lambda: self.slot()[0] >= acked - SEG, 15,
-                      "slot to advance to the replica's position", interval=0.2)
+        wait_until(lambda: self.slot()[0] >= acked - SEG, 15,
+                   "slot to advance to the replica's position", interval=0.2)
         restart, _ = self.slot()
         self.assertLessEqual(restart, acked, "the slot released WAL the replica lacks")
 
@@ -107,7 +104,7 @@ class RetentionTest(unittest.TestCase):
         restart, flush = self.slot()
         self.assertLess(flush - held, BOUND)
         self.assertLessEqual(restart, held, "WAL the stopped replica needs was released early")
-        first_needed = dk.segment_name(1, held // SEG, SEG)
+        first_needed = segment_name(1, held // SEG, SEG)
         self.assertIn(first_needed, os.listdir(self.pg.pg_wal),
                       "a segment the replica has not flushed was recycled")
 
@@ -118,25 +115,25 @@ class RetentionTest(unittest.TestCase):
         hold = (held - 1) // SEG * SEG
         while self.slot()[1] - hold <= BOUND * 0.8:
             self.write_wal(1)
-        dk.wait_until(lambda: "over 80% of --max-retained-bytes" in self.log_text(self.agent_log),
-                      20, "the agent's 80% alert", interval=0.2)
+        wait_until(lambda: "over 80% of --max-retained-bytes" in self.log_text(self.agent_log),
+                   20, "the agent's 80% alert", interval=0.2)
         self.assertLessEqual(self.slot()[0], held, "released before the bound was reached")
         self.assertNotIn("bound exceeded", self.log_text(self.agent_log))
 
         # Past the bound: released, loudly, naming the replica at risk.
         self.write_wal(4)
         self.pg.psql("CHECKPOINT")
-        dk.wait_until(lambda: "WAL retention bound exceeded" in self.log_text(self.agent_log),
-                      20, "the agent's retention alert", interval=0.2)
+        wait_until(lambda: "WAL retention bound exceeded" in self.log_text(self.agent_log),
+                   20, "the agent's retention alert", interval=0.2)
         self.assertIn("r1 at", self.log_text(self.agent_log))
-        dk.wait_until(lambda: self.slot()[1] - self.slot()[0] <= BOUND + SEG, 15,
-                      "the slot to release WAL beyond the bound", interval=0.2)
+        wait_until(lambda: self.slot()[1] - self.slot()[0] <= BOUND + SEG, 15,
+                   "the slot to release WAL beyond the bound", interval=0.2)
         self.pg.psql("CHECKPOINT")
-        dk.wait_until(lambda: first_needed not in os.listdir(self.pg.pg_wal), 15,
-                      "the released segment to be recycled", interval=0.2)
+        wait_until(lambda: first_needed not in os.listdir(self.pg.pg_wal), 15,
+                   "the released segment to be recycled", interval=0.2)
 
         # 3. The replica restarts and reports the gap; it does not skip WAL.
-        self.replica = dk.Proc(self.env, "replica", self.replica_argv, self.replica_log)
+        self.replica = Proc(self.env, "replica", self.replica_argv, self.replica_log)
         rc = self.replica.wait(60)
         self.assertEqual(rc, 3, "replica should stop with exit status 3 (operator must act)")
         self.assertIn("gap", self.log_text(self.replica_log))

@@ -22,12 +22,13 @@ import signal
 import sys
 import time
 
-from integration.drill import drillkit as dk
 from integration.drill.drill_report import write_report
 from integration.drill.drill_setup import Ctx, Params
 from integration.drill.drill_steps import Result
-from integration.drill.drillkit import log, DrillError
 from integration.drill.drills import DRILLS
+from integration.walshiptest.pg import DEFAULT_USER, PgEnv
+from integration.walshiptest.procs import log
+from integration.walshiptest.waits import StepError
 
 
 ALL_DRILLS = ["process-crash", "host-loss", "replica-crash", "network-cut", "switchover"]
@@ -48,7 +49,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=None, help="seed of the fault timings")
     ap.add_argument("--load-seconds", type=int, default=None, help="load before the fault")
     ap.add_argument("--segsize-mb", type=int, default=None, help="initdb --wal-segsize")
-    ap.add_argument("--user", default=dk.DEFAULT_USER,
+    ap.add_argument("--user", default=DEFAULT_USER,
                     help="OS user for PostgreSQL and walship when run as root")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     args = ap.parse_args(argv)
@@ -74,7 +75,7 @@ def main(argv=None):
     results = []
     env = None
     try:
-        env = dk.DrillEnv(user=args.user, keep=args.keep)
+        env = PgEnv(user=args.user, keep=args.keep)
         ctx = Ctx(env, out, seed, params)
         for d in drills:
             log("==== drill %s", d)
@@ -83,7 +84,7 @@ def main(argv=None):
             r.metrics["duration_s"] = round(time.time() - t, 1)
             results.append(r)
             log("==== drill %s: %s in %.0fs", d, "PASS" if r.ok else "FAIL", time.time() - t)
-    except DrillError as e:
+    except StepError as e:
         r = Result("set-up")
         r.error = str(e)
         results.append(r)

@@ -1,6 +1,15 @@
 """Shared helpers of walship's Python integration tests, drill, benchmark and
-fault campaign: bounded waits (waits), LSNs and WAL segment names (lsn), the
-built binaries (binaries), ports and port files (ports).
+fault campaign, one implementation of each:
+
+  procs     starting programs so that they can be stopped by their PID
+            (process groups), stopping and killing them, their logs, log()
+  daemons   walship-agent and walship-replica (port 0 and --port-file)
+  pg        PostgreSQL 15 clusters, the OS user they run as, psql sessions
+  waits     bounded waits (wait_until)
+  lsn       LSNs and WAL segment names
+  ports     port files; free_port() only where a program cannot take port 0
+  binaries  where the built binaries are
+  stats     percentiles for reports
 
 Import modules from here as `from integration.walshiptest import waits`: under
 `bazel test` the runfiles root is on sys.path; for manual runs, run from the

@@ -2,7 +2,12 @@
 
 Prefer `--listen=127.0.0.1:0 --port-file=F` and read_port_file(F) to
 free_port(): a port picked by binding and releasing can be taken by another
-process before the daemon binds it.
+process before the daemon binds it. walship-agent writes a port file
+(daemons.Agent); walship-replica logs the metrics port it got
+(daemons.Replica.metrics_address()). free_port() is left for PostgreSQL
+clusters (pg.PgCluster): PostgreSQL has no port 0; with listen_addresses
+empty the port only names the unix socket, so a collision needs two
+clusters in the same socket directory.
 """
 
 import socket
