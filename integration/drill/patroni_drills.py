@@ -1,7 +1,7 @@
 """Drills with an HA manager: walship as the synchronous WAL safety net of a
 three-node Patroni + etcd cluster.
 
-The world (PatroniWorld): a Patroni cluster (patroni_cluster.py) whose
+The world (PatroniWorld): a Patroni cluster (integration/walshiptest/patroni.py) whose
 dynamic configuration names walship in synchronous_standby_names (Patroni's
 own synchronous mode off), a walship-agent beside every node (a process of
 the node's host: killed with it), two walship-replicas on hosts of their own
@@ -28,10 +28,10 @@ import signal
 import time
 
 from integration import statefile
-from integration.drill import drillkit as dk
 from integration.drill.drill_steps import Result
-from integration.drill.drillkit import DrillError, log
-from integration.drill.patroni_cluster import PatroniCluster
+from integration.walshiptest.waits import StepError as DrillError
+from integration.walshiptest.patroni import PatroniCluster
+from integration.walshiptest import daemons, procs
 from integration.walshiptest import lsn as lsnlib
 from integration.walshiptest import ports
 from integration.walshiptest import waits
@@ -49,7 +49,7 @@ class Loader(object):
         env = world.env
         self.acks_path = os.path.join(world.out, "acks-%s.txt" % tag)
         self.start_seq = start_seq
-        self.proc = dk.Proc(env, "loader-%s" % tag, [
+        self.proc = procs.Proc(env, "loader-%s" % tag, [
             env.binaries["drill-loader"], "--conninfo=%s" % world.cluster.writer_conninfo(),
             "--acks=%s" % self.acks_path, "--table=%s" % ACKS_TABLE,
             "--seconds=%d" % seconds, "--start-seq=%d" % start_seq] +
@@ -116,14 +116,14 @@ class PatroniWorld(object):
     def start_agent(self, node):
         i = node.index
         state = self.env.mkdir(self.cluster.area, node.name, "agent-state")
-        agent = dk.Proc(self.env, "%s-agent" % node.name, [
-            self.env.binaries["walship-agent"], "--format=postgres",
-            "--wal-dir=%s" % node.pg_wal, "--pg-conninfo=%s" % node.conninfo(),
-            "--pg-data=%s" % node.datadir, "--pg-slot=walship", "--state-dir=%s" % state,
-            "--listen=127.0.0.1:%d" % self.agent_ports[i], "--data-listen=127.0.0.1:0",
-            "--insecure", "--log-level=debug"],
-            os.path.join(self.cluster.logs, "%s-agent.log" % node.name))
-        node.host_procs = [p for p in node.host_procs if p.alive()] + [agent]
+        agent = daemons.Agent(
+            node.pg_wal, state, label="%s-agent" % node.name,
+            listen="127.0.0.1:%d" % self.agent_ports[i],
+            extra_args=["--format=postgres", "--pg-conninfo=%s" % node.conninfo(),
+                        "--pg-data=%s" % node.datadir, "--pg-slot=walship",
+                        "--state-dir=%s" % state, "--log-level=debug"],
+            program=self.env.binaries["walship-agent"], launcher=self.env).start(timeout=30)
+        node.host_procs = [p for p in node.host_procs if p.alive()] + [agent.proc]
         self.agents[node.name] = agent
         return agent
 
@@ -131,7 +131,7 @@ class PatroniWorld(object):
         dest = os.path.join(self.env.mkdir(self.cluster.area, "r%d" % i), "dest")
         if len(self.replica_dirs) <= i:
             self.replica_dirs.append(dest)
-        self.replicas.append(dk.Proc(self.env, "r%d" % i, [
+        self.replicas.append(procs.Proc(self.env, "r%d" % i, [
             self.env.binaries["walship-replica"], "--agent=%s" % self.agent_list(),
             "--dest=%s" % dest, "--name=r%d" % i, "--insecure",
             "--serve-listen=127.0.0.1:%d" % self.serve_ports[i]],
@@ -321,10 +321,8 @@ def check_no_lost_tail(res, world, node):
 def check_rejoined_agent_ships_nothing(res, world, node):
     """The agent beside the rejoined old leader (now a standby) ships nothing:
     no acknowledgement in its log since it started again."""
-    path = os.path.join(world.cluster.logs, "%s-agent.log" % node.name)
-    text = dk.read_text(path)
-    tail = text[text.rfind("==== %s-agent start" % node.name):]
-    acks = [l for l in tail.splitlines() if "ack: replica" in l]
+    agent = world.agents[node.name]
+    acks = [l for l in agent.log_lines(since=agent.run_offset) if "ack: replica" in l]
     return res.check("the agent beside the rejoined %s shipped nothing" % node.name, not acks,
                      acks[0] if acks else "")
 

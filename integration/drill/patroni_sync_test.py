@@ -1,7 +1,7 @@
 """walship as the synchronous standby of a Patroni cluster.
 
 A real three-node Patroni 3.0 + etcd 3.4 cluster of PostgreSQL 15
-(integration/drill/patroni_cluster.py). Patroni's synchronous modes are off
+(integration/walshiptest/patroni.py). Patroni's synchronous modes are off
 and `synchronous_standby_names = 'walship'` is set in the cluster's dynamic
 configuration: Patroni then leaves the parameter alone (with its synchronous
 mode on it would write its own members' names there, and walship, not a
@@ -21,14 +21,13 @@ import os
 import threading
 import unittest
 
-from integration.drill import drillkit as dk
-from integration.drill.patroni_cluster import PatroniCluster
-from integration.walshiptest import ports
+from integration.walshiptest.patroni import PatroniCluster
+from integration.walshiptest import daemons, pg, procs, waits
 
 
 class PatroniSyncTest(unittest.TestCase):
     def setUp(self):
-        self.env = dk.DrillEnv(base_dir="/tmp")
+        self.env = pg.PgEnv(base_dir="/tmp")
         self.addCleanup(self.env.close)
         self.cluster = PatroniCluster(self.env, "pat", dcs_parameters={
             "synchronous_standby_names": "walship", "synchronous_commit": "on"})
@@ -38,18 +37,15 @@ class PatroniSyncTest(unittest.TestCase):
     def start_walship(self, node, tag):
         """An agent beside `node` (a process of its host) and a replica."""
         d = self.env.mkdir("pat", tag)
-        port_file = os.path.join(d, "agent.ports")
-        agent = dk.Proc(self.env, "%s-agent" % tag, [
-            self.env.binaries["walship-agent"], "--format=postgres",
-            "--wal-dir=%s" % node.pg_wal, "--pg-conninfo=%s" % node.conninfo(),
-            "--pg-data=%s" % node.datadir, "--pg-slot=walship",
-            "--state-dir=%s" % self.env.mkdir("pat", tag, "state"),
-            "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0", "--port-file=%s" % port_file,
-            "--insecure"], os.path.join(self.cluster.logs, "%s-agent.log" % tag))
-        node.host_procs.append(agent)
-        addrs = dk.wait_until(lambda: (ports.read_port_file(port_file) or {}).get("control"),
-                              30, "the agent's port file")
-        replica = dk.Proc(self.env, "%s-replica" % tag, [
+        agent = daemons.Agent(
+            node.pg_wal, d, label="%s-agent" % tag,
+            extra_args=["--format=postgres", "--pg-conninfo=%s" % node.conninfo(),
+                        "--pg-data=%s" % node.datadir, "--pg-slot=walship",
+                        "--state-dir=%s" % self.env.mkdir("pat", tag, "state")],
+            program=self.env.binaries["walship-agent"], launcher=self.env).start(timeout=30)
+        node.host_procs.append(agent.proc)
+        addrs = agent.control
+        replica = procs.Proc(self.env, "%s-replica" % tag, [
             self.env.binaries["walship-replica"], "--agent=%s" % addrs,
             "--dest=%s" % os.path.join(d, "dest"), "--name=%s" % tag, "--insecure"],
             os.path.join(self.cluster.logs, "%s-replica.log" % tag))
@@ -77,7 +73,7 @@ class PatroniSyncTest(unittest.TestCase):
 
         # 1. No walship yet: the commit waits for it.
         t, res = self.commit_in_background(leader, "CREATE TABLE t (x int)")
-        dk.wait_until(lambda: self.waiting_for_sync(leader), 30, "a commit waiting in SyncRep")
+        waits.wait_until(lambda: self.waiting_for_sync(leader), 30, "a commit waiting in SyncRep")
         self.assertTrue(t.is_alive())
         self.start_walship(leader, "w1")
         t.join(90)
@@ -88,7 +84,7 @@ class PatroniSyncTest(unittest.TestCase):
 
         # 2. A dynamic configuration change keeps the parameter.
         c.edit_config({"postgresql.parameters.work_mem": "8MB"})
-        dk.wait_until(lambda: c.psql(leader, "SHOW work_mem") == "8MB", 30,
+        waits.wait_until(lambda: c.psql(leader, "SHOW work_mem") == "8MB", 30,
                       "Patroni to apply work_mem")
         self.assertEqual(c.psql(leader, "SHOW synchronous_standby_names"), "walship")
 
@@ -97,7 +93,7 @@ class PatroniSyncTest(unittest.TestCase):
         new = c.wait_leader(90, not_node=leader)
         self.assertEqual(c.psql(new, "SHOW synchronous_standby_names"), "walship")
         t, res = self.commit_in_background(new, "INSERT INTO t VALUES (1)")
-        dk.wait_until(lambda: self.waiting_for_sync(new), 30,
+        waits.wait_until(lambda: self.waiting_for_sync(new), 30,
                       "a commit on the new leader waiting in SyncRep")
         self.start_walship(new, "w2")
         t.join(90)

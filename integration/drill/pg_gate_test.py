@@ -32,7 +32,8 @@ import re
 import sys
 import unittest
 
-from integration.drill import drillkit as dk
+from integration.walshiptest import daemons, lsn, pg, ports, procs, waits
+
 
 SEG = 1 << 20
 # Enough rows to fill several 1 MiB segments after the base backup.
@@ -42,9 +43,9 @@ PAD = 8000
 
 class PgGateTest(unittest.TestCase):
     def setUp(self):
-        self.env = dk.DrillEnv(base_dir="/tmp")
+        self.env = pg.PgEnv(base_dir="/tmp")
         self.addCleanup(self.env.close)
-        self.pg, self.dir, self.logs = dk.test_primary(self.env, "gate")
+        self.pg, self.dir, self.logs = pg.test_primary(self.env, "gate")
         self.pg.psql("CREATE TABLE t (n int PRIMARY KEY, pad text)")
         # Uncompressed, so that the rows fill segments.
         self.pg.psql("ALTER TABLE t ALTER pad SET STORAGE EXTERNAL")
@@ -52,39 +53,31 @@ class PgGateTest(unittest.TestCase):
 
     def tearDown(self):
         for path in self.logs_to_show:
-            sys.stderr.write("---- %s\n%s\n" % (path, dk.read_text(path)[-4000:]))
+            sys.stderr.write("---- %s\n%s\n" % (path, procs.read_text(path)[-4000:]))
 
     # -- set-up -------------------------------------------------------------
     def start_agent_and_replica(self):
-        ports = os.path.join(self.dir, "agent.ports")
+        port_path = os.path.join(self.dir, "agent.ports")
         agent_log = os.path.join(self.logs, "agent.log")
         replica_log = os.path.join(self.logs, "replica.log")
         self.logs_to_show += [agent_log, replica_log]
-        self.agent = dk.Proc(self.env, "agent", [
-            self.env.binaries["walship-agent"], "--format=postgres",
-            "--wal-dir=%s" % self.pg.pg_wal, "--pg-conninfo=%s" % self.pg.conninfo(),
-            "--pg-data=%s" % self.pg.datadir,
-            "--state-dir=%s" % self.env.mkdir("gate", "agent-state"),
-            "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0", "--port-file=%s" % ports,
-            "--insecure"], agent_log)
-
-        def port_file():
-            try:
-                with open(ports) as f:
-                    return dict(l.strip().split("=", 1) for l in f if "=" in l)
-            except OSError:
-                return None
-        control = dk.wait_until(lambda: (port_file() or {}).get("control"), 30,
-                                "agent port file", interval=0.05)
+        self.agent = daemons.Agent(
+            self.pg.pg_wal, self.logs, label="agent",
+            extra_args=["--format=postgres", "--pg-conninfo=%s" % self.pg.conninfo(),
+                        "--pg-data=%s" % self.pg.datadir,
+                        "--state-dir=%s" % self.env.mkdir("gate", "agent-state")],
+            program=self.env.binaries["walship-agent"], port_file=port_path,
+            launcher=self.env).start(timeout=30)
+        control = self.agent.control
         self.dest = os.path.join(self.dir, "replica")
-        self.serve = "127.0.0.1:%d" % dk.free_port()
-        self.replica = dk.Proc(self.env, "replica", [
+        self.serve = "127.0.0.1:%d" % ports.free_port()
+        self.replica = procs.Proc(self.env, "replica", [
             self.env.binaries["walship-replica"], "--agent=%s" % control,
             "--dest=%s" % self.dest, "--name=r1", "--serve-listen=%s" % self.serve,
             "--insecure"], replica_log)
-        dk.wait_until(lambda: "serving WAL from" in dk.read_text(replica_log), 30,
+        waits.wait_until(lambda: "serving WAL from" in procs.read_text(replica_log), 30,
                       "the replica to serve its WAL", interval=0.05)
-        dk.wait_until(lambda: self.pg.psql(
+        waits.wait_until(lambda: self.pg.psql(
             "SELECT count(*) FROM pg_stat_replication WHERE application_name = 'walship'")
             == "1", 30, "the agent's flush feed", interval=0.1)
         self.pg.psql("ALTER SYSTEM SET synchronous_standby_names = 'walship'")
@@ -93,10 +86,10 @@ class PgGateTest(unittest.TestCase):
     def make_standby(self, settings=None):
         """A standby by pg_basebackup, not started (its WAL receiver held
         back)."""
-        standby = dk.PgCluster(self.env, "standby", os.path.join(self.dir, "standby"),
-                               self.pg.sockdir, dk.free_port(), self.logs)
+        standby = pg.PgCluster(self.env, "standby", os.path.join(self.dir, "standby"),
+                               self.pg.sockdir, ports.free_port(), self.logs)
         self.env.run([self.env.pg("pg_basebackup"), "-h", self.pg.sockdir, "-p",
-                      str(self.pg.port), "-U", dk.PG_SUPERUSER, "-D", standby.datadir,
+                      str(self.pg.port), "-U", pg.SUPERUSER, "-D", standby.datadir,
                       "-X", "stream", "-R", "-c", "fast", "--no-sync"], timeout=120)
         conf = {"port": standby.port, "wal_retrieve_retry_interval": "200ms"}
         conf.update(settings or {})
@@ -116,7 +109,7 @@ class PgGateTest(unittest.TestCase):
 
     def lose_primary_host(self):
         self.pg.kill9()
-        self.agent.kill9()
+        self.agent.kill()
 
     def start_held_back(self, standby):
         """Starts the standby after the primary's loss: its WAL receiver has
@@ -172,11 +165,11 @@ class PgGateTest(unittest.TestCase):
         standby = self.make_standby()
         standby.start(wait_for=("ready", "standby"))
         streamed = self.commit_rows(1, 20)
-        dk.wait_until(lambda: standby.psql("SELECT coalesce(max(n), 0) FROM t") == str(streamed),
+        waits.wait_until(lambda: standby.psql("SELECT coalesce(max(n), 0) FROM t") == str(streamed),
                       60, "the standby to stream the first rows", interval=0.1)
         standby.psql("ALTER SYSTEM SET primary_conninfo = 'host=/nonexistent port=1'")
         standby.psql("SELECT pg_reload_conf()")
-        dk.wait_until(lambda: standby.psql("SELECT count(*) FROM pg_stat_wal_receiver "
+        waits.wait_until(lambda: standby.psql("SELECT count(*) FROM pg_stat_wal_receiver "
                                            "WHERE status = 'streaming'") == "0",
                       60, "the standby's WAL receiver to stop streaming", interval=0.1)
         last = self.commit_rows(streamed + 1, ROWS)
@@ -194,7 +187,7 @@ class PgGateTest(unittest.TestCase):
         standby = self.make_standby()
         self.pg.kill9()
         standby.start(wait_for=("ready", "standby"))
-        nobody = "127.0.0.1:%d" % dk.free_port()
+        nobody = "127.0.0.1:%d" % ports.free_port()
         rc, out = self.gate(standby, frm=nobody)
         self.assertEqual(rc, 3, out)
         self.assertIn("NOT promoting: no walship replica answered", out)
@@ -211,9 +204,9 @@ class PgGateTest(unittest.TestCase):
         self.lose_primary_host()
         # The replica's first complete segment past the base backup's: one
         # byte flipped in the middle.
-        start = dk.parse_segment(self.standby_start_segment(standby), SEG)
+        start = lsn.parse_segment(self.standby_start_segment(standby), SEG)
         held = sorted(f for f in os.listdir(self.dest)
-                      if dk.parse_segment(f, SEG) and dk.parse_segment(f, SEG)[1] > start[1])
+                      if lsn.parse_segment(f, SEG) and lsn.parse_segment(f, SEG)[1] > start[1])
         self.assertTrue(held, os.listdir(self.dest))
         path = os.path.join(self.dest, held[0])
         with open(path, "r+b") as f:
@@ -266,13 +259,13 @@ class PgGateTest(unittest.TestCase):
         last = self.commit_rows()
         self.lose_primary_host()
         standby.start(wait_for=("ready", "standby"))
-        dk.wait_until(lambda: standby.psql("SELECT coalesce(max(n), 0) FROM t") == str(last),
+        waits.wait_until(lambda: standby.psql("SELECT coalesce(max(n), 0) FROM t") == str(last),
                       60, "the standby to replay every row through restore --from",
                       interval=0.2)
         self.promote(standby)
         self.assertEqual(standby.psql("SELECT max(n), count(*) FROM t"),
                          "%d|%d" % (last, last))
-        replica_log = dk.read_text(self.replica.log_path)
+        replica_log = procs.read_text(self.replica.log_path)
         self.assertRegex(replica_log, r"serve: served 0000000100000000000000[0-9A-F]{2} ")
 
 

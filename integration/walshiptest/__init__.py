@@ -5,6 +5,7 @@ fault campaign, one implementation of each:
             (process groups), stopping and killing them, their logs, log()
   daemons   walship-agent and walship-replica (port 0 and --port-file)
   pg        PostgreSQL 15 clusters, the OS user they run as, psql sessions
+  patroni   a three-node Patroni + etcd cluster of PostgreSQL 15, "hosts"
   waits     bounded waits (wait_until)
   lsn       LSNs and WAL segment names
   ports     port files; free_port() only where a program cannot take port 0

@@ -21,9 +21,10 @@ import signal
 import urllib.error
 import urllib.request
 
-from integration.drill.drillkit import DrillError, Proc, log
 from integration.walshiptest import ports
 from integration.walshiptest import waits
+from integration.walshiptest.procs import Proc, log
+from integration.walshiptest.waits import StepError as DrillError
 
 PATRONI = "/usr/bin/patroni"
 PATRONICTL = "/usr/bin/patronictl"
