@@ -82,6 +82,13 @@ WalFormat PlainFormat() {
       });
 }
 
+WalFormatRegistry PlainAndToy() {
+  WalFormatRegistry r;
+  r.Add(PlainFormat());
+  r.Add(ToyFormat());
+  return r;
+}
+
 absl::Status ParseArgs(FlagSet& f, std::vector<std::string> args) {
   std::vector<char*> argv;
   static std::string prog = "prog";
@@ -104,9 +111,7 @@ const T& OptionsOf(const AgentOptions& o, const std::string& format) {
 }
 
 TEST(WalFormatRegistryTest, HelpListsEveryFormatInOrder) {
-  WalFormatRegistry r;
-  r.Add(PlainFormat());
-  r.Add(ToyFormat());
+  const WalFormatRegistry r = PlainAndToy();
   EXPECT_EQ(r.Names(), "plain, toy");
   EXPECT_EQ(r.FormatHelp("WAL source format."),
             "WAL source format. plain: nothing to set. toy: a toy with legs.");
@@ -115,9 +120,7 @@ TEST(WalFormatRegistryTest, HelpListsEveryFormatInOrder) {
 }
 
 TEST(WalFormatRegistryTest, FlagsAndConfigKeysReachTheFormatsOptions) {
-  WalFormatRegistry r;
-  r.Add(PlainFormat());
-  r.Add(ToyFormat());
+  const WalFormatRegistry r = PlainAndToy();
   AgentOptions o = Valid("toy");
   FlagSet f("usage");
   r.RegisterFlags(f, o);
@@ -131,9 +134,7 @@ TEST(WalFormatRegistryTest, FlagsAndConfigKeysReachTheFormatsOptions) {
 }
 
 TEST(WalFormatRegistryTest, EachFormatValidatesItsOwnFlags) {
-  WalFormatRegistry r;
-  r.Add(PlainFormat());
-  r.Add(ToyFormat());
+  const WalFormatRegistry r = PlainAndToy();
   AgentOptions o = Valid("plain");
   FlagSet f("usage");
   r.RegisterFlags(f, o);
@@ -150,9 +151,7 @@ TEST(WalFormatRegistryTest, EachFormatValidatesItsOwnFlags) {
 }
 
 TEST(WalFormatRegistryTest, AnUnknownFormatNamesTheKnownOnes) {
-  WalFormatRegistry r;
-  r.Add(PlainFormat());
-  r.Add(ToyFormat());
+  const WalFormatRegistry r = PlainAndToy();
   absl::Status s = r.Validate(Valid("dog"));
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_EQ(s.message(), "--format=dog is not supported (supported: plain, toy)");
