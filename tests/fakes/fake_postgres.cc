@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace walship::testing {
@@ -136,6 +137,22 @@ FakePostgres::~FakePostgres() {
   for (int fd : fds_) close(fd);
 }
 
+bool FakePostgres::SendCopyData(const std::string& payload) {
+  absl::MutexLock lock(&mu_);
+  return replication_fd_ >= 0 && WriteAll(replication_fd_, Message('d', payload));
+}
+
+int FakePostgres::status_updates() const {
+  absl::MutexLock lock(&mu_);
+  return status_updates_;
+}
+
+bool FakePostgres::AwaitStatusUpdates(int n, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto arrived = [this, n]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return status_updates_ >= n; };
+  return mu_.AwaitWithTimeout(absl::Condition(&arrived), timeout);
+}
+
 std::string FakePostgres::conninfo() const {
   return absl::StrCat("host=127.0.0.1 port=", port_,
                       " user=walship dbname=postgres sslmode=disable gssencmode=disable");
@@ -176,8 +193,10 @@ void FakePostgres::Serve(int fd) {
   PutInt32(&key, 4242);
   PutInt32(&key, 1);
   hello += Message('K', key) + Ready();
-  if (!WriteAll(fd, hello)) return;
+  if (WriteAll(fd, hello)) Converse(fd);
+}
 
+void FakePostgres::Converse(int fd) {
   std::map<std::string, std::string> statements;  // prepared, by name
   std::string portal_sql;
   std::vector<Row> pending;  // the described portal's rows
@@ -190,6 +209,14 @@ void FakePostgres::Serve(int fd) {
     std::string out;
     switch (head[0]) {
       case 'Q': {
+        if (absl::StartsWith(body, "START_REPLICATION")) {
+          std::string both(1, '\0');  // text, no columns
+          PutInt16(&both, 0);
+          absl::MutexLock lock(&mu_);
+          replication_fd_ = fd;
+          out = Message('W', both);
+          break;
+        }
         absl::StatusOr<std::vector<Row>> rows = answer_(body.c_str());
         out = rows.ok() ? RowDescription(Columns(*rows)) + Rows(*rows) : Error(rows.status());
         out += Ready();
@@ -225,6 +252,12 @@ void FakePostgres::Serve(int fd) {
       case 'S':
         failed = false;
         out = Ready();
+        break;
+      case 'd':  // CopyData from a replication client
+        if (!body.empty() && body[0] == 'r') {
+          absl::MutexLock lock(&mu_);
+          ++status_updates_;
+        }
         break;
       case 'X':
         return;

@@ -5,9 +5,12 @@
 // trust authentication), simple queries (PQexec) and the extended protocol
 // of prepared statements (PQprepare, PQexecPrepared). Every query's text goes
 // to the test's `answer` function, which returns the rows (all columns text;
-// an empty optional is SQL NULL) or an error, sent as an ERROR message. The
-// replication protocol (COPY BOTH) is not spoken: a flush feed asked for
-// gets an error from `answer` like any other query.
+// an empty optional is SQL NULL) or an error, sent as an ERROR message.
+// Replication connections are answered the same way (IDENTIFY_SYSTEM goes to
+// `answer`), except START_REPLICATION, which the fake takes itself: it
+// enters COPY BOTH mode, where the test sends the walsender's messages
+// (SendCopyData) and counts the standby status updates the client sends
+// back.
 //
 // Thread-safety: one thread per connection; `answer` is called from them and
 // must be thread-safe. The destructor closes every connection and joins.
@@ -25,6 +28,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace walship::testing {
 
@@ -42,18 +46,31 @@ class FakePostgres {
   std::string conninfo() const;
   uint16_t port() const { return port_; }
 
+  // Sends a CopyData message carrying `payload` on the newest connection
+  // that started replication; false when there is none (or it is gone).
+  bool SendCopyData(const std::string& payload);
+  // Standby status updates ('r' CopyData) received so far.
+  int status_updates() const;
+  // Waits (real time, at most `timeout`) until `n` status updates have
+  // arrived; false if they have not by then.
+  bool AwaitStatusUpdates(int n, absl::Duration timeout) const;
+
  private:
   void Accept();
   void Serve(int fd);
+  // Serve(): after the startup, one message after another until the end.
+  void Converse(int fd);
 
   const Answer answer_;
   int listen_fd_ = -1;
   uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
   std::thread acceptor_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::vector<int> fds_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> servers_ ABSL_GUARDED_BY(mu_);
+  int replication_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  int status_updates_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace walship::testing

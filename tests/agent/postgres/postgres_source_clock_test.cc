@@ -1,6 +1,7 @@
 // PostgresSource's pacing of its flush-position queries, stepped on a
 // FakeClock against a fake PostgreSQL (tests/fakes/fake_postgres.h): without
-// a flush feed it asks at most once every min_query_interval of its clock.
+// a flush feed it asks at most once every min_query_interval of its clock;
+// while the feed is live, once every feed_query_interval (the safety net).
 #include "agent/postgres/postgres_source.h"
 
 #include <atomic>
@@ -36,6 +37,10 @@ class PostgresSourceClockTest : public ::testing::Test {
       ++flush_queries_;
       return std::vector<FakePostgres::Row>{{"0/1000000", "000000010000000000000001", "4242"}};
     }
+    if (sql == "IDENTIFY_SYSTEM") {
+      return std::vector<FakePostgres::Row>{
+          {"7000000000000000001", "1", "0/1000000", std::nullopt}};
+    }
     return absl::FailedPreconditionError(absl::StrCat("the fake does not answer ", sql));
   }
 
@@ -53,6 +58,26 @@ class PostgresSourceClockTest : public ::testing::Test {
   ::testing::AssertionResult Pausing() const {
     if (clock_.AwaitSleeper(absl::Seconds(10))) return ::testing::AssertionSuccess();
     return ::testing::AssertionFailure() << "the source never paused on its clock";
+  }
+
+  // The source thread has completed a pass of its loop that began after
+  // this call: the walsender asks for a reply twice, and two status updates
+  // come back (one pass sends at most one, and reads the time for its
+  // safety-net query only after sending it).
+  ::testing::AssertionResult FeedPassDone() {
+    // 'k' keepalive: walEnd 0/1000000, sendTime 0, reply requested.
+    std::string keepalive = std::string("k") + std::string(4, '\0') +
+                            std::string("\x01\0\0\0", 4) + std::string(8, '\0') + "\x01";
+    const int before = pg_.status_updates();
+    for (int n = before + 1; n <= before + 2; ++n) {
+      if (!pg_.SendCopyData(keepalive)) {
+        return ::testing::AssertionFailure() << "no replication connection";
+      }
+      if (!pg_.AwaitStatusUpdates(n, absl::Seconds(10))) {
+        return ::testing::AssertionFailure() << "no status update came back";
+      }
+    }
+    return ::testing::AssertionSuccess();
   }
 
   std::atomic<int> flush_queries_{0};
@@ -76,6 +101,29 @@ TEST_F(PostgresSourceClockTest, WithoutAFeedQueriesAtMostOnceAMinQueryInterval) 
     ASSERT_TRUE(Pausing());
     EXPECT_EQ(flush_queries_.load(), asked + 1)
         << "round " << round << ": not asked again once min_query_interval had passed";
+  }
+  clock_.Release();
+  source.Stop();
+}
+
+TEST_F(PostgresSourceClockTest, WithALiveFeedQueriesOnceAFeedQueryInterval) {
+  PostgresSourceOptions o = Options();
+  o.feed = true;
+  o.feed_query_interval = absl::Seconds(10);
+  PostgresSource source(sys::DefaultSysCalls(), o, catalog_, clock_);
+  ASSERT_TRUE(source.Start().ok());
+  ASSERT_TRUE(source.feed_active());
+  for (int round = 1; round <= 2; ++round) {
+    ASSERT_TRUE(FeedPassDone());
+    const int asked = flush_queries_.load();
+    clock_.Advance(o.feed_query_interval - absl::Milliseconds(1));
+    ASSERT_TRUE(FeedPassDone());
+    EXPECT_EQ(flush_queries_.load(), asked)
+        << "round " << round << ": the safety net asked within feed_query_interval";
+    clock_.Advance(absl::Milliseconds(1));
+    ASSERT_TRUE(FeedPassDone());
+    EXPECT_EQ(flush_queries_.load(), asked + 1)
+        << "round " << round << ": the safety net did not ask once feed_query_interval had passed";
   }
   clock_.Release();
   source.Stop();
