@@ -5,6 +5,7 @@
 #include "agent/postgres/postgres_source.h"
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,25 @@ class PostgresSourceClockTest : public ::testing::Test {
     return ::testing::AssertionSuccess();
   }
 
+  // Three rounds of: no flush-position query until `interval` (`name`) has
+  // passed on the clock, then one. `settled` waits until the source thread
+  // has acted on the time the test set.
+  void ExpectOneQueryEvery(const std::string& name, absl::Duration interval,
+                           const std::function<::testing::AssertionResult()>& settled) {
+    for (int round = 1; round <= 3; ++round) {
+      ASSERT_TRUE(settled());
+      const int asked = flush_queries_.load();
+      clock_.Advance(interval - absl::Milliseconds(1));
+      ASSERT_TRUE(settled());
+      EXPECT_EQ(flush_queries_.load(), asked)
+          << "round " << round << ": asked again within " << name;
+      clock_.Advance(absl::Milliseconds(1));
+      ASSERT_TRUE(settled());
+      EXPECT_EQ(flush_queries_.load(), asked + 1)
+          << "round " << round << ": not asked again once " << name << " had passed";
+    }
+  }
+
   std::atomic<int> flush_queries_{0};
   FakePostgres pg_{[this](const std::string& sql) { return Answer(sql); }};
   const std::string wal_dir_ = testing::FreshTempDir("pg_wal");
@@ -90,18 +110,7 @@ class PostgresSourceClockTest : public ::testing::Test {
 TEST_F(PostgresSourceClockTest, WithoutAFeedQueriesAtMostOnceAMinQueryInterval) {
   PostgresSource source(sys::DefaultSysCalls(), Options(), catalog_, clock_);
   ASSERT_TRUE(source.Start().ok());
-  for (int round = 1; round <= 3; ++round) {
-    ASSERT_TRUE(Pausing());
-    const int asked = flush_queries_.load();
-    clock_.Advance(kMinQueryInterval - absl::Milliseconds(1));
-    ASSERT_TRUE(Pausing());
-    EXPECT_EQ(flush_queries_.load(), asked)
-        << "round " << round << ": asked again within min_query_interval";
-    clock_.Advance(absl::Milliseconds(1));
-    ASSERT_TRUE(Pausing());
-    EXPECT_EQ(flush_queries_.load(), asked + 1)
-        << "round " << round << ": not asked again once min_query_interval had passed";
-  }
+  ExpectOneQueryEvery("min_query_interval", kMinQueryInterval, [this] { return Pausing(); });
   clock_.Release();
   source.Stop();
 }
@@ -113,18 +122,8 @@ TEST_F(PostgresSourceClockTest, WithALiveFeedQueriesOnceAFeedQueryInterval) {
   PostgresSource source(sys::DefaultSysCalls(), o, catalog_, clock_);
   ASSERT_TRUE(source.Start().ok());
   ASSERT_TRUE(source.feed_active());
-  for (int round = 1; round <= 2; ++round) {
-    ASSERT_TRUE(FeedPassDone());
-    const int asked = flush_queries_.load();
-    clock_.Advance(o.feed_query_interval - absl::Milliseconds(1));
-    ASSERT_TRUE(FeedPassDone());
-    EXPECT_EQ(flush_queries_.load(), asked)
-        << "round " << round << ": the safety net asked within feed_query_interval";
-    clock_.Advance(absl::Milliseconds(1));
-    ASSERT_TRUE(FeedPassDone());
-    EXPECT_EQ(flush_queries_.load(), asked + 1)
-        << "round " << round << ": the safety net did not ask once feed_query_interval had passed";
-  }
+  ExpectOneQueryEvery("feed_query_interval", o.feed_query_interval,
+                      [this] { return FeedPassDone(); });
   clock_.Release();
   source.Stop();
 }
