@@ -17,7 +17,6 @@
 #include "agent/stream_order.h"
 #include "agent/replica_state.h"
 #include "agent/wal_source.h"
-#include "agent/wal_source_factory.h"
 #include "common/net.h"
 #include "common/sys/thread_name.h"
 #include "common/status_macros.h"
@@ -57,8 +56,10 @@ class MeteredEvents final : public ShipperEvents {
 
 }  // namespace
 
-Agent::Agent(sys::SysCalls& sys, AgentOptions options, Clock& clock)
+Agent::Agent(sys::SysCalls& sys, AgentOptions options, Clock& clock,
+             const WalFormatRegistry& formats)
     : clock_(clock),
+      formats_(formats),
       sys_(sys),
       options_(std::move(options)),
       metrics_(std::make_unique<MetricsRegistry>()) {}
@@ -153,7 +154,7 @@ uint16_t Agent::data_port() const { return data_server_ ? data_server_->port() :
 absl::Status Agent::StartSource() {
   catalog_ = std::make_unique<SegmentCatalog>(clock_);
   registry_ = std::make_unique<SessionRegistry>(sys_, clock_);
-  WALSHIP_ASSIGN_OR_RETURN(source_, MakeWalSource(sys_, options_, *catalog_, clock_));
+  WALSHIP_ASSIGN_OR_RETURN(source_, formats_.MakeSource(sys_, options_, *catalog_, clock_));
   DeclareMetrics();
   // Replicas acknowledge at --ack-interval unless the source asks for sooner.
   registry_->SetAckPacing(options_.ack_interval);
@@ -172,7 +173,7 @@ absl::Status Agent::StartSource() {
 }
 
 absl::Status Agent::Start() {
-  WALSHIP_RETURN_IF_ERROR(options_.Validate());
+  WALSHIP_RETURN_IF_ERROR(formats_.Validate(options_));
   WALSHIP_RETURN_IF_ERROR(StartSource());
   checksums_ = std::make_unique<SegmentChecksums>(sys_, source_->wal_dir());
 

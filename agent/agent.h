@@ -20,6 +20,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "agent/agent_options.h"
+#include "agent/wal_format.h"
+#include "agent/wal_source_factory.h"
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "common/sys/syscalls.h"
@@ -40,8 +42,9 @@ class ControlServiceImpl;
 
 class Agent {
  public:
-  Agent(sys::SysCalls& sys, AgentOptions options,
-        Clock& clock = DefaultClock());
+  // `options.format` names one of `formats` (which must outlive the agent).
+  Agent(sys::SysCalls& sys, AgentOptions options, Clock& clock = DefaultClock(),
+        const WalFormatRegistry& formats = KnownWalFormats());
   ~Agent();
 
   absl::Status Start();
@@ -57,7 +60,8 @@ class Agent {
  private:
   void DeclareMetrics();
   // Start(): the catalog, the session registry and the WAL source for
-  // --format (MakeWalSource), linked to each other, the source started.
+  // --format (WalFormatRegistry::MakeSource), linked to each other, the
+  // source started.
   absl::Status StartSource();
   // Start(): the gRPC control server (service_ set) and its health watch.
   absl::Status StartControlServer();
@@ -66,6 +70,7 @@ class Agent {
   void WatchHealth(grpc::HealthCheckServiceInterface* health);
 
   Clock& clock_;
+  const WalFormatRegistry& formats_;
 
   sys::SysCalls& sys_;
   const AgentOptions options_;

@@ -7,6 +7,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "agent/agent.h"
+#include "agent/wal_format.h"
+#include "agent/wal_source_factory.h"
 #include "common/daemon.h"
 #include "common/flags.h"
 #include "common/logging.h"
@@ -18,82 +20,28 @@ namespace {
 // Flag values that are converted (units, lists, enums) before they reach
 // AgentOptions.
 struct RawFlags {
-  explicit RawFlags(const walship::agent::AgentOptions& o)
-      : max_frame(o.max_payload),
-        pg_feed_query_ms(absl::ToInt64Milliseconds(o.pg_feed_query_interval)),
-        pg_query_ms(absl::ToInt64Milliseconds(o.pg_query_interval)),
-        ack_interval_ms(absl::ToInt64Milliseconds(o.ack_interval)) {}
+  explicit RawFlags(const walship::agent::AgentOptions& o) : max_frame(o.max_payload) {}
   std::string transport = "zerocopy";
   std::string log_level = "info";
   uint64_t max_frame;
-  int64_t heartbeat_ms = 1000, io_timeout_ms = 30000, stall_timeout_ms = 10000;
-  int64_t pg_feed_query_ms;
-  int64_t pg_query_ms;
-  int64_t ack_interval_ms;
   std::string allow_replicas;
 };
 
-// The flags that say where the WAL comes from and how it is read.
-void RegisterSourceFlags(walship::FlagSet& flags, walship::agent::AgentOptions& o, RawFlags& r) {
+// The flags that say where the WAL comes from and how it is read: the core's,
+// and each format's own (WalFormatRegistry::RegisterFlags), in the order of
+// `formats`.
+void RegisterSourceFlags(walship::FlagSet& flags, const walship::agent::WalFormatRegistry& formats,
+                         walship::agent::AgentOptions& o) {
   flags.String("wal-dir", &o.wal_dir, "Directory of WAL segment files to ship (required).");
-  flags.String("format", &o.format,
-               "WAL source format. append: segment files sort by name in WAL order and "
-               "grow only by appends; a segment is complete once a later one exists. "
-               "postgres: --wal-dir is PGDATA/pg_wal; ships only WAL the primary has "
-               "flushed, page headers validated, timeline history files included.");
-  flags.String("segment-pattern", &o.segment_pattern,
-               "append: regular expression (ECMAScript, matched against the whole name) "
-               "that only segment files' names match, e.g. 'mysql-bin\\.([0-9]{6})'; other "
-               "files are skipped. A capturing group is the sequence number: consecutive "
-               "segments must have consecutive numbers. Default: every file, if all names "
-               "have one shape (digits aside); names of several shapes stop the agent.");
-  flags.String("pg-conninfo", &o.pg_conninfo,
-               "postgres: libpq connection string of the primary, e.g. 'host=/run/postgresql "
-               "port=5432 user=postgres dbname=postgres'.");
-  flags.String("pg-data", &o.pg_data,
-               "postgres: the primary's data directory (PGDATA), checked at start against the "
-               "cluster's data_directory (the role needs pg_read_all_settings) and --wal-dir "
-               "against its pg_wal. Only with it does the crash rule run: once the postmaster "
-               "named in PGDATA/postmaster.pid (verified as the parent of the agent's backend, "
-               "so the agent must share its PID namespace and OS user) has exited, the agent "
-               "ships the valid WAL past the last flush position, as crash recovery replays "
-               "it. Empty: after a crash the agent waits for PostgreSQL to come back.");
-  flags.String("pg-slot", &o.pg_slot,
-               "postgres: physical replication slot the agent creates and advances to the "
-               "oldest position every replica has flushed, so unshipped WAL is kept; empty "
-               "disables it.");
-  flags.String("state-dir", &o.state_dir,
-               "postgres with a slot (required then): the agent's state directory (created "
-               "if missing). Its file 'replicas' records every replica's last acknowledged "
-               "position, so that the slot keeps the WAL of a replica that is down across an "
-               "agent restart. Delete it (agent stopped) to forget every replica, or take a "
-               "replica out of --allow-replicas to forget that one.");
-  flags.Uint("max-retained-bytes", &o.max_retained_bytes,
-             "postgres: most WAL the slot may hold back for lagging replicas; past it the "
-             "agent releases WAL and logs which replicas are at risk (alert at 80%).");
-  flags.Bool("pg-feed", &o.pg_feed,
-             "postgres: open one replication connection (a walsender) that pushes each new "
-             "flush position the moment PostgreSQL flushes, and carries the replicas' "
-             "positions back to pg_stat_replication (and synchronous_standby_names). Needs "
-             "the REPLICATION attribute and a pg_hba.conf replication line; without them "
-             "the agent logs why and follows the flush position by query.");
-  flags.String("pg-feed-name", &o.pg_feed_name,
-               "postgres: application_name of the feed's connection, as pg_stat_replication "
-               "and synchronous_standby_names see it.");
-  flags.Int("pg-feed-query-interval-ms", &r.pg_feed_query_ms,
-            "postgres: while the feed is live, the longest pause between the flush-position "
-            "queries kept as a safety net.");
-  flags.Int("pg-query-interval-ms", &r.pg_query_ms,
-            "postgres, without a live feed: the shortest pause between flush-position "
-            "queries while PostgreSQL writes WAL (1 to 1000). Longer: fewer, larger "
-            "frames and replica flush cycles, so less CPU beside the primary, and up to "
-            "that much more lag.");
-  flags.Int("ack-interval-ms", &r.ack_interval_ms,
-            "While nothing waits for acknowledgements (--format=append, no flush feed, or a "
-            "primary whose pg_stat_replication lists the feed as async), replicas acknowledge new durable "
-            "positions at most this often, and the feed reports them to the primary at most "
-            "this often (each message wakes a thread on both ends); 0: each at once. While "
-            "the primary may wait for the agent (sync, quorum, potential), always at once.");
+  flags.String("format", &o.format, formats.FormatHelp("WAL source format."));
+  formats.RegisterFlags(flags, o);
+  flags.Milliseconds(
+      "ack-interval-ms", &o.ack_interval,
+      "While nothing waits for acknowledgements (--format=append, no flush feed, or a "
+      "primary whose pg_stat_replication lists the feed as async), replicas acknowledge new durable "
+      "positions at most this often, and the feed reports them to the primary at most "
+      "this often (each message wakes a thread on both ends); 0: each at once. While "
+      "the primary may wait for the agent (sync, quorum, potential), always at once.");
 }
 
 // The flags of the network side: listeners, frames, timeouts, replicas, TLS, logging.
@@ -110,13 +58,14 @@ void RegisterServingFlags(walship::FlagSet& flags, walship::agent::AgentOptions&
                "buffer, for kernels or filesystems where sendfile misbehaves.");
   flags.Uint("max-frame-bytes", &r.max_frame,
              "Largest DATA frame payload; appends are coalesced up to this size.");
-  flags.Int("heartbeat-ms", &r.heartbeat_ms, "Heartbeat interval on each control stream.");
-  flags.Int("stall-timeout-ms", &r.stall_timeout_ms,
-            "A replica behind the source whose durable position has not moved for this long "
-            "is reported stalled (walship-status, walship_agent_replica_stalled).");
-  flags.Int("io-timeout-ms", &r.io_timeout_ms,
-            "Longest wait for a replica's socket to take bytes before its session is "
-            "dropped (other replicas are unaffected).");
+  flags.Milliseconds("heartbeat-ms", &o.heartbeat, "Heartbeat interval on each control stream.");
+  flags.Milliseconds(
+      "stall-timeout-ms", &o.stall_timeout,
+      "A replica behind the source whose durable position has not moved for this long "
+      "is reported stalled (walship-status, walship_agent_replica_stalled).");
+  flags.Milliseconds("io-timeout-ms", &o.io_timeout,
+                     "Longest wait for a replica's socket to take bytes before its session is "
+                     "dropped (other replicas are unaffected).");
   flags.String("port-file", &o.port_file,
                "If set, write 'control=HOST:PORT' and 'data=HOST:PORT' lines to this file "
                "once listening.");
@@ -132,8 +81,10 @@ void RegisterServingFlags(walship::FlagSet& flags, walship::agent::AgentOptions&
   flags.String("log-level", &r.log_level, "trace, debug, info, warn or error.");
 }
 
-// Converts the raw values into `o`; false (logged) on a bad value.
-bool ApplyRawFlags(const RawFlags& r, walship::agent::AgentOptions& o) {
+// Converts the raw values into `o` and validates it with every format's
+// options; false (logged) on a bad value.
+bool ApplyRawFlags(const RawFlags& r, const walship::agent::WalFormatRegistry& formats,
+                   walship::agent::AgentOptions& o) {
   auto t = walship::ParseTransport(r.transport);
   if (!t.ok()) {
     spdlog::error("--transport: {}", std::string(t.status().message()));
@@ -144,13 +95,7 @@ bool ApplyRawFlags(const RawFlags& r, walship::agent::AgentOptions& o) {
     o.allow_replicas.emplace_back(absl::StripAsciiWhitespace(name));
   }
   o.max_payload = static_cast<uint32_t>(std::min<uint64_t>(r.max_frame, UINT32_MAX));
-  o.heartbeat = absl::Milliseconds(r.heartbeat_ms);
-  o.stall_timeout = absl::Milliseconds(r.stall_timeout_ms);
-  o.pg_feed_query_interval = absl::Milliseconds(r.pg_feed_query_ms);
-  o.pg_query_interval = absl::Milliseconds(r.pg_query_ms);
-  o.ack_interval = absl::Milliseconds(r.ack_interval_ms);
-  o.io_timeout = absl::Milliseconds(r.io_timeout_ms);
-  if (absl::Status s = o.Validate(); !s.ok()) {
+  if (absl::Status s = formats.Validate(o); !s.ok()) {
     spdlog::error("{}", std::string(s.message()));
     return false;
   }
@@ -160,13 +105,14 @@ bool ApplyRawFlags(const RawFlags& r, walship::agent::AgentOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const walship::agent::WalFormatRegistry& formats = walship::agent::KnownWalFormats();
   walship::agent::AgentOptions o;
   RawFlags r(o);
   walship::FlagSet flags(
       "walship-agent: ships WAL segment files to walship-replica subscribers.\n"
       "Usage: walship-agent --wal-dir=DIR [--listen=HOST:PORT] "
       "[--data-listen=HOST:PORT] [flags]");
-  RegisterSourceFlags(flags, o, r);
+  RegisterSourceFlags(flags, formats, o);
   RegisterServingFlags(flags, o, r);
 
   walship::sys::SysCalls& sys = walship::sys::DefaultSysCalls();
@@ -178,12 +124,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "walship-agent: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  if (!ApplyRawFlags(r, o)) return 2;
+  if (!ApplyRawFlags(r, formats, o)) return 2;
 
   walship::PrepareDaemonRuntime();
   const sigset_t signals = walship::PrepareDaemonSignals(sys);
 
-  walship::agent::Agent agent(sys, o);
+  walship::agent::Agent agent(sys, o, walship::DefaultClock(), formats);
   if (absl::Status s = agent.Start(); !s.ok()) {
     spdlog::error("cannot start: {}", s.ToString());
     return 1;

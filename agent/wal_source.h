@@ -8,8 +8,8 @@
 // A source may also act on the agent's replicas (PostgreSQL reports their
 // positions to the primary and keeps WAL for them in a replication slot) and
 // export metrics of its own: the hooks at the end, which default to nothing.
-// The agent builds its source with MakeWalSource (wal_source_factory.h) and
-// never names a format.
+// The agent builds its source through its format's registration
+// (wal_format.h) and never names a format.
 //
 // Lifecycle: DeclareMetrics() and FollowReplicas() once each, then Start()
 // once, then StopFollowingReplicas() and Stop() once each (idempotent); the

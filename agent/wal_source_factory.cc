@@ -1,28 +1,26 @@
 #include "agent/wal_source_factory.h"
 
-#include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
-#include "agent/append_source.h"
+#include "agent/append_format.h"
 #include "agent/postgres/postgres_format.h"
 
 namespace walship::agent {
+
+const WalFormatRegistry& KnownWalFormats() {
+  static const WalFormatRegistry* const formats = [] {
+    auto* r = new WalFormatRegistry();
+    // The list: each format's registration, in the order of --help.
+    RegisterAppendFormat(*r);
+    RegisterPostgresFormat(*r);
+    return r;
+  }();
+  return *formats;
+}
 
 absl::StatusOr<std::unique_ptr<WalSource>> MakeWalSource(sys::SysCalls& sys,
                                                          const AgentOptions& options,
                                                          SegmentCatalog& catalog,
                                                          Clock& clock) {
-  if (options.format == "append") {
-    AppendSourceOptions so;
-    so.wal_dir = options.wal_dir;
-    so.stream_id = options.stream_id;
-    so.segment_pattern = options.segment_pattern;
-    return std::make_unique<AppendSource>(sys, so, catalog, clock);
-  }
-  if (options.format == "postgres") {
-    return std::make_unique<PostgresFormat>(sys, options, catalog, clock);
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--format=", options.format, " is not supported (supported: append, postgres)"));
+  return KnownWalFormats().MakeSource(sys, options, catalog, clock);
 }
 
 }  // namespace walship::agent

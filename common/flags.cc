@@ -70,9 +70,14 @@ std::string CommentLines(const std::string& text) {
 
 FlagSet::FlagSet(std::string usage) : usage_(std::move(usage)) {}
 
+void FlagSet::Add(Flag flag) {
+  if (duplicate_.empty() && Find(flag.name) != nullptr) duplicate_ = flag.name;
+  flags_.push_back(std::move(flag));
+}
+
 void FlagSet::String(const std::string& name, std::string* target,
                      const std::string& help) {
-  flags_.push_back({name, help, target->empty() ? "\"\"" : *target, false,
+  Add({name, help, target->empty() ? "\"\"" : *target, false,
                     [target](const std::string& v) {
                       *target = v;
                       return true;
@@ -81,27 +86,39 @@ void FlagSet::String(const std::string& name, std::string* target,
 }
 
 void FlagSet::Int(const std::string& name, int64_t* target, const std::string& help) {
-  flags_.push_back({name, help, std::to_string(*target), false,
+  Add({name, help, std::to_string(*target), false,
                     [target](const std::string& v) { return absl::SimpleAtoi(v, target); },
                     Kind::kInt, [target] { return std::to_string(*target); }});
 }
 
 void FlagSet::Uint(const std::string& name, uint64_t* target, const std::string& help) {
-  flags_.push_back({name, help, std::to_string(*target), false,
+  Add({name, help, std::to_string(*target), false,
                     [target](const std::string& v) { return absl::SimpleAtoi(v, target); },
                     Kind::kUint, [target] { return std::to_string(*target); }});
 }
 
 void FlagSet::Bool(const std::string& name, bool* target, const std::string& help) {
-  flags_.push_back({name, help, *target ? "true" : "false", true,
-                    [target](const std::string& v) { return absl::SimpleAtob(v, target); },
-                    Kind::kBool, [target] { return std::string(*target ? "true" : "false"); }});
+  Add({name, help, *target ? "true" : "false", true,
+       [target](const std::string& v) { return absl::SimpleAtob(v, target); }, Kind::kBool,
+       [target] { return std::string(*target ? "true" : "false"); }});
+}
+
+void FlagSet::Milliseconds(const std::string& name, absl::Duration* target,
+                           const std::string& help) {
+  Add({name, help, std::to_string(absl::ToInt64Milliseconds(*target)), false,
+       [target](const std::string& v) {
+         int64_t ms = 0;
+         if (!absl::SimpleAtoi(v, &ms)) return false;
+         *target = absl::Milliseconds(ms);
+         return true;
+       },
+       Kind::kInt, [target] { return std::to_string(absl::ToInt64Milliseconds(*target)); }});
 }
 
 void FlagSet::EnableConfigFile(sys::SysCalls& sys) {
   if (config_sys_ != nullptr) return;
   config_sys_ = &sys;
-  flags_.push_back({"config", "TOML file of flag values (keys are flag names, e.g. "
+  Add({"config", "TOML file of flag values (keys are flag names, e.g. "
                               "wal-dir = \"/x\"); flags on the command line override it.",
                     "none", false,
                     [this](const std::string& v) {
@@ -109,7 +126,7 @@ void FlagSet::EnableConfigFile(sys::SysCalls& sys) {
                       return true;
                     },
                     Kind::kString, nullptr});
-  flags_.push_back({"print-config",
+  Add({"print-config",
                     "Print the effective configuration (every flag, as a file --config "
                     "loads) and exit.",
                     "false", true,
@@ -198,6 +215,10 @@ const FlagSet::Flag* FlagSet::Find(const std::string& name) const {
 
 absl::StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, char** argv,
                                                         int first) {
+  if (!duplicate_.empty()) {
+    return absl::InternalError(
+        absl::StrCat("flag --", duplicate_, " is registered twice (a bug in this program)"));
+  }
   std::vector<std::string> positional;
   if (config_sys_ != nullptr) {
     // First pass: find --config (the last one wins) so the file's values can

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/sys/syscalls.h"
 
 namespace walship {
@@ -38,6 +39,9 @@ class FlagSet {
   void Int(const std::string& name, int64_t* target, const std::string& help);
   void Uint(const std::string& name, uint64_t* target, const std::string& help);
   void Bool(const std::string& name, bool* target, const std::string& help);
+  // A whole number of milliseconds (--heartbeat-ms=1000, `heartbeat-ms =
+  // 1000` in a config file) into `target`; --help shows the default in ms.
+  void Milliseconds(const std::string& name, absl::Duration* target, const std::string& help);
 
   // Registers --config=FILE and --print-config (see the file comment); the
   // file is read through `sys`, which must outlive Parse().
@@ -60,7 +64,9 @@ class FlagSet {
 
   // Parses argv[first, argc). Returns the positional arguments (everything
   // not starting with "--", and everything after a bare "--").
-  // kInvalidArgument for an unknown flag, a missing or malformed value.
+  // kInvalidArgument for an unknown flag, a missing or malformed value;
+  // kInternal when two flags were registered under one name (a binary's
+  // mistake, so every parse fails rather than one of them being ignored).
   // --help / -h sets help_requested() and stops parsing. With
   // EnableConfigFile(), the --config file is applied before any other flag.
   absl::StatusOr<std::vector<std::string>> Parse(int argc, char** argv, int first = 1);
@@ -88,9 +94,12 @@ class FlagSet {
     std::function<std::string()> get;  // current value as TOML; empty: not in configs
   };
   const Flag* Find(const std::string& name) const;
+  // Adds `flag`; a name already taken is remembered in duplicate_.
+  void Add(Flag flag);
 
   std::string usage_;
   std::vector<Flag> flags_;
+  std::string duplicate_;  // the first name registered twice
   bool help_requested_ = false;
   sys::SysCalls* config_sys_ = nullptr;  // non-null once EnableConfigFile() ran
   std::string config_path_;

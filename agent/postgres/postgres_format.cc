@@ -9,23 +9,30 @@
 
 namespace walship::agent {
 
-PostgresFormat::PostgresFormat(sys::SysCalls& sys, const AgentOptions& options,
-                               SegmentCatalog& catalog, Clock& clock)
-    : clock_(clock), sys_(sys), options_(options), source_(sys, SourceOptions(options), catalog, clock) {}
+PostgresFormat::PostgresFormat(sys::SysCalls& sys, const AgentOptions& agent,
+                               const PostgresOptions& options, SegmentCatalog& catalog,
+                               Clock& clock)
+    : clock_(clock),
+      sys_(sys),
+      options_(options),
+      ack_interval_(agent.ack_interval),
+      allowed_replicas_(agent.allow_replicas),
+      source_(sys, SourceOptions(agent, options), catalog, clock) {}
 
 PostgresFormat::~PostgresFormat() { Stop(); }
 
-PostgresSourceOptions PostgresFormat::SourceOptions(const AgentOptions& options) {
+PostgresSourceOptions PostgresFormat::SourceOptions(const AgentOptions& agent,
+                                                    const PostgresOptions& options) {
   PostgresSourceOptions po;
-  po.wal_dir = options.wal_dir;
-  po.conninfo = options.pg_conninfo;
+  po.wal_dir = agent.wal_dir;
+  po.conninfo = options.conninfo;
   po.pg_data = options.pg_data;
-  po.stream_id = options.stream_id;
-  po.feed = options.pg_feed;
-  po.feed_name = options.pg_feed_name;
-  po.feed_query_interval = options.pg_feed_query_interval;
-  po.min_query_interval = options.pg_query_interval;
-  po.feed_async_report_interval = options.ack_interval;
+  po.stream_id = agent.stream_id;
+  po.feed = options.feed;
+  po.feed_name = options.feed_name;
+  po.feed_query_interval = options.feed_query_interval;
+  po.min_query_interval = options.query_interval;
+  po.feed_async_report_interval = agent.ack_interval;
   return po;
 }
 
@@ -33,7 +40,7 @@ void PostgresFormat::FollowReplicas(ReplicaLink link) {
   link_ = std::move(link);
   // Replicas acknowledge at once only while the primary may wait for them.
   std::function<void(absl::Duration)> set_pacing = link_.set_ack_pacing;
-  const absl::Duration paced = options_.ack_interval;
+  const absl::Duration paced = ack_interval_;
   if (!set_pacing) return;
   source_.SetSyncObserver([set_pacing, paced](bool synchronous) {
     set_pacing(synchronous ? absl::ZeroDuration() : paced);
@@ -58,14 +65,14 @@ absl::Status PostgresFormat::Start() {
 }
 
 absl::Status PostgresFormat::StartSlotKeeper() {
-  if (options_.pg_slot.empty()) return absl::OkStatus();
+  if (options_.slot.empty()) return absl::OkStatus();
   SlotKeeperOptions ko;
-  ko.conninfo = options_.pg_conninfo;
-  ko.slot = options_.pg_slot;
+  ko.conninfo = options_.conninfo;
+  ko.slot = options_.slot;
   ko.max_retained_bytes = options_.max_retained_bytes;
   ko.state_dir = options_.state_dir;
   ko.stream_id = source_.StreamId();
-  ko.allowed_replicas = options_.allow_replicas;
+  ko.allowed_replicas = allowed_replicas_;
   slot_keeper_ = std::make_unique<SlotKeeper>(
       sys_, ko,
       [replicas = link_.replicas] {
@@ -130,6 +137,17 @@ void PostgresFormat::DeclareMetrics(MetricsRegistry& m) {
     status_updates.Add({{"when", "paced"}}, static_cast<double>(u.paced - counted.paced));
     counted = u;
   });
+}
+
+void RegisterPostgresFormat(WalFormatRegistry& registry) {
+  registry.Add(MakeWalFormat<PostgresOptions>(
+      "postgres",
+      "--wal-dir is PGDATA/pg_wal; ships only WAL the primary has flushed, page headers "
+      "validated, timeline history files included.",
+      [](const SourceContext& c, const PostgresOptions& o)
+          -> absl::StatusOr<std::unique_ptr<WalSource>> {
+        return std::make_unique<PostgresFormat>(c.sys, c.agent, o, c.catalog, c.clock);
+      }));
 }
 
 }  // namespace walship::agent

@@ -8,11 +8,12 @@
 //     see it without a polling delay;
 //   * replicas acknowledge at once while the primary may wait for them
 //     (PostgresSource::feed_synchronous), else at --ack-interval;
-//   * with a slot (AgentOptions::pg_slot), a SlotKeeper (slot_keeper.h)
+//   * with a slot (PostgresOptions::slot), a SlotKeeper (slot_keeper.h)
 //     started after the source keeps the WAL the known replicas need, and
 //     records their positions when StopFollowingReplicas() stops it;
 //   * the metrics of the feed and of the slot (DeclareMetrics).
-// Built by MakeWalSource (agent/wal_source_factory.h) for --format=postgres.
+// RegisterPostgresFormat() adds it to the agent's formats (wal_format.h) as
+// --format=postgres, with its options (postgres_options.h).
 //
 // Thread-safety and lifecycle: as WalSource.
 #ifndef WALSHIP_AGENT_POSTGRES_POSTGRES_FORMAT_H_
@@ -21,13 +22,16 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "agent/agent_options.h"
+#include "agent/postgres/postgres_options.h"
 #include "agent/postgres/postgres_source.h"
 #include "agent/postgres/slot_keeper.h"
 #include "agent/segment_catalog.h"
+#include "agent/wal_format.h"
 #include "agent/wal_source.h"
 #include "common/clock.h"
 #include "common/metrics.h"
@@ -38,9 +42,10 @@ namespace walship::agent {
 
 class PostgresFormat final : public WalSource {
  public:
-  // `options` as validated by AgentOptions::Validate(), format "postgres".
-  PostgresFormat(sys::SysCalls& sys, const AgentOptions& options, SegmentCatalog& catalog,
-                 Clock& clock = DefaultClock());
+  // `agent` and `options` as validated by WalFormatRegistry::Validate(),
+  // format "postgres".
+  PostgresFormat(sys::SysCalls& sys, const AgentOptions& agent, const PostgresOptions& options,
+                 SegmentCatalog& catalog, Clock& clock = DefaultClock());
   ~PostgresFormat() override;
 
   // Starts the source, then (with a slot) the slot keeper.
@@ -66,20 +71,27 @@ class PostgresFormat final : public WalSource {
   void StopFollowingReplicas() override;
 
  private:
-  static PostgresSourceOptions SourceOptions(const AgentOptions& options);
+  static PostgresSourceOptions SourceOptions(const AgentOptions& agent,
+                                             const PostgresOptions& options);
   // Start(), after the source: the slot keeper, when there is a slot.
   absl::Status StartSlotKeeper();
 
   Clock& clock_;
 
   sys::SysCalls& sys_;
-  const AgentOptions options_;
+  const PostgresOptions options_;
+  // The agent's --ack-interval and --allow-replicas.
+  const absl::Duration ack_interval_;
+  const std::vector<std::string> allowed_replicas_;
   PostgresSource source_;
   ReplicaLink link_;  // set before Start(), then read only
   // Set by Start() (the thread that also stops it); read by the metrics
   // collector, which runs only once the agent serves.
   std::unique_ptr<SlotKeeper> slot_keeper_;
 };
+
+// Adds the PostgreSQL format ("postgres") to `registry`.
+void RegisterPostgresFormat(WalFormatRegistry& registry);
 
 }  // namespace walship::agent
 

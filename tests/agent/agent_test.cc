@@ -21,6 +21,7 @@
 #include "common/wire/crc32c.h"
 #include "common/wire/frame.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/fake_clock.h"
 #include "tests/fakes/log_capture.h"
 #include "tests/fakes/temp_dir.h"
 #include "proto/walship.grpc.pb.h"
@@ -68,6 +69,25 @@ class AgentTest : public ::testing::Test {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     return stub_->Handshake(&ctx, req, resp);
   }
+  // Replaces the running agent with one of options `o` (on the test's WAL
+  // directory, plaintext) reading the time from `clock`.
+  void Restart(AgentOptions o, Clock& clock) {
+    agent_->Shutdown();
+    o.wal_dir = wal_;
+    o.tls.insecure = true;
+    agent_ = std::make_unique<Agent>(sys::DefaultSysCalls(), o, clock);
+    ASSERT_TRUE(agent_->Start().ok());
+    stub_ = walship::v1::Control::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", agent_->control_port()), grpc::InsecureChannelCredentials()));
+  }
+  // A data socket that has sent the HELLO of `resp`'s session.
+  sys::UniqueFd Hello(const HandshakeResponse& resp) {
+    sys::UniqueFd fd = Connect();
+    std::string hello =
+        wire::EncodeFrame(wire::FrameType::kHello, resp.session_id(), 0, resp.data_token());
+    EXPECT_EQ(write(fd.get(), hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
+    return fd;
+  }
   sys::UniqueFd Connect() {
     auto fd = ConnectTcp(sys::DefaultSysCalls(), HostPort{"127.0.0.1", agent_->data_port()},
                          absl::Seconds(5));
@@ -91,6 +111,9 @@ class AgentTest : public ::testing::Test {
   }
 
   std::string wal_, seg1_, seg2_;
+  // For agents started by Restart(..., clock_); real time at the start, so
+  // that deadlines derived from it mean something to gRPC.
+  testing::FakeClock clock_{absl::Now()};
   std::unique_ptr<Agent> agent_;
   std::unique_ptr<walship::v1::Control::Stub> stub_;
 };
@@ -422,26 +445,17 @@ TEST_F(AgentTest, GarbageAndWrongTokensAreClosed) {
 }
 
 TEST_F(AgentTest, ExpiredTokenIsRefusedLoggedAndCounted) {
-  agent_->Shutdown();
   AgentOptions o;
-  o.wal_dir = wal_;
   o.heartbeat = absl::Milliseconds(50);
-  o.tls.insecure = true;
   o.token_ttl = absl::Milliseconds(200);
-  agent_ = std::make_unique<Agent>(sys::DefaultSysCalls(), o);
-  ASSERT_TRUE(agent_->Start().ok());
-  stub_ = walship::v1::Control::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", agent_->control_port()), grpc::InsecureChannelCredentials()));
+  Restart(o, clock_);
   testing::LogCapture log;
 
   HandshakeResponse resp;
   ASSERT_TRUE(Handshake(Request(), &resp).ok());
   EXPECT_EQ(resp.token_ttl_ms(), 200u);
-  absl::SleepFor(absl::Milliseconds(400));
-  sys::UniqueFd fd = Connect();
-  std::string hello =
-      wire::EncodeFrame(wire::FrameType::kHello, resp.session_id(), 0, resp.data_token());
-  ASSERT_EQ(write(fd.get(), hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
+  clock_.Advance(absl::Milliseconds(400));
+  sys::UniqueFd fd = Hello(resp);
   char c;
   EXPECT_LE(read(fd.get(), &c, 1), 0) << "an expired token must not open the data socket";
 
@@ -453,6 +467,30 @@ TEST_F(AgentTest, ExpiredTokenIsRefusedLoggedAndCounted) {
   }
   EXPECT_TRUE(absl::StrContains(agent_->metrics().Render(), counted));
   EXPECT_TRUE(log.Logged("data port: rejected connection from", "token expired"));
+}
+
+// The agent classifies its replicas on its own clock: one behind the source
+// whose durable position has not moved for --stall-timeout-ms is reported
+// stalled (no_progress), and not a moment sooner.
+TEST_F(AgentTest, AReplicaWithoutProgressIsStalledAfterTheStallTimeoutOnTheAgentsClock) {
+  AgentOptions o;
+  o.heartbeat = absl::Milliseconds(50);
+  o.stall_timeout = absl::Seconds(10);
+  Restart(o, clock_);
+  HandshakeResponse resp;
+  ASSERT_TRUE(Handshake(Request(), &resp).ok());
+  sys::UniqueFd fd = Hello(resp);
+  ASSERT_TRUE(ReadFrame(fd.get()).ok()) << "not shipping";
+  auto no_progress = [this] {
+    (void)agent_->metrics().Render();  // runs the collectors
+    return agent_->metrics().Value("walship_agent_replica_stalled",
+                                   {{"replica", "r1"}, {"reason", "no_progress"}});
+  };
+  EXPECT_EQ(no_progress(), 0);
+  clock_.Advance(o.stall_timeout - absl::Milliseconds(1));
+  EXPECT_EQ(no_progress(), 0);
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_EQ(no_progress(), 1);
 }
 
 }  // namespace

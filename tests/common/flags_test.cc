@@ -200,5 +200,33 @@ TEST(FlagsConfigTest, ConfigDisabledByDefault) {
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("unknown flag --config"));
 }
 
+TEST(FlagsTest, MillisecondsAreWholeMillisecondsEverywhere) {
+  absl::Duration interval = absl::Milliseconds(1500);
+  FlagSet f("usage");
+  f.Milliseconds("interval-ms", &interval, "A pause.");
+  f.EnableConfigFile(sys::DefaultSysCalls());
+  EXPECT_THAT(f.Usage(), HasSubstr("--interval-ms=VALUE  (default: 1500)\n"));
+  ASSERT_TRUE(ParseArgs(&f, {"--interval-ms=250"}).ok());
+  EXPECT_EQ(interval, absl::Milliseconds(250));
+  EXPECT_THAT(f.ConfigText(), HasSubstr("interval-ms = 250\n"));
+  ASSERT_TRUE(f.ApplyConfig("interval-ms = 7\n", "t.toml").ok());
+  EXPECT_EQ(interval, absl::Milliseconds(7));
+  EXPECT_FALSE(f.ApplyConfig("interval-ms = \"7\"\n", "t.toml").ok());
+  auto bad = ParseArgs(&f, {"--interval-ms=1s"});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(interval, absl::Milliseconds(7)) << "a bad value leaves the last good one";
+}
+
+TEST(FlagsTest, ANameRegisteredTwiceFailsEveryParse) {
+  Opts o;
+  FlagSet f("usage");
+  Register(&f, &o);
+  std::string again;
+  f.String("max-rate", &again, "A second flag of that name.");
+  auto r = ParseArgs(&f, {"--wal-dir=/x"});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("--max-rate is registered twice"));
+}
+
 }  // namespace
 }  // namespace walship

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "agent/agent_options.h"
 #include "common/pgwal/wal_names.h"
 #include "gtest/gtest.h"
 
@@ -147,30 +146,6 @@ TEST(PlanSlotRoundTest, WithoutReplicasPastTheBoundWalIsReleasedAndNobodyNamed) 
   EXPECT_TRUE(plan.over_bound);
   EXPECT_TRUE(plan.released.empty());
   EXPECT_EQ(plan.target, Lsn(16, 0));
-}
-
-TEST(SlotKeeperOptionsTest, PostgresWithASlotNeedsAStateDir) {
-  AgentOptions o;
-  o.wal_dir = "/var/lib/postgresql/15/main/pg_wal";
-  o.format = "postgres";
-  o.pg_conninfo = "host=/run/postgresql";
-  o.tls.insecure = true;
-  absl::Status s = o.Validate();
-  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
-  EXPECT_TRUE(absl::StartsWith(s.message(), "--format=postgres with a replication slot "
-                                            "(--pg-slot) needs --state-dir"))
-      << s;
-  o.state_dir = "/var/lib/walship-agent";
-  EXPECT_TRUE(o.Validate().ok()) << o.Validate();
-  o.state_dir.clear();
-  o.pg_slot.clear();  // no slot: nothing to record
-  EXPECT_TRUE(o.Validate().ok()) << o.Validate();
-
-  AgentOptions append;
-  append.wal_dir = "/var/lib/app/wal";
-  append.tls.insecure = true;
-  append.state_dir = "/var/lib/walship-agent";
-  EXPECT_TRUE(absl::IsInvalidArgument(append.Validate()));
 }
 
 }  // namespace
