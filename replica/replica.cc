@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "common/reason.h"
 #include "common/status_macros.h"
 #include "replica/dest_lock.h"
@@ -11,11 +13,22 @@
 #include "spdlog/spdlog.h"
 
 namespace walship::replica {
+namespace {
+
+std::vector<std::string> AgentsOf(const ReplicaOptions& o) {
+  absl::StatusOr<std::vector<std::string>> list = ParseAgentList(o.agent);
+  if (list.ok()) return *std::move(list);
+  return {o.agent};  // Validate() refuses it; each session then says why
+}
+
+}  // namespace
 
 Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* metrics, Clock& clock)
     : clock_(clock),
       sys_(sys),
       options_(std::move(options)),
+      rotation_(AgentsOf(options_)),
+      session_options_(options_),
       metrics_(metrics ? *metrics : own_metrics_) {
   // Declared up front so every series exists (at 0) from the first scrape.
   metrics_.Counter("walship_replica_sessions_total", "Sessions started (handshakes sent).");
@@ -43,6 +56,36 @@ Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* me
                      sync_bounds);
   metrics_.Gauge("walship_replica_durable_offset_bytes",
                  "Byte offset of the durable position within its segment.");
+  metrics_.Gauge("walship_replica_timeline",
+                 "The newest timeline the replica holds or receives (PostgreSQL WAL names); "
+                 "agents of older timelines are refused.");
+  metrics_.Counter("walship_replica_agent_refusals_total",
+                   "Sessions that did not reach an agent's data socket, by agent and reason "
+                   "(not_primary, older_timeline, unavailable: not reachable, ...).");
+  metrics_.Counter("walship_replica_agent_switches_total",
+                   "Sessions established with another agent than the one before (a "
+                   "failover or switchover, with several --agent addresses).");
+  MetricsRegistry::Family active = metrics_.Gauge(
+      "walship_replica_agent_active", "1 for the agent of the live session, 0 for the others.");
+  for (const std::string& a : rotation_.agents()) active.Set({{"agent", a}}, 0);
+}
+
+void Replica::NoteAgentStep(const AgentRotation::Step& step, const absl::Status& s,
+                            absl::Duration wait) {
+  metrics_.Gauge("walship_replica_agent_active", "").Set({{"agent", step.agent}}, 0);
+  if (rotation_.size() == 1) {
+    spdlog::warn("session ended: {}; retrying in {}", s.ToString(), absl::FormatDuration(wait));
+    return;
+  }
+  const std::string next = rotation_.current();
+  if (step.outcome_changed) {
+    spdlog::warn("agent {} ({} of {}): {}; trying {} next in {}{}", step.agent, step.index + 1,
+                 rotation_.size(), s.ToString(), next, absl::FormatDuration(wait),
+                 step.round_complete ? " (every agent tried: backing off)" : "");
+  } else {
+    spdlog::debug("agent {}: {} again; trying {} next in {}", step.agent, step.outcome, next,
+                  absl::FormatDuration(wait));
+  }
 }
 
 void Replica::CountFailure(const absl::Status& s) {
@@ -70,6 +113,7 @@ bool Replica::IsFatal(const absl::Status& s) {
     case Reason::kNotReady:
     case Reason::kSourceBehind:
     case Reason::kSourceChanged:
+    case Reason::kOlderTimeline:
       return false;
     default:
       break;
@@ -109,11 +153,24 @@ absl::Status Replica::Run() {
                     s.ToString());
       return s;
     }
+    const bool established = established_.exchange(false);
+    if (!established) {
+      metrics_.Counter("walship_replica_agent_refusals_total", "")
+          .Add({{"agent", rotation_.current()},
+                {"reason", ReasonOf(s) != Reason::kUnspecified
+                               ? std::string(ReasonName(ReasonOf(s)))
+                               : absl::AsciiStrToLower(absl::StatusCodeToString(s.code()))}},
+               1);
+    }
+    const AgentRotation::Step step = rotation_.OnSessionEnd(s, established);
     // A session that got as far as shipping resets the backoff: an agent
     // restart is not a reason to wait longer each time.
-    if (established_.exchange(false) || clock_.Now() - began > absl::Seconds(10)) {
+    if (established || clock_.Now() - began > absl::Seconds(10)) {
       backoff = options_.min_backoff;
     }
+    // Between agents of one round only the shortest pause; the backoff
+    // grows once every agent was tried.
+    const absl::Duration wait = step.round_complete ? backoff : options_.min_backoff;
     if (absl::IsResourceExhausted(s)) {
       // Disk full (or out of descriptors): everything durable stays, nothing
       // new is acknowledged, and the next session resumes from the durable
@@ -124,22 +181,34 @@ absl::Status Replica::Run() {
                                 : 0;
       spdlog::error("disk full in {}: {} bytes free; acknowledging nothing new; retrying in {} "
                     "({})",
-                    options_.dest, free_bytes, absl::FormatDuration(backoff), s.ToString());
+                    options_.dest, free_bytes, absl::FormatDuration(wait), s.ToString());
+      metrics_.Gauge("walship_replica_agent_active", "").Set({{"agent", step.agent}}, 0);
     } else {
-      spdlog::warn("session ended: {}; retrying in {}", s.ToString(),
-                   absl::FormatDuration(backoff));
+      NoteAgentStep(step, s, wait);
     }
-    absl::Time until = clock_.Now() + backoff;
+    absl::Time until = clock_.Now() + wait;
     while (!stopping_.load() && clock_.Now() < until) clock_.SleepFor(absl::Milliseconds(20));
-    backoff = std::min(backoff * 2, options_.max_backoff);
+    if (step.round_complete) backoff = std::min(backoff * 2, options_.max_backoff);
   }
   return absl::OkStatus();
 }
 
 absl::Status Replica::RunOnce() {
-  Session session(sys_, options_, metrics_, after_failed_flush_, clock_);
+  session_options_.agent = rotation_.current();
+  Session session(sys_, session_options_, metrics_, after_failed_flush_, clock_);
   WALSHIP_RETURN_IF_ERROR(session.Open());
   established_.store(true);
+  metrics_.Gauge("walship_replica_agent_active", "").Set({{"agent", session_options_.agent}}, 1);
+  if (rotation_.size() > 1 && session_options_.agent != last_established_) {
+    if (!last_established_.empty()) {
+      metrics_.Counter("walship_replica_agent_switches_total", "").Add({}, 1);
+    }
+    spdlog::info("following agent {} ({} of {}){}", session_options_.agent,
+                 rotation_.current_index() + 1, rotation_.size(),
+                 last_established_.empty() ? ""
+                                           : absl::StrCat(" instead of ", last_established_));
+    last_established_ = session_options_.agent;
+  }
   {
     absl::MutexLock lock(&mu_);
     current_ = &session;

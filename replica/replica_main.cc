@@ -15,6 +15,7 @@
 #include "common/sys/transfer.h"
 #include "common/metrics.h"
 #include "common/net.h"
+#include "replica/agent_list.h"
 #include "replica/replica.h"
 #include "replica/restore.h"
 #include "spdlog/spdlog.h"
@@ -70,12 +71,17 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
       "walship-replica: subscribes to a walship-agent and keeps a durable, byte-exact\n"
       "copy of its WAL segments in --dest (complete segments under their own names,\n"
       "the one being received as NAME.partial).\n"
-      "Usage: walship-replica --agent=HOST:PORT --dest=DIR --name=NAME [flags]\n"
+      "Usage: walship-replica --agent=HOST:PORT[,HOST:PORT...] --dest=DIR --name=NAME [flags]\n"
       "       walship-replica restore --dest=DIR %f %p   (PostgreSQL restore_command;\n"
       "       see walship-replica restore --help)\n"
       "Exit status: 0 after SIGTERM/SIGINT; 1 bad set-up; 3 an operator must act\n"
       "(another stream, divergent history, a gap behind the agent's retention).");
-  flags.String("agent", &o.agent, "HOST:PORT of the agent's control (gRPC) port (required).");
+  flags.String("agent", &o.agent,
+               "HOST:PORT of the agent's control (gRPC) port (required); or several, "
+               "HOST:PORT,HOST:PORT,..., one beside each node of a PostgreSQL cluster: the "
+               "replica follows the agent whose node is the primary, tries the next one while "
+               "an agent answers not_primary or older_timeline, and never takes WAL of an "
+               "older timeline than it holds.");
   flags.String("data-address", &o.data_address,
                "HOST:PORT of the agent's data socket, when it is not reachable at the "
                "agent's host and announced data port (NAT, proxies).");
@@ -130,9 +136,13 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
     spdlog::warn("--insecure: the gRPC control channel to {} is plaintext and the agent is "
                  "not authenticated",
                  o.agent);
-  } else if (auto channel = MakeChannel(o.agent, o.tls); !channel.ok()) {
-    spdlog::error("{}", std::string(channel.status().message()));
-    return 1;
+  } else {
+    for (const std::string& agent : *ParseAgentList(o.agent)) {  // Validate() parsed it
+      if (auto channel = MakeChannel(agent, o.tls); !channel.ok()) {
+        spdlog::error("{}", std::string(channel.status().message()));
+        return 1;
+      }
+    }
   }
   if (sys::SysResult r = sys.Mkdir(o.dest.c_str(), 0755); !r.ok() && r.err != EEXIST) {
     spdlog::error("cannot create --dest {}: {}", o.dest, std::strerror(r.err));

@@ -13,7 +13,9 @@
 namespace walship::replica {
 
 struct ReplicaOptions {
-  // HOST:PORT of the agent's control service.
+  // HOST:PORT of the agent's control service; or several, separated by
+  // commas (agent_list.h: one beside each node of a cluster, the replica
+  // follows the one whose node is the primary).
   std::string agent;
   // HOST:PORT for the data socket when it must differ from the agent's host
   // and announced data port (NAT, a proxy). Empty: agent host + data_port.

@@ -224,6 +224,9 @@ class Session {
 
   // Receive() only: bytes received since the last sync was decided.
   uint64_t deferred_ = 0;
+  // The newest timeline held or received (agent_list.h's fence): set by
+  // Handshake(), then advanced by Receive() only.
+  uint32_t fence_timeline_ = 0;
 
   MetricsRegistry::Family flush_seconds_;
   MetricsRegistry::Family received_;
