@@ -431,6 +431,17 @@ class SessionReactor final
               "the replica never connected its data socket"));
           continue;
         }
+        // A node that stopped being a primary (demoted: restarted in
+        // recovery) ships nothing more: the session ends with that reason,
+        // so that a replica with several agents goes on to the new
+        // primary's, and one with a single agent asks again later.
+        if (absl::Status ready = service_.source_.Readiness();
+            ReasonOf(ready) == Reason::kNotPrimary) {
+          spdlog::warn("replica {} (session {}): ending the session: {}", session.name(),
+                       session.id(), std::string(ready.message()));
+          session.Fail(std::move(ready));
+          continue;
+        }
         CatalogSnapshot snap = service_.catalog_.Get();
         Position endpos = snap.End();
         ev.mutable_heartbeat()->set_agent_unix_nanos(absl::ToUnixNanos(service_.clock_.Now()));

@@ -76,6 +76,14 @@ bool AgentCannotServe(const absl::Status& s) {
   return r == Reason::kNotPrimary || r == Reason::kOlderTimeline;
 }
 
+std::optional<AgentView> NewerPrimary(uint32_t current, const std::vector<AgentView>& views) {
+  if (current == 0) return std::nullopt;
+  for (const AgentView& v : views) {
+    if (v.serving && v.timeline > current) return v;
+  }
+  return std::nullopt;
+}
+
 AgentRotation::AgentRotation(std::vector<std::string> agents)
     : agents_(std::move(agents)), last_outcome_(agents_.size()) {}
 

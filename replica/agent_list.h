@@ -33,6 +33,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,23 @@ absl::Status CheckTimelineFence(uint32_t offered, uint32_t held, absl::string_vi
 // now whatever it retries (its node is not a primary, or serves an older
 // timeline): the rotation moves on even from the leader.
 bool AgentCannotServe(const absl::Status& s);
+
+// What an agent's Status answer says about its source (the leader watch).
+struct AgentView {
+  std::string agent;
+  // Its source serves (no source_error: for PostgreSQL, a primary).
+  bool serving = false;
+  // StatusResponse.timeline (0: none).
+  uint32_t timeline = 0;
+};
+
+// The leader watch: while a session follows an agent serving timeline
+// `current`, the first of the other agents' `views` that serves a newer
+// timeline (a standby promoted while the session's agent stayed up, e.g.
+// beside a crashed postmaster: its heartbeats go on, but it will never ship
+// the new timeline); nullopt when there is none or `current` is 0 (no
+// timelines). The session then ends with Reason::kOlderTimeline.
+std::optional<AgentView> NewerPrimary(uint32_t current, const std::vector<AgentView>& views);
 
 // See the top of this file.
 class AgentRotation {

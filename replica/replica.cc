@@ -3,10 +3,15 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <thread>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/reason.h"
+#include "common/thread_name.h"
+#include "common/tls.h"
+#include "proto/walship.grpc.pb.h"
 #include "common/status_macros.h"
 #include "replica/dest_lock.h"
 #include "replica/session.h"
@@ -102,6 +107,43 @@ void Replica::CountFailure(const absl::Status& s) {
 }
 
 Replica::~Replica() = default;
+
+void Replica::WatchLeader(Session& session, std::vector<std::string> others, uint32_t timeline,
+                          const std::string& agent, absl::Notification& done) {
+  NameThisThread("ws-leader-watch");
+  std::vector<std::pair<std::string, std::unique_ptr<walship::v1::Control::Stub>>> stubs;
+  for (const std::string& a : others) {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(a, options_.tls);
+    if (!channel.ok()) {
+      spdlog::warn("leader watch: cannot ask agent {}: {}", a, channel.status().ToString());
+      continue;
+    }
+    stubs.emplace_back(a, walship::v1::Control::NewStub(*channel));
+  }
+  while (!done.WaitForNotificationWithTimeout(options_.leader_check_interval)) {
+    std::vector<AgentView> views;
+    for (auto& [name, stub] : stubs) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(clock_.Now() + options_.leader_check_interval));
+      walship::v1::StatusRequest req;
+      walship::v1::StatusResponse resp;
+      // An agent that does not answer is no leader to go to.
+      if (!stub->Status(&ctx, req, &resp).ok()) continue;
+      views.push_back(AgentView{name, resp.source_error().empty(), resp.timeline()});
+    }
+    if (std::optional<AgentView> v = NewerPrimary(timeline, views)) {
+      absl::Status why = WithReason(
+          absl::UnavailableError(absl::StrCat(
+              "agent ", v->agent, " serves timeline ", v->timeline, ", newer than timeline ",
+              timeline, " of agent ", agent,
+              " (its node was superseded): leaving it for the new primary's agent")),
+          Reason::kOlderTimeline);
+      spdlog::warn("leader watch: {}", std::string(why.message()));
+      session.Fail(std::move(why));
+      return;
+    }
+  }
+}
 
 bool Replica::IsFatal(const absl::Status& s) {
   switch (ReasonOf(s)) {
@@ -214,7 +256,21 @@ absl::Status Replica::RunOnce() {
     current_ = &session;
   }
   if (stopping_.load()) session.Fail(absl::CancelledError("stopping"));
+  absl::Notification session_done;
+  std::thread watch;
+  if (rotation_.size() > 1 && session.agent_timeline() != 0) {
+    std::vector<std::string> others;
+    for (const std::string& a : rotation_.agents()) {
+      if (a != session_options_.agent) others.push_back(a);
+    }
+    watch = std::thread([this, &session, others = std::move(others), &session_done,
+                         timeline = session.agent_timeline()]() mutable {
+      WatchLeader(session, std::move(others), timeline, session_options_.agent, session_done);
+    });
+  }
   absl::Status result = session.Run();
+  session_done.Notify();
+  if (watch.joinable()) watch.join();
   {
     absl::MutexLock lock(&mu_);
     current_ = nullptr;

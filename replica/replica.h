@@ -24,6 +24,10 @@
 // A change of an agent's answer is logged once (repeats at debug level) and
 // counted in walship_replica_agent_refusals_total{agent,reason};
 // walship_replica_agent_active{agent} names the agent of the live session.
+// While a session runs, the leader watch asks the other agents every
+// leader_check_interval whether one serves a newer timeline (a standby
+// promoted while the session's agent stayed up) and then ends the session,
+// so the next one finds the new primary's agent.
 //
 // Thread-safety: Run() on one thread; Stop() from any thread (e.g. a signal
 // watcher): it ends the current session, if any, with kCancelled.
@@ -32,9 +36,12 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "common/sys/syscalls.h"
@@ -67,6 +74,13 @@ class Replica {
   // session ended with `s`; `wait` is the pause before the next one.
   void NoteAgentStep(const AgentRotation::Step& step, const absl::Status& s,
                      absl::Duration wait);
+  // The leader watch (agent_list.h), on a thread of its own while `session`
+  // (with `agent`, serving `timeline`) runs: every leader_check_interval
+  // asks the other agents for their Status, and ends the session with
+  // Reason::kOlderTimeline once one serves a newer timeline. Returns when
+  // `done` is notified or it ended the session.
+  void WatchLeader(Session& session, std::vector<std::string> others, uint32_t timeline,
+                   const std::string& agent, absl::Notification& done);
 
   Clock& clock_;
 

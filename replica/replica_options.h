@@ -43,6 +43,10 @@ struct ReplicaOptions {
   absl::Duration max_backoff = absl::Seconds(5);
   // The session is dropped when the agent is silent this long.
   absl::Duration agent_silence_timeout = absl::Seconds(15);
+  // With several agents: how often the other agents are asked (their Status)
+  // whether one serves a newer timeline than the session's agent (the
+  // leader watch, agent_list.h's NewerPrimary).
+  absl::Duration leader_check_interval = absl::Seconds(1);
   // HOST:PORT of the Prometheus /metrics endpoint; empty disables it.
   std::string metrics_listen;
   // Mutual TLS to the agent's control port, or plaintext when tls.insecure

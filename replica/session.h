@@ -92,6 +92,9 @@ class Session {
   const absl::Status& last_flush() const { return last_flush_; }
   // Ends the session with `s` unless it already failed. Any thread.
   void Fail(absl::Status s);
+  // After a successful Open(): the timeline the agent said it serves
+  // (HandshakeResponse.timeline; 0: none).
+  uint32_t agent_timeline() const { return handshake_.timeline(); }
 
  private:
   // Open()'s steps.

@@ -149,5 +149,23 @@ TEST(AgentRotationTest, AnOutcomeIsNewOnlyWhenItChanges) {
   EXPECT_FALSE(r.OnSessionEnd(Unreachable(), false).outcome_changed);
 }
 
+TEST(NewerPrimaryTest, OnlyAServingAgentOfANewerTimelineCounts) {
+  const std::vector<AgentView> views = {
+      {"standby:1", false, 3},   // not serving (in recovery): never
+      {"stale:2", true, 1},      // older timeline
+      {"same:3", true, 2},       // the same timeline: no reason to leave
+      {"promoted:4", true, 3},   // the new primary
+      {"later:5", true, 4}};
+  std::optional<AgentView> v = NewerPrimary(2, views);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->agent, "promoted:4");
+  EXPECT_FALSE(NewerPrimary(4, views).has_value());
+  EXPECT_FALSE(NewerPrimary(2, {views[0], views[1], views[2]}).has_value());
+}
+
+TEST(NewerPrimaryTest, NoTimelinesNoWatch) {
+  EXPECT_FALSE(NewerPrimary(0, {{"a:1", true, 5}}).has_value());
+}
+
 }  // namespace
 }  // namespace walship::replica
