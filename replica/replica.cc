@@ -20,6 +20,40 @@
 namespace walship::replica {
 namespace {
 
+// Asks agents for their Status (the leader watch, and the check before a
+// handshake): one channel per agent, kept for the probe's lifetime.
+class AgentProbe {
+ public:
+  AgentProbe(const std::vector<std::string>& agents, const TlsOptions& tls) {
+    for (const std::string& a : agents) {
+      absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(a, tls);
+      if (!channel.ok()) {
+        spdlog::warn("cannot ask agent {} for its status: {}", a, channel.status().ToString());
+        continue;
+      }
+      stubs_.emplace_back(a, walship::v1::Control::NewStub(*channel));
+    }
+  }
+
+  // What each agent that answers within `deadline` says about its source.
+  std::vector<AgentView> Ask(Clock& clock, absl::Duration deadline) {
+    std::vector<AgentView> views;
+    for (auto& [name, stub] : stubs_) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(clock.Now() + deadline));
+      walship::v1::StatusRequest req;
+      walship::v1::StatusResponse resp;
+      // An agent that does not answer is no leader to go to.
+      if (!stub->Status(&ctx, req, &resp).ok()) continue;
+      views.push_back(AgentView{name, resp.source_error().empty(), resp.timeline()});
+    }
+    return views;
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::unique_ptr<walship::v1::Control::Stub>>> stubs_;
+};
+
 std::vector<std::string> AgentsOf(const ReplicaOptions& o) {
   absl::StatusOr<std::vector<std::string>> list = ParseAgentList(o.agent);
   if (list.ok()) return *std::move(list);
@@ -111,27 +145,10 @@ Replica::~Replica() = default;
 void Replica::WatchLeader(Session& session, std::vector<std::string> others, uint32_t timeline,
                           const std::string& agent, absl::Notification& done) {
   NameThisThread("ws-leader-watch");
-  std::vector<std::pair<std::string, std::unique_ptr<walship::v1::Control::Stub>>> stubs;
-  for (const std::string& a : others) {
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(a, options_.tls);
-    if (!channel.ok()) {
-      spdlog::warn("leader watch: cannot ask agent {}: {}", a, channel.status().ToString());
-      continue;
-    }
-    stubs.emplace_back(a, walship::v1::Control::NewStub(*channel));
-  }
+  AgentProbe probe(others, options_.tls);
   while (!done.WaitForNotificationWithTimeout(options_.leader_check_interval)) {
-    std::vector<AgentView> views;
-    for (auto& [name, stub] : stubs) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(absl::ToChronoTime(clock_.Now() + options_.leader_check_interval));
-      walship::v1::StatusRequest req;
-      walship::v1::StatusResponse resp;
-      // An agent that does not answer is no leader to go to.
-      if (!stub->Status(&ctx, req, &resp).ok()) continue;
-      views.push_back(AgentView{name, resp.source_error().empty(), resp.timeline()});
-    }
-    if (std::optional<AgentView> v = NewerPrimary(timeline, views)) {
+    if (std::optional<AgentView> v =
+            NewerPrimary(timeline, probe.Ask(clock_, options_.leader_check_interval))) {
       absl::Status why = WithReason(
           absl::UnavailableError(absl::StrCat(
               "agent ", v->agent, " serves timeline ", v->timeline, ", newer than timeline ",
@@ -143,6 +160,28 @@ void Replica::WatchLeader(Session& session, std::vector<std::string> others, uin
       return;
     }
   }
+}
+
+absl::Status Replica::CheckNoNewerPrimary(const std::string& agent) {
+  std::vector<std::string> others;
+  for (const std::string& a : rotation_.agents()) {
+    if (a != agent) others.push_back(a);
+  }
+  AgentProbe mine({agent}, options_.tls);
+  std::vector<AgentView> own = mine.Ask(clock_, options_.connect_timeout);
+  // An agent that does not answer Status will not answer the handshake
+  // either; one that is not a primary says so there.
+  if (own.empty() || !own[0].serving || own[0].timeline == 0) return absl::OkStatus();
+  AgentProbe probe(others, options_.tls);
+  std::optional<AgentView> v =
+      NewerPrimary(own[0].timeline, probe.Ask(clock_, options_.connect_timeout));
+  if (!v.has_value()) return absl::OkStatus();
+  return WithReason(
+      absl::UnavailableError(absl::StrCat(
+          "agent ", agent, " serves timeline ", own[0].timeline, ", older than timeline ",
+          v->timeline, " of agent ", v->agent,
+          ": its node was superseded (a stale or demoted primary); not asking it")),
+      Reason::kOlderTimeline);
 }
 
 bool Replica::IsFatal(const absl::Status& s) {
@@ -237,6 +276,9 @@ absl::Status Replica::Run() {
 
 absl::Status Replica::RunOnce() {
   session_options_.agent = rotation_.current();
+  // Several agents: never a superseded node's, even one still a primary (a
+  // stale old primary), while another serves a newer timeline.
+  if (rotation_.size() > 1) WALSHIP_RETURN_IF_ERROR(CheckNoNewerPrimary(session_options_.agent));
   Session session(sys_, session_options_, metrics_, after_failed_flush_, clock_);
   WALSHIP_RETURN_IF_ERROR(session.Open());
   established_.store(true);

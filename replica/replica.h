@@ -27,7 +27,9 @@
 // While a session runs, the leader watch asks the other agents every
 // leader_check_interval whether one serves a newer timeline (a standby
 // promoted while the session's agent stayed up) and then ends the session,
-// so the next one finds the new primary's agent.
+// so the next one finds the new primary's agent. Before each handshake it
+// asks them too, and passes over an agent that is a primary while another
+// serves a newer timeline (a stale old primary beside the new one).
 //
 // Thread-safety: Run() on one thread; Stop() from any thread (e.g. a signal
 // watcher): it ends the current session, if any, with kCancelled.
@@ -81,6 +83,12 @@ class Replica {
   // `done` is notified or it ended the session.
   void WatchLeader(Session& session, std::vector<std::string> others, uint32_t timeline,
                    const std::string& agent, absl::Notification& done);
+  // Before a handshake with `agent` (several agents): kUnavailable with
+  // Reason::kOlderTimeline when `agent` is a primary but another agent
+  // serves a newer timeline (a stale old primary beside the new one), so
+  // that a replica still before the fork point never takes its tail. OK
+  // when `agent` or the others do not answer their Status.
+  absl::Status CheckNoNewerPrimary(const std::string& agent);
 
   Clock& clock_;
 

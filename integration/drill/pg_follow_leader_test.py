@@ -20,6 +20,10 @@ restarted comes back at the same address), and one walship-replica R with
    tail past the fork point is back, on timeline 1) with a new agent AP2
    at AP's address. R, restarted with AP2 first in its list, is refused by
    AP2 (REASON_OLDER_TIMELINE, logged and counted) and goes on with AS;
+   a second replica R2, stopped before the failover (on timeline 1, before
+   the fork point) and started with AP2 first, passes over AP2 (a primary,
+   but AS serves a newer timeline) and continues on timeline 2 from AS
+   without a byte of P's tail;
    with AS down, R tries AP2 round after round and never takes a byte of
    it (no file of R changes), and R goes on with AS once it is back.
 4. restore_serves_the_whole_history: a cluster from a base backup of P,
@@ -117,14 +121,16 @@ class PgFollowLeaderTest(unittest.TestCase):
         addr = dk.wait_until(metrics, 60, "%s's port file" % name, interval=0.05)
         return proc, "http://%s/metrics" % addr
 
-    def start_replica(self, agents, dest):
-        log_path = self.show(os.path.join(self.logs, "r1.log"))
-        self.replica_metrics_port = dk.free_port()
-        return dk.Proc(self.env, "r1", [
+    def start_replica(self, agents, dest, name="r1"):
+        log_path = self.show(os.path.join(self.logs, "%s.log" % name))
+        port = dk.free_port()
+        if name == "r1":
+            self.replica_metrics_port = port
+        return dk.Proc(self.env, name, [
             self.env.binaries["walship-replica"],
             "--agent=%s" % ",".join("127.0.0.1:%d" % p for p in agents),
-            "--dest=%s" % dest, "--name=r1", "--insecure", "--log-level=info",
-            "--metrics-listen=127.0.0.1:%d" % self.replica_metrics_port], log_path)
+            "--dest=%s" % dest, "--name=%s" % name, "--insecure", "--log-level=info",
+            "--metrics-listen=127.0.0.1:%d" % port], log_path)
 
     def metric(self, url, name, labels=""):
         """A series' value as rendered at `url` (None when absent or the
@@ -211,12 +217,18 @@ class PgFollowLeaderTest(unittest.TestCase):
         as_, as_metrics = self.start_agent(s, "agent-s", as_port)
         dest = os.path.join(self.dir, "r1")
         r = self.start_replica([as_port, ap_port], dest)
+        # R2 stops before the failover: on timeline 1, before the fork point.
+        dest2 = os.path.join(self.dir, "r2")
+        r2 = self.start_replica([as_port, ap_port], dest2, name="r2")
         end = self.insert(p, 101, 2000)
         self.wait_holds(dest, 1, end, "R to hold the first rows through AP")
+        self.wait_holds(dest2, 1, end, "R2 to hold the first rows through AP")
+        self.assertEqual(r2.stop(), 0)
 
         self.part1_agent_beside_a_standby(r, as_port, as_metrics, ap_port)
         fork, before = self.part2_failover(p, s, ap, r, dest, as_port, ap_port)
-        ap2 = self.part3_stale_primary(p, r, dest, fork, before, as_, as_port, ap_port)
+        self.r2_end = self.insert(s, 12001, 12100)
+        ap2 = self.part3_stale_primary(p, r, dest, fork, before, as_, as_port, ap_port, dest2)
         self.part4_restore(check, s, dest, as_port)
         self.assertEqual(ap2.stop(), 0)
 
@@ -312,7 +324,7 @@ class PgFollowLeaderTest(unittest.TestCase):
                          "first %d bytes it had acknowledged" % (segno, want))
         self.assertEqual(len(prefixes[0]), want)
 
-    def part3_stale_primary(self, p, r, dest, fork, before, as_, as_port, ap_port):
+    def part3_stale_primary(self, p, r, dest, fork, before, as_, as_port, ap_port, dest2):
         """The old primary back as it was, with an agent at AP's address."""
         p.start()
         self.assertEqual(p.psql("SELECT pg_is_in_recovery()"), "f")
@@ -322,6 +334,20 @@ class PgFollowLeaderTest(unittest.TestCase):
         dk.wait_until(lambda: (self.status(ap_port) or {}).get("timeline") == 1, 30,
                       "AP2 to serve timeline 1")
         ap_addr = "127.0.0.1:%d" % ap_port
+        older = r"agent %s \(1 of 2\): .*serves timeline 1, (an )?older" % re.escape(ap_addr)
+
+        # R2, still on timeline 1 before the fork point, with the stale
+        # agent first: it passes over AP2 (a primary, but AS serves a newer
+        # timeline) and continues on timeline 2 from AS, without P's tail.
+        tl1_before = {n: v for n, v in self.files(dest2).items() if n.startswith("00000001")}
+        r2 = self.start_replica([ap_port, as_port], dest2, name="r2")
+        self.wait_holds(dest2, 2, self.r2_end, "R2 to follow AS onto timeline 2")
+        self.assertEqual({n: v for n, v in self.files(dest2).items() if n.startswith("00000001")},
+                         tl1_before, "R2 took timeline 1 bytes from the stale primary")
+        self.assertRegex(dk.read_text(r2.log_path), older)
+        self.assertIsNone(self.metric(ap2_metrics, "walship_agent_handshakes_total",
+                                      '{replica="r2"}'), "AP2 accepted R2")
+        self.assertEqual(r2.stop(), 0)
 
         # R restarted with the stale agent first: refused, typed, logged.
         self.assertEqual(r.stop(), 0)
@@ -329,15 +355,7 @@ class PgFollowLeaderTest(unittest.TestCase):
         r = self.start_replica([ap_port, as_port], dest)
         dk.wait_until(lambda: "following agent 127.0.0.1:%d (2 of 2)" % as_port
                       in dk.read_text(r.log_path, since), 30, "R to follow AS again")
-        text = dk.read_text(r.log_path, since)
-        self.assertRegex(text, r"agent %s \(1 of 2\): .*older_timeline|agent %s \(1 of 2\): "
-                         r".*serves timeline 1, an older one" % (re.escape(ap_addr),
-                                                                re.escape(ap_addr)))
-        self.assertRegex(dk.read_text(os.path.join(self.logs, "agent-p2.log")),
-                         r"handshake from replica r1 .*replica holds timeline 2 .*this source "
-                         r"serves timeline 1")
-        self.assertGreaterEqual(self.metric(ap2_metrics, "walship_agent_handshakes_refused_total",
-                                            '{reason="older_timeline"}') or 0, 1)
+        self.assertRegex(dk.read_text(r.log_path, since), older)
 
         # AS down: R tries AP2 round after round and takes nothing of it.
         self.assertEqual(as_.stop(), 0)
@@ -357,6 +375,12 @@ class PgFollowLeaderTest(unittest.TestCase):
                           and n not in before], [], "R took timeline 1 files from AP2")
         self.assertIsNone(self.metric(ap2_metrics, "walship_agent_handshakes_total",
                                       '{replica="r1"}'), "AP2 accepted R")
+        # With AS silent, R asked AP2 itself, which refused it.
+        self.assertRegex(dk.read_text(os.path.join(self.logs, "agent-p2.log")),
+                         r"handshake from replica r1 .*replica holds timeline 2 .*this source "
+                         r"serves timeline 1")
+        self.assertGreaterEqual(self.metric(ap2_metrics, "walship_agent_handshakes_refused_total",
+                                            '{reason="older_timeline"}') or 0, 1)
         # Logged once per change, not per attempt.
         self.assertLessEqual(len(re.findall(r"agent %s \(1 of 2\): " % re.escape(ap_addr),
                                             dk.read_text(r.log_path, since))), 2)
@@ -366,7 +390,7 @@ class PgFollowLeaderTest(unittest.TestCase):
     def part4_restore(self, check, s, dest, as_port):
         """AS back; R holds the newest rows; a cluster recovers from R alone."""
         as2, _ = self.start_agent(s, "agent-s2", as_port)
-        end = self.insert(s, 12001, 12500)
+        end = self.insert(s, 12101, 12500)
         self.wait_holds(dest, 2, end, "R to follow S again once AS is back")
         want = self.rows(s)
         check.configure({
