@@ -9,10 +9,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/reason.h"
+#include "common/status_macros.h"
 #include "common/thread_name.h"
 #include "common/tls.h"
 #include "proto/walship.grpc.pb.h"
-#include "common/status_macros.h"
 #include "replica/dest_lock.h"
 #include "replica/session.h"
 #include "spdlog/spdlog.h"
@@ -167,14 +167,16 @@ absl::Status Replica::CheckNoNewerPrimary(const std::string& agent) {
   for (const std::string& a : rotation_.agents()) {
     if (a != agent) others.push_back(a);
   }
+  // Each answer within leader_check_interval: an agent on a host that is
+  // gone costs at most that before the handshake.
   AgentProbe mine({agent}, options_.tls);
-  std::vector<AgentView> own = mine.Ask(clock_, options_.connect_timeout);
+  std::vector<AgentView> own = mine.Ask(clock_, options_.leader_check_interval);
   // An agent that does not answer Status will not answer the handshake
   // either; one that is not a primary says so there.
   if (own.empty() || !own[0].serving || own[0].timeline == 0) return absl::OkStatus();
   AgentProbe probe(others, options_.tls);
   std::optional<AgentView> v =
-      NewerPrimary(own[0].timeline, probe.Ask(clock_, options_.connect_timeout));
+      NewerPrimary(own[0].timeline, probe.Ask(clock_, options_.leader_check_interval));
   if (!v.has_value()) return absl::OkStatus();
   return WithReason(
       absl::UnavailableError(absl::StrCat(

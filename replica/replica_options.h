@@ -45,7 +45,8 @@ struct ReplicaOptions {
   absl::Duration agent_silence_timeout = absl::Seconds(15);
   // With several agents: how often the other agents are asked (their Status)
   // whether one serves a newer timeline than the session's agent (the
-  // leader watch, agent_list.h's NewerPrimary).
+  // leader watch, agent_list.h's NewerPrimary), and the longest wait for
+  // each answer (there and before each handshake).
   absl::Duration leader_check_interval = absl::Seconds(1);
   // HOST:PORT of the Prometheus /metrics endpoint; empty disables it.
   std::string metrics_listen;
