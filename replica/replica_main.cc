@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/daemon.h"
 #include "common/flags.h"
@@ -137,7 +138,8 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
                  "not authenticated",
                  o.agent);
   } else {
-    for (const std::string& agent : *ParseAgentList(o.agent)) {  // Validate() parsed it
+    const std::vector<std::string> agents = *ParseAgentList(o.agent);  // Validate() parsed it
+    for (const std::string& agent : agents) {
       if (auto channel = MakeChannel(agent, o.tls); !channel.ok()) {
         spdlog::error("{}", std::string(channel.status().message()));
         return 1;
