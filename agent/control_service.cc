@@ -56,7 +56,7 @@ ControlServiceImpl::ControlServiceImpl(const AgentOptions& options,
     metrics_->Counter("walship_agent_handshakes_refused_total",
                       "Handshakes refused, by reason (not_allowed, identity_mismatch, invalid, "
                       "wrong_stream, divergent, unconfirmed_tail, gap, damaged_copy, "
-                      "source_failed, not_primary, not_ready, source_behind, other).");
+                      "source_failed, not_primary, not_ready, source_behind, older_timeline, other).");
     metrics_->Counter("walship_agent_handshakes_total", "Handshakes accepted, by replica.");
     acks_total_ = metrics_->Counter(
         "walship_agent_acks_total",
@@ -291,6 +291,7 @@ grpc::Status ControlServiceImpl::Handshake(grpc::ServerContext* ctx,
       static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.heartbeat)));
   resp->set_data_port(data_port_);
   resp->set_source_format(source_.FormatName());
+  resp->set_timeline(source_.Timeline());
   if (metrics_ != nullptr) {
     metrics_->Counter("walship_agent_handshakes_total", "")
         .Add({{"replica", req->replica_name()}}, 1);
@@ -430,6 +431,17 @@ class SessionReactor final
               "the replica never connected its data socket"));
           continue;
         }
+        // A node that stopped being a primary (demoted: restarted in
+        // recovery) ships nothing more: the session ends with that reason,
+        // so that a replica with several agents goes on to the new
+        // primary's, and one with a single agent asks again later.
+        if (absl::Status ready = service_.source_.Readiness();
+            ReasonOf(ready) == Reason::kNotPrimary) {
+          spdlog::warn("replica {} (session {}): ending the session: {}", session.name(),
+                       session.id(), std::string(ready.message()));
+          session.Fail(std::move(ready));
+          continue;
+        }
         CatalogSnapshot snap = service_.catalog_.Get();
         Position endpos = snap.End();
         ev.mutable_heartbeat()->set_agent_unix_nanos(absl::ToUnixNanos(service_.clock_.Now()));
@@ -477,6 +489,7 @@ grpc::Status ControlServiceImpl::Status(grpc::ServerContext*,
   Position endpos = snap.End();
   resp->set_stream_id(source_.StreamId());
   resp->set_source_format(source_.FormatName());
+  resp->set_timeline(source_.Timeline());
   SetPos(endpos, resp->mutable_source_end());
   const absl::Status readiness = source_.Readiness();
   if (!snap.source_status.ok()) {

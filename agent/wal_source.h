@@ -101,6 +101,13 @@ class WalSource {
   // every byte they hold.
   virtual absl::Status Readiness() const { return absl::OkStatus(); }
 
+  // The timeline the source serves (PostgreSQL: its primary's current
+  // timeline, the last one seen while it is in recovery or down), 0 for
+  // formats without timelines or before the first scan. Handshakes and
+  // Status report it, so that a replica with several agents can refuse one
+  // whose timeline is older than the newest it holds.
+  virtual uint32_t Timeline() const { return 0; }
+
   // Hooks for a source that acts on the agent's replicas or exports metrics.
 
   // Before Start(): declares the source's own metric families and

@@ -8,7 +8,7 @@
 namespace walship {
 namespace {
 constexpr char kReasonUrl[] = "type.walship.dev/walship.Reason";
-constexpr Reason kLast = Reason::kChecksum;
+constexpr Reason kLast = Reason::kOlderTimeline;
 }  // namespace
 
 absl::Status WithReason(absl::Status s, Reason reason) {
@@ -43,6 +43,7 @@ absl::string_view ReasonName(Reason reason) {
     case Reason::kDamagedCopy: return "damaged_copy";
     case Reason::kSourceChanged: return "source_changed";
     case Reason::kChecksum: return "checksum";
+    case Reason::kOlderTimeline: return "older_timeline";
   }
   return "unspecified";
 }

@@ -59,6 +59,10 @@ enum class Reason : int {
   // Bytes in transit failed their checksum (a frame's header or payload):
   // nothing of them was kept; the replica reconnects and they come again.
   kChecksum = 10,
+  // The replica holds a later timeline than the source serves: the source's
+  // node was superseded (a stale or demoted primary); its WAL past the fork
+  // point is not in the replica's history. Retry, elsewhere first.
+  kOlderTimeline = 11,
 };
 
 // `s` with `reason` attached (replacing any earlier one). OK stays OK.

@@ -3,19 +3,72 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <thread>
+#include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "common/reason.h"
 #include "common/status_macros.h"
+#include "common/sys/thread_name.h"
+#include "common/tls.h"
+#include "proto/walship.grpc.pb.h"
 #include "replica/dest_lock.h"
 #include "replica/session.h"
 #include "spdlog/spdlog.h"
 
 namespace walship::replica {
+namespace {
+
+// Asks agents for their Status (the leader watch, and the check before a
+// handshake): one channel per agent, kept for the probe's lifetime.
+class AgentProbe {
+ public:
+  AgentProbe(sys::SysCalls& sys, Clock& clock, const std::vector<std::string>& agents,
+             const TlsOptions& tls) {
+    for (const std::string& a : agents) {
+      absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(sys, clock, a, tls);
+      if (!channel.ok()) {
+        spdlog::warn("cannot ask agent {} for its status: {}", a, channel.status().ToString());
+        continue;
+      }
+      stubs_.emplace_back(a, walship::v1::Control::NewStub(*channel));
+    }
+  }
+
+  // What each agent that answers within `deadline` says about its source.
+  std::vector<AgentView> Ask(Clock& clock, absl::Duration deadline) {
+    std::vector<AgentView> views;
+    for (auto& [name, stub] : stubs_) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(clock.Now() + deadline));
+      walship::v1::StatusRequest req;
+      walship::v1::StatusResponse resp;
+      // An agent that does not answer is no leader to go to.
+      if (!stub->Status(&ctx, req, &resp).ok()) continue;
+      views.push_back(AgentView{name, resp.source_error().empty(), resp.timeline()});
+    }
+    return views;
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::unique_ptr<walship::v1::Control::Stub>>> stubs_;
+};
+
+std::vector<std::string> AgentsOf(const ReplicaOptions& o) {
+  absl::StatusOr<std::vector<std::string>> list = ParseAgentList(o.agent);
+  if (list.ok()) return *std::move(list);
+  return {o.agent};  // Validate() refuses it; each session then says why
+}
+
+}  // namespace
 
 Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* metrics, Clock& clock)
     : clock_(clock),
       sys_(sys),
       options_(std::move(options)),
+      rotation_(AgentsOf(options_)),
+      session_options_(options_),
       metrics_(metrics ? *metrics : own_metrics_) {
   // Declared up front so every series exists (at 0) from the first scrape.
   metrics_.Counter("walship_replica_sessions_total", "Sessions started (handshakes sent).");
@@ -43,6 +96,36 @@ Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* me
                      sync_bounds);
   metrics_.Gauge("walship_replica_durable_offset_bytes",
                  "Byte offset of the durable position within its segment.");
+  metrics_.Gauge("walship_replica_timeline",
+                 "The newest timeline the replica holds or receives (PostgreSQL WAL names); "
+                 "agents of older timelines are refused.");
+  metrics_.Counter("walship_replica_agent_refusals_total",
+                   "Sessions that did not reach an agent's data socket, by agent and reason "
+                   "(not_primary, older_timeline, unavailable: not reachable, ...).");
+  metrics_.Counter("walship_replica_agent_switches_total",
+                   "Sessions established with another agent than the one before (a "
+                   "failover or switchover, with several --agent addresses).");
+  MetricsRegistry::Family active = metrics_.Gauge(
+      "walship_replica_agent_active", "1 for the agent of the live session, 0 for the others.");
+  for (const std::string& a : rotation_.agents()) active.Set({{"agent", a}}, 0);
+}
+
+void Replica::NoteAgentStep(const AgentRotation::Step& step, const absl::Status& s,
+                            absl::Duration wait) {
+  metrics_.Gauge("walship_replica_agent_active", "").Set({{"agent", step.agent}}, 0);
+  if (rotation_.size() == 1) {
+    spdlog::warn("session ended: {}; retrying in {}", s.ToString(), absl::FormatDuration(wait));
+    return;
+  }
+  const std::string next = rotation_.current();
+  if (step.outcome_changed) {
+    spdlog::warn("agent {} ({} of {}): {}; trying {} next in {}{}", step.agent, step.index + 1,
+                 rotation_.size(), s.ToString(), next, absl::FormatDuration(wait),
+                 step.round_complete ? " (every agent tried: backing off)" : "");
+  } else {
+    spdlog::debug("agent {}: {} again; trying {} next in {}", step.agent, step.outcome, next,
+                  absl::FormatDuration(wait));
+  }
 }
 
 void Replica::CountFailure(const absl::Status& s) {
@@ -60,6 +143,50 @@ void Replica::CountFailure(const absl::Status& s) {
 
 Replica::~Replica() = default;
 
+void Replica::WatchLeader(Session& session, std::vector<std::string> others, uint32_t timeline,
+                          const std::string& agent, absl::Notification& done) {
+  NameThisThread("ws-leader-watch");
+  AgentProbe probe(sys_, clock_, others, options_.tls);
+  while (!done.WaitForNotificationWithTimeout(options_.leader_check_interval)) {
+    if (std::optional<AgentView> v =
+            NewerPrimary(timeline, probe.Ask(clock_, options_.leader_check_interval))) {
+      absl::Status why = WithReason(
+          absl::UnavailableError(absl::StrCat(
+              "agent ", v->agent, " serves timeline ", v->timeline, ", newer than timeline ",
+              timeline, " of agent ", agent,
+              " (its node was superseded): leaving it for the new primary's agent")),
+          Reason::kOlderTimeline);
+      spdlog::warn("leader watch: {}", std::string(why.message()));
+      session.Fail(std::move(why));
+      return;
+    }
+  }
+}
+
+absl::Status Replica::CheckNoNewerPrimary(const std::string& agent) {
+  std::vector<std::string> others;
+  for (const std::string& a : rotation_.agents()) {
+    if (a != agent) others.push_back(a);
+  }
+  // Each answer within leader_check_interval: an agent on a host that is
+  // gone costs at most that before the handshake.
+  AgentProbe mine(sys_, clock_, {agent}, options_.tls);
+  std::vector<AgentView> own = mine.Ask(clock_, options_.leader_check_interval);
+  // An agent that does not answer Status will not answer the handshake
+  // either; one that is not a primary says so there.
+  if (own.empty() || !own[0].serving || own[0].timeline == 0) return absl::OkStatus();
+  AgentProbe probe(sys_, clock_, others, options_.tls);
+  std::optional<AgentView> v =
+      NewerPrimary(own[0].timeline, probe.Ask(clock_, options_.leader_check_interval));
+  if (!v.has_value()) return absl::OkStatus();
+  return WithReason(
+      absl::UnavailableError(absl::StrCat(
+          "agent ", agent, " serves timeline ", own[0].timeline, ", older than timeline ",
+          v->timeline, " of agent ", v->agent,
+          ": its node was superseded (a stale or demoted primary); not asking it")),
+      Reason::kOlderTimeline);
+}
+
 bool Replica::IsFatal(const absl::Status& s) {
   switch (ReasonOf(s)) {
     // Trouble on the agent's side that it may get over (its source failed,
@@ -70,6 +197,7 @@ bool Replica::IsFatal(const absl::Status& s) {
     case Reason::kNotReady:
     case Reason::kSourceBehind:
     case Reason::kSourceChanged:
+    case Reason::kOlderTimeline:
       return false;
     default:
       break;
@@ -109,11 +237,24 @@ absl::Status Replica::Run() {
                     s.ToString());
       return s;
     }
+    const bool established = established_.exchange(false);
+    if (!established) {
+      metrics_.Counter("walship_replica_agent_refusals_total", "")
+          .Add({{"agent", rotation_.current()},
+                {"reason", ReasonOf(s) != Reason::kUnspecified
+                               ? std::string(ReasonName(ReasonOf(s)))
+                               : absl::AsciiStrToLower(absl::StatusCodeToString(s.code()))}},
+               1);
+    }
+    const AgentRotation::Step step = rotation_.OnSessionEnd(s, established);
     // A session that got as far as shipping resets the backoff: an agent
     // restart is not a reason to wait longer each time.
-    if (established_.exchange(false) || clock_.Now() - began > absl::Seconds(10)) {
+    if (established || clock_.Now() - began > absl::Seconds(10)) {
       backoff = options_.min_backoff;
     }
+    // Between agents of one round only the shortest pause; the backoff
+    // grows once every agent was tried.
+    const absl::Duration wait = step.round_complete ? backoff : options_.min_backoff;
     if (absl::IsResourceExhausted(s)) {
       // Disk full (or out of descriptors): everything durable stays, nothing
       // new is acknowledged, and the next session resumes from the durable
@@ -124,28 +265,57 @@ absl::Status Replica::Run() {
                                 : 0;
       spdlog::error("disk full in {}: {} bytes free; acknowledging nothing new; retrying in {} "
                     "({})",
-                    options_.dest, free_bytes, absl::FormatDuration(backoff), s.ToString());
+                    options_.dest, free_bytes, absl::FormatDuration(wait), s.ToString());
+      metrics_.Gauge("walship_replica_agent_active", "").Set({{"agent", step.agent}}, 0);
     } else {
-      spdlog::warn("session ended: {}; retrying in {}", s.ToString(),
-                   absl::FormatDuration(backoff));
+      NoteAgentStep(step, s, wait);
     }
-    absl::Time until = clock_.Now() + backoff;
+    absl::Time until = clock_.Now() + wait;
     while (!stopping_.load() && clock_.Now() < until) clock_.SleepFor(absl::Milliseconds(20));
-    backoff = std::min(backoff * 2, options_.max_backoff);
+    if (step.round_complete) backoff = std::min(backoff * 2, options_.max_backoff);
   }
   return absl::OkStatus();
 }
 
 absl::Status Replica::RunOnce() {
-  Session session(sys_, options_, metrics_, after_failed_flush_, clock_);
+  session_options_.agent = rotation_.current();
+  // Several agents: never a superseded node's, even one still a primary (a
+  // stale old primary), while another serves a newer timeline.
+  if (rotation_.size() > 1) WALSHIP_RETURN_IF_ERROR(CheckNoNewerPrimary(session_options_.agent));
+  Session session(sys_, session_options_, metrics_, after_failed_flush_, clock_);
   WALSHIP_RETURN_IF_ERROR(session.Open());
   established_.store(true);
+  metrics_.Gauge("walship_replica_agent_active", "").Set({{"agent", session_options_.agent}}, 1);
+  if (rotation_.size() > 1 && session_options_.agent != last_established_) {
+    if (!last_established_.empty()) {
+      metrics_.Counter("walship_replica_agent_switches_total", "").Add({}, 1);
+    }
+    spdlog::info("following agent {} ({} of {}){}", session_options_.agent,
+                 rotation_.current_index() + 1, rotation_.size(),
+                 last_established_.empty() ? ""
+                                           : absl::StrCat(" instead of ", last_established_));
+    last_established_ = session_options_.agent;
+  }
   {
     absl::MutexLock lock(&mu_);
     current_ = &session;
   }
   if (stopping_.load()) session.Fail(absl::CancelledError("stopping"));
+  absl::Notification session_done;
+  std::thread watch;
+  if (rotation_.size() > 1 && session.agent_timeline() != 0) {
+    std::vector<std::string> others;
+    for (const std::string& a : rotation_.agents()) {
+      if (a != session_options_.agent) others.push_back(a);
+    }
+    watch = std::thread([this, &session, others = std::move(others), &session_done,
+                         timeline = session.agent_timeline()]() mutable {
+      WatchLeader(session, std::move(others), timeline, session_options_.agent, session_done);
+    });
+  }
   absl::Status result = session.Run();
+  session_done.Notify();
+  if (watch.joinable()) watch.join();
   {
     absl::MutexLock lock(&mu_);
     current_ = nullptr;

@@ -16,6 +16,21 @@
 // Failures an operator must resolve (another stream, divergent history, a gap
 // behind the agent's retention) stop Run() with kFailedPrecondition.
 //
+// Several agents (options.agent a comma list, agent_list.h): each session
+// tries the agent an AgentRotation names; an agent whose node is not a
+// primary (REASON_NOT_PRIMARY), serves an older timeline than this replica
+// holds (REASON_OLDER_TIMELINE) or cannot be reached makes the next session
+// try the next agent, and the backoff grows only once every agent was tried.
+// A change of an agent's answer is logged once (repeats at debug level) and
+// counted in walship_replica_agent_refusals_total{agent,reason};
+// walship_replica_agent_active{agent} names the agent of the live session.
+// While a session runs, the leader watch asks the other agents every
+// leader_check_interval whether one serves a newer timeline (a standby
+// promoted while the session's agent stayed up) and then ends the session,
+// so the next one finds the new primary's agent. Before each handshake it
+// asks them too, and passes over an agent that is a primary while another
+// serves a newer timeline (a stale old primary beside the new one).
+//
 // Thread-safety: Run() on one thread; Stop() from any thread (e.g. a signal
 // watcher): it ends the current session, if any, with kCancelled.
 #ifndef WALSHIP_REPLICA_REPLICA_H_
@@ -23,12 +38,16 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "common/sys/syscalls.h"
+#include "replica/agent_list.h"
 #include "replica/replica_options.h"
 
 namespace walship::replica {
@@ -53,11 +72,33 @@ class Replica {
   absl::Status RunOnce();
   // Counts why a session ended, for the metrics.
   void CountFailure(const absl::Status& s);
+  // Several agents: logs and counts what the rotation decided after a
+  // session ended with `s`; `wait` is the pause before the next one.
+  void NoteAgentStep(const AgentRotation::Step& step, const absl::Status& s,
+                     absl::Duration wait);
+  // The leader watch (agent_list.h), on a thread of its own while `session`
+  // (with `agent`, serving `timeline`) runs: every leader_check_interval
+  // asks the other agents for their Status, and ends the session with
+  // Reason::kOlderTimeline once one serves a newer timeline. Returns when
+  // `done` is notified or it ended the session.
+  void WatchLeader(Session& session, std::vector<std::string> others, uint32_t timeline,
+                   const std::string& agent, absl::Notification& done);
+  // Before a handshake with `agent` (several agents): kUnavailable with
+  // Reason::kOlderTimeline when `agent` is a primary but another agent
+  // serves a newer timeline (a stale old primary beside the new one), so
+  // that a replica still before the fork point never takes its tail. OK
+  // when `agent` or the others do not answer their Status.
+  absl::Status CheckNoNewerPrimary(const std::string& agent);
 
   Clock& clock_;
 
   sys::SysCalls& sys_;
   const ReplicaOptions options_;
+  // Which agent the next session tries; and the options each session gets
+  // (options_ with `agent` set to that one agent). Run()'s thread only.
+  AgentRotation rotation_;
+  ReplicaOptions session_options_;
+  std::string last_established_;
   MetricsRegistry own_metrics_;  // used when the caller passes none
   MetricsRegistry& metrics_;
   std::atomic<bool> stopping_{false};

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_split.h"
 #include "common/daemon.h"
@@ -16,6 +17,7 @@
 #include "common/sys/transfer.h"
 #include "common/metrics.h"
 #include "common/net.h"
+#include "replica/agent_list.h"
 #include "replica/replica.h"
 #include "replica/fetch.h"
 #include "replica/gate.h"
@@ -112,6 +114,26 @@ int GateMain(int argc, char** argv, walship::sys::SysCalls& sys) {
   return RunGate(sys, DefaultClock(), o);
 }
 
+// Warns about a plaintext control channel, or checks that a TLS channel to
+// each agent can be set up (certificate files readable and valid); false
+// (logged) if one cannot.
+bool CheckControlChannels(sys::SysCalls& sys, const replica::ReplicaOptions& o) {
+  if (o.tls.insecure) {
+    spdlog::warn("--insecure: the gRPC control channel to {} is plaintext and the agent is "
+                 "not authenticated",
+                 o.agent);
+  } else {
+    const std::vector<std::string> agents = *ParseAgentList(o.agent);  // Validate() parsed it
+    for (const std::string& agent : agents) {
+      if (auto channel = MakeChannel(sys, DefaultClock(), agent, o.tls); !channel.ok()) {
+        spdlog::error("{}", std::string(channel.status().message()));
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 // The replica's listeners besides its session: metrics and WAL serving.
 struct Servers {
   std::unique_ptr<MetricsServer> metrics;
@@ -162,14 +184,19 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
       "walship-replica: subscribes to a walship-agent and keeps a durable, byte-exact\n"
       "copy of its WAL segments in --dest (complete segments under their own names,\n"
       "the one being received as NAME.partial).\n"
-      "Usage: walship-replica --agent=HOST:PORT --dest=DIR --name=NAME [flags]\n"
+      "Usage: walship-replica --agent=HOST:PORT[,HOST:PORT...] --dest=DIR --name=NAME [flags]\n"
       "       walship-replica restore --dest=DIR %f %p   (PostgreSQL restore_command;\n"
       "       see walship-replica restore --help)\n"
       "       walship-replica gate --from=HOST:PORT ...     (promotion gate; see\n"
       "       walship-replica gate --help)\n"
       "Exit status: 0 after SIGTERM/SIGINT; 1 bad set-up; 3 an operator must act\n"
       "(another stream, divergent history, a gap behind the agent's retention).");
-  flags.String("agent", &o.agent, "HOST:PORT of the agent's control (gRPC) port (required).");
+  flags.String("agent", &o.agent,
+               "HOST:PORT of the agent's control (gRPC) port (required); or several, "
+               "HOST:PORT,HOST:PORT,..., one beside each node of a PostgreSQL cluster: the "
+               "replica follows the agent whose node is the primary, tries the next one while "
+               "an agent answers not_primary or older_timeline, and never takes WAL of an "
+               "older timeline than it holds.");
   flags.String("data-address", &o.data_address,
                "HOST:PORT of the agent's data socket, when it is not reachable at the "
                "agent's host and announced data port (NAT, proxies).");
@@ -224,14 +251,7 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
     spdlog::error("{}", std::string(s.message()));
     return 1;
   }
-  if (o.tls.insecure) {
-    spdlog::warn("--insecure: the gRPC control channel to {} is plaintext and the agent is "
-                 "not authenticated",
-                 o.agent);
-  } else if (auto channel = MakeChannel(sys, DefaultClock(), o.agent, o.tls); !channel.ok()) {
-    spdlog::error("{}", std::string(channel.status().message()));
-    return 1;
-  }
+  if (!CheckControlChannels(sys, o)) return 1;
   if (sys::SysResult r = sys.Mkdir(o.dest.c_str(), 0755); !r.ok() && r.err != EEXIST) {
     spdlog::error("cannot create --dest {}: {}", o.dest, std::strerror(r.err));
     return 1;

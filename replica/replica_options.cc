@@ -2,14 +2,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/net.h"
+#include "replica/agent_list.h"
 
 namespace walship::replica {
 
 absl::Status ReplicaOptions::Validate() const {
   if (agent.empty()) return absl::InvalidArgumentError("--agent is required");
   if (absl::Status s = tls.Validate(); !s.ok()) return s;
-  if (auto hp = ParseHostPort(agent); !hp.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--agent: ", hp.status().message()));
+  absl::StatusOr<std::vector<std::string>> agents = ParseAgentList(agent);
+  if (!agents.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--agent: ", agents.status().message()));
+  }
+  if (agents->size() > 1 && !data_address.empty()) {
+    return absl::InvalidArgumentError(
+        "--data-address names one data socket; with several --agent addresses each agent's "
+        "own host and announced data port are used");
   }
   if (!data_address.empty()) {
     if (auto hp = ParseHostPort(data_address); !hp.ok()) {

@@ -13,7 +13,9 @@
 namespace walship::replica {
 
 struct ReplicaOptions {
-  // HOST:PORT of the agent's control service.
+  // HOST:PORT of the agent's control service; or several, separated by
+  // commas (agent_list.h: one beside each node of a cluster, the replica
+  // follows the one whose node is the primary).
   std::string agent;
   // HOST:PORT for the data socket when it must differ from the agent's host
   // and announced data port (NAT, a proxy). Empty: agent host + data_port.
@@ -41,6 +43,11 @@ struct ReplicaOptions {
   absl::Duration max_backoff = absl::Seconds(5);
   // The session is dropped when the agent is silent this long.
   absl::Duration agent_silence_timeout = absl::Seconds(15);
+  // With several agents: how often the other agents are asked (their Status)
+  // whether one serves a newer timeline than the session's agent (the
+  // leader watch, agent_list.h's NewerPrimary), and the longest wait for
+  // each answer (there and before each handshake).
+  absl::Duration leader_check_interval = absl::Seconds(1);
   // HOST:PORT of the Prometheus /metrics endpoint; empty disables it.
   std::string metrics_listen;
   // Mutual TLS to the agent's control port, or plaintext when tls.insecure

@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "common/status_macros.h"
 #include "common/sys/thread_name.h"
 #include "common/wire/frame.h"
+#include "replica/agent_list.h"
 #include "replica/receive_policy.h"
 #include "spdlog/spdlog.h"
 
@@ -110,6 +112,16 @@ absl::Status Session::Handshake() {
   durable_ = negotiated.durable;
   handshake_ = std::move(negotiated.response);
   const walship::v1::HandshakeResponse& resp = handshake_;
+  // The timeline fence (agent_list.h): never an agent of an older timeline
+  // than the newest this directory holds durably, even one that accepted.
+  fence_timeline_ = TimelineOfWalName(durable_.position.segment);
+  if (absl::Status fence = CheckTimelineFence(resp.timeline(), fence_timeline_, options_.agent);
+      !fence.ok()) {
+    return fence;
+  }
+  if (fence_timeline_ != 0) {
+    metrics_.Gauge("walship_replica_timeline", "").Set({}, fence_timeline_);
+  }
   if (tail.has_value() && durable_.position == tail->position) {
     // The confirmed tail is recorded before anything is acknowledged.
     WALSHIP_RETURN_IF_ERROR(store_.Save(StateOf(stream_id_, durable_)));
@@ -261,6 +273,16 @@ bool Session::ReceiveFrame(std::string& name) {
     if (s.ok()) {
       s = wire::VerifyPayload(
           *h, absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(name.data()), name.size()));
+    }
+    if (s.ok()) {
+      // Timelines only go forward within a stream: a segment of an older
+      // timeline than one already held would mix two histories.
+      const uint32_t tli = TimelineOfWalName(name);
+      s = CheckTimelineFence(tli, fence_timeline_, options_.agent);
+      if (s.ok() && tli > fence_timeline_) {
+        fence_timeline_ = tli;
+        metrics_.Gauge("walship_replica_timeline", "").Set({}, tli);
+      }
     }
     if (s.ok()) s = writer_.BeginSegment(name, h->segment_id, h->offset);
   } else if (h->type == wire::FrameType::kData) {

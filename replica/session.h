@@ -92,6 +92,9 @@ class Session {
   const absl::Status& last_flush() const { return last_flush_; }
   // Ends the session with `s` unless it already failed. Any thread.
   void Fail(absl::Status s);
+  // After a successful Open(): the timeline the agent said it serves
+  // (HandshakeResponse.timeline; 0: none).
+  uint32_t agent_timeline() const { return handshake_.timeline(); }
 
  private:
   // Open()'s steps.
@@ -224,6 +227,9 @@ class Session {
 
   // Receive() only: bytes received since the last sync was decided.
   uint64_t deferred_ = 0;
+  // The newest timeline held or received (agent_list.h's fence): set by
+  // Handshake(), then advanced by Receive() only.
+  uint32_t fence_timeline_ = 0;
 
   MetricsRegistry::Family flush_seconds_;
   MetricsRegistry::Family received_;

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -60,8 +61,10 @@ std::string JsonString(const std::string& s) {
 // `progress` is null outside --watch (no throughput column values).
 void PrintTable(const walship::v1::StatusResponse& resp,
                 const std::map<std::string, st::Progress>* progress) {
-  std::printf("stream %s (%s), source end %s\n", resp.stream_id().c_str(),
-              resp.source_format().c_str(), Pos(resp.source_end()).c_str());
+  std::printf("stream %s (%s%s), source end %s\n", resp.stream_id().c_str(),
+              resp.source_format().c_str(),
+              resp.timeline() != 0 ? absl::StrCat(", timeline ", resp.timeline()).c_str() : "",
+              Pos(resp.source_end()).c_str());
   if (!resp.source_error().empty()) {
     std::printf("SOURCE NOT SERVING: %s\n", resp.source_error().c_str());
   }

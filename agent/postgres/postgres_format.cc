@@ -119,6 +119,18 @@ void PostgresFormat::DeclareMetrics(MetricsRegistry& m) {
       "walship_agent_replica_positions_save_failures_total",
       "postgres: failed saves of the replica positions file in --state-dir (the slot is not "
       "advanced meanwhile).");
+  MetricsRegistry::Family role = m.Gauge(
+      "walship_agent_pg_primary",
+      "postgres: 1 while the agent's PostgreSQL is a primary (the agent ships); 0 while it "
+      "is in recovery (a standby: handshakes are refused as not_primary, nothing ships).");
+  MetricsRegistry::Family timeline = m.Gauge(
+      "walship_agent_pg_timeline",
+      "postgres: the timeline the agent serves (its primary's current timeline; the last "
+      "one seen while in recovery); 0 before the first query.");
+  m.AddCollector([this, role, timeline]() mutable {
+    role.Set({}, source_.Readiness().ok() ? 1 : 0);
+    timeline.Set({}, static_cast<double>(source_.Timeline()));
+  });
   m.AddCollector([this, slot_replicas, save_failures, saves_counted = uint64_t{0}]() mutable {
     if (!slot_keeper_) return;
     const SlotKeeper::Stats st = slot_keeper_->stats();

@@ -64,6 +64,7 @@ class PostgresFormat final : public WalSource {
     return source_.Successor(name);
   }
   absl::Status Readiness() const override { return source_.Readiness(); }
+  uint32_t Timeline() const override { return source_.Timeline(); }
 
   void DeclareMetrics(MetricsRegistry& metrics) override;
   void FollowReplicas(ReplicaLink link) override;

@@ -494,6 +494,7 @@ absl::Status PostgresSource::Poll() {
   }
   timeline_ = tli;
   flush_ = *lsn;
+  served_timeline_.store(tli);
   return Publish(timeline_, flush_);
 }
 

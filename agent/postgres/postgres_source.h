@@ -138,6 +138,9 @@ class PostgresSource final : public WalSource {
   std::optional<std::string> Successor(const std::string& name) const override;
   // kUnavailable (Reason::kNotPrimary) while PostgreSQL is in recovery.
   absl::Status Readiness() const override;
+  // The primary's current timeline (the last seen while it is in recovery
+  // or down); 0 before the first successful query.
+  uint32_t Timeline() const override { return served_timeline_.load(); }
 
   // Reports what the replicas hold to the primary through the feed: `write`
   // the highest LSN a replica has written, `flush` the highest it has made
@@ -246,8 +249,9 @@ class PostgresSource final : public WalSource {
   std::string disarmed_logged_;
   std::string no_crash_rule_logged_;
   absl::Time last_no_crash_rule_log_ = absl::InfinitePast();
-  // Written by the source thread, read by Readiness().
+  // Written by the source thread, read by Readiness() and Timeline().
   std::atomic<bool> in_recovery_{false};
+  std::atomic<uint32_t> served_timeline_{0};
   absl::Time next_feed_attempt_ = absl::InfinitePast();
   absl::Time next_sync_check_ = absl::InfinitePast();
   std::string sync_state_;  // as last read and logged; empty: not yet

@@ -193,15 +193,31 @@ absl::Status PostgresSource::Publish(uint32_t timeline, pg::Lsn flush) {
 absl::StatusOr<std::optional<Position>> PostgresSource::RedirectMissing(
     const Position& durable, uint32_t prefix_crc32c) const {
   const uint64_t seg_size = exp_.segment_size;
-  auto id = pg::ParseSegmentName(durable.segment, seg_size);
-  if (!id.ok()) return std::optional<Position>();
-  const pg::Lsn lsn = pg::SegmentStartLsn(id->segno, seg_size) + durable.offset;
   std::vector<TimelineRange> ranges;
   {
     absl::MutexLock lock(&mu_);
     ranges = ranges_;
   }
   if (ranges.empty()) return std::optional<Position>();
+  uint32_t history = 0;
+  auto id = pg::ParseSegmentName(durable.segment, seg_size);
+  const bool is_history = !id.ok() && pg::ParseHistoryFileName(durable.segment, &history);
+  if (!id.ok() && !is_history) return std::optional<Position>();
+  const uint32_t held = is_history ? history : id->timeline;
+  if (held > ranges.back().timeline) {
+    // Never a byte of this source's own timeline past the point where the
+    // replica's history left it: this node was superseded (a stale or
+    // demoted primary) or has not caught up (a standby promoted later).
+    return WithReason(
+        absl::UnavailableError(absl::StrCat(
+            "the replica holds timeline ", held, " (", durable.ToString(),
+            ") but this source serves timeline ", ranges.back().timeline,
+            ", an older one: its node was superseded (a stale or demoted primary); the "
+            "replica follows the agent of the newer timeline")),
+        Reason::kOlderTimeline);
+  }
+  if (is_history) return std::optional<Position>();
+  const pg::Lsn lsn = pg::SegmentStartLsn(id->segno, seg_size) + durable.offset;
   for (size_t i = 0; i + 1 < ranges.size(); ++i) {
     const TimelineRange& r = ranges[i];
     if (r.timeline != id->timeline) continue;

@@ -1,0 +1,118 @@
+#include "replica/agent_list.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/net.h"
+#include "common/reason.h"
+
+namespace walship::replica {
+namespace {
+
+bool UpperHex(absl::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F');
+  });
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ParseAgentList(absl::string_view text) {
+  std::vector<std::string> out;
+  if (absl::StripAsciiWhitespace(text).empty()) {
+    return absl::InvalidArgumentError("no agent given");
+  }
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    const std::string entry(absl::StripAsciiWhitespace(part));
+    if (entry.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("empty entry in the agent list \"", text, "\""));
+    }
+    if (auto hp = ParseHostPort(entry); !hp.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("agent \"", entry, "\": ", hp.status().message()));
+    }
+    if (std::find(out.begin(), out.end(), entry) != out.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("agent ", entry, " is named twice"));
+    }
+    out.push_back(entry);
+  }
+  return out;
+}
+
+uint32_t TimelineOfWalName(absl::string_view name) {
+  absl::string_view tli;
+  if (name.size() == 24 && UpperHex(name)) {
+    tli = name.substr(0, 8);
+  } else if (name.size() == 16 && absl::EndsWith(name, ".history") &&
+             UpperHex(name.substr(0, 8))) {
+    tli = name.substr(0, 8);
+  } else {
+    return 0;
+  }
+  uint32_t v = 0;
+  if (!absl::SimpleHexAtoi(tli, &v)) return 0;
+  return v;
+}
+
+absl::Status CheckTimelineFence(uint32_t offered, uint32_t held, absl::string_view agent) {
+  if (offered == 0 || held == 0 || offered >= held) return absl::OkStatus();
+  return WithReason(
+      absl::UnavailableError(absl::StrCat(
+          "agent ", agent, " serves timeline ", offered, ", older than timeline ", held,
+          " this replica holds durably: its node was superseded (a stale or demoted "
+          "primary), and its WAL past the fork point is not in this replica's history; "
+          "refusing it")),
+      Reason::kOlderTimeline);
+}
+
+bool AgentCannotServe(const absl::Status& s) {
+  const Reason r = ReasonOf(s);
+  return r == Reason::kNotPrimary || r == Reason::kOlderTimeline;
+}
+
+std::optional<AgentView> NewerPrimary(uint32_t current, const std::vector<AgentView>& views) {
+  if (current == 0) return std::nullopt;
+  for (const AgentView& v : views) {
+    if (v.serving && v.timeline > current) return v;
+  }
+  return std::nullopt;
+}
+
+AgentRotation::AgentRotation(std::vector<std::string> agents)
+    : agents_(std::move(agents)), last_outcome_(agents_.size()) {}
+
+AgentRotation::Step AgentRotation::OnSessionEnd(const absl::Status& s, bool established) {
+  Step step;
+  step.agent = agents_[current_];
+  step.index = current_;
+  const Reason reason = ReasonOf(s);
+  step.outcome = reason != Reason::kUnspecified
+                     ? std::string(ReasonName(reason))
+                     : absl::AsciiStrToLower(absl::StatusCodeToString(s.code()));
+  std::string& last = last_outcome_[current_];
+  step.outcome_changed = last != step.outcome;
+  last = step.outcome;
+  if (established) {
+    leader_ = agents_[current_];
+    tried_ = 0;
+    // The leader is tried again first, unless it said it cannot serve.
+    if (!AgentCannotServe(s)) return step;
+  }
+  ++tried_;
+  if (tried_ >= agents_.size()) {
+    step.round_complete = true;
+    tried_ = 0;
+  }
+  const size_t before = current_;
+  current_ = (current_ + 1) % agents_.size();
+  step.switched = current_ != before;
+  return step;
+}
+
+}  // namespace walship::replica
