@@ -20,6 +20,26 @@ def _n(v, unit=""):
     return str(v)
 
 
+def _patroni_comparison(results):
+    """Host loss under Patroni with and without walship synchronous, side by side."""
+    by = {r.name: r.metrics for r in results}
+    rows = [(n, label) for n, label in [
+        ("patroni-host-loss", "walship synchronous, promotion gate"),
+        ("patroni-lagging", "walship synchronous, gate, standbys held back"),
+        ("patroni-async", "walship asynchronous, no gate")] if n in by]
+    if len(rows) < 2:
+        return []
+    L = ["## Host loss under Patroni: what walship adds", "",
+         "| configuration | failovers | acknowledged commits | lost | RTO median / max (s) |",
+         "|---|---|---|---|---|"]
+    for n, label in rows:
+        m = by[n]
+        L.append("| %s | %s | %s | %s | %s / %s |" % (
+            label, _n(m.get("failovers")), _n(m.get("acked_commits")), _n(m.get("acked_lost")),
+            _n(m.get("rto_s")), _n(m.get("rto_max_s"))))
+    return L + [""]
+
+
 def write_report(out, seed, params, results, started, argv):
     ok = all(r.ok for r in results)
     doc = {"ok": ok, "seed": seed, "quick": params.quick, "started": started,
@@ -54,6 +74,7 @@ def write_report(out, seed, params, results, started, argv):
             _n(lag.get("replica_bytes", {}).get("p99")),
             _n(lag.get("replica_ms", {}).get("p99"))))
     L.append("")
+    L += _patroni_comparison(results)
     for r in results:
         m = r.metrics
         L.append("## %s" % r.name)
@@ -78,6 +99,15 @@ def write_report(out, seed, params, results, started, argv):
                 ("standby replay LSN at promotion", m.get("standby_replay_lsn")),
                 ("rows on the standby", m.get("rows_on_standby")),
                 ("in-flight (unacknowledged) commits present", m.get("in_flight_present")),
+                ("failovers", m.get("failovers")),
+                ("RTO, the slowest failover (s)", m.get("rto_max_s")),
+                ("Patroni ttl / loop_wait (s)", "%s / %s" % (m["patroni_ttl_s"],
+                                                             m["patroni_loop_wait_s"])
+                 if "patroni_ttl_s" in m else None),
+                ("most WAL bytes the standbys lacked at a failure", m.get(
+                    "standby_lag_bytes_max")),
+                ("most WAL bytes the gate had the candidate replay", m.get(
+                    "gate_replayed_bytes_max")),
                 ("fault at (s after load start)", m.get("fault_after_load_s")),
                 ("fault duration (s)", m.get("fault_duration_s"))]
         for k, v in rows:

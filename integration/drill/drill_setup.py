@@ -40,6 +40,9 @@ class Params(object):
         self.replay_timeout = 90
         self.replay_stall = 3.0  # s without replay progress before checking the tail
         self.promote_timeout = 60
+        # Patroni drills: seeded failovers in the host-loss drill.
+        self.patroni_failovers = 2 if quick else 20
+        self.patroni_async_failovers = 1 if quick else 5
 
 
 class Ctx(object):

@@ -24,6 +24,7 @@ Drills (each a Result, drill_steps.py):
 """
 
 import os
+import re
 import signal
 import time
 
@@ -83,9 +84,7 @@ class PatroniWorld(object):
         self.out = self.env.mkdir(area, "out")
         self.serve_ports = [ports.free_port() for _ in range(replicas)]
         self.agent_ports = None  # after the cluster exists (one per node)
-        extra = {}
-        if gate:
-            extra["pre_promote"] = self.gate_command()
+        extra = (lambda node: {"pre_promote": self.gate_command(node)}) if gate else {}
         self.cluster = PatroniCluster(
             self.env, area, extra_postgresql=extra,
             dcs_parameters={"synchronous_standby_names": "walship" if sync else "",
@@ -96,16 +95,21 @@ class PatroniWorld(object):
         self.replica_dirs = []
         self.loaders = []
 
-    def gate_command(self):
+    def gate_command(self, node):
+        """Patroni's pre_promote for `node`: replay what the replicas hold."""
         return " ".join([
             self.env.binaries["walship-replica"], "gate",
             "--from=%s" % ",".join("127.0.0.1:%d" % p for p in self.serve_ports),
-            "--timeout=%ds" % GATE_TIMEOUT_S])
+            "--pg-data=%s" % node.datadir, "--pg-conninfo='%s'" % node.conninfo(),
+            "--timeout-ms=%d" % (GATE_TIMEOUT_S * 1000), "--insecure"])
 
     def agent_list(self):
         return ",".join("127.0.0.1:%d" % p for p in self.agent_ports)
 
-    def start(self):
+    def start(self, res):
+        res.notes.append("three Patroni nodes (ttl %ds, loop_wait %ds), 16 MiB segments, an "
+                         "agent beside each, two replicas; load: drill-loader alone" % (
+                             PatroniCluster.TTL, PatroniCluster.LOOP_WAIT))
         self.cluster.start()
         for n in self.cluster.nodes:
             self.start_agent(n)
@@ -162,12 +166,19 @@ class PatroniWorld(object):
         self.cluster.close()
 
 
+def _event(res, t, what):
+    """An event of the drill's timeline, `t` in seconds since the epoch."""
+    if not hasattr(res, "t0"):
+        res.t0 = t
+    res.events.append({"t_rel": t - res.t0, "event": what})
+
+
 def wait_acks(world, loader, count, timeout):
     waits.wait_until(lambda: len(loader.acked()) >= count, timeout,
                      "%d acknowledged commits" % count, interval=0.05)
 
 
-def lose_leader_host(ctx, world, res, before=None):
+def lose_leader_host(ctx, world, res, before=None, after_kill=None):
     """Kills the leader's host at a seeded moment of the load; returns
     (old leader, new leader, RTO in seconds: kill to the first commit
     acknowledged by the new leader)."""
@@ -179,21 +190,24 @@ def lose_leader_host(ctx, world, res, before=None):
         before()
     t_kill = time.time()
     old.kill_host()
-    res.events.append({"t": t_kill, "what": "host of %s lost" % old.name})
+    _event(res, t_kill, "host of %s lost (Patroni, postmaster, agent: SIGKILL)" % old.name)
+    if after_kill is not None:
+        after_kill()
     loader.proc.wait(30)
     new = c.wait_leader(90, not_node=old)
     t_leader = time.time()
     ld2 = world.load("after-%s" % old.name)
     wait_acks(world, ld2, 1, 60)
     rto = ld2.acked()[0][1] - t_kill
-    res.events.append({"t": t_leader, "what": "%s writable" % new.name})
+    _event(res, t_leader, "%s writable" % new.name)
+    _event(res, ld2.acked()[0][1], "first commit acknowledged by %s" % new.name)
     return old, new, rto
 
 
 def check_no_loss(res, world, node, expect_zero):
     """Every acknowledged commit on `node`; returns the lost count."""
+    acked = world.acked()  # before the rows: a commit acknowledged later is not in them
     rows = set(world.rows(node))
-    acked = world.acked()
     lost = [s for s in acked if s not in rows]
     if expect_zero:
         res.check("every acknowledged commit is on the new leader %s" % node.name, not lost,
@@ -210,9 +224,10 @@ def check_no_loss(res, world, node, expect_zero):
 
 def drill_host_loss(ctx, name="patroni-host-loss", sync=True, lagging=False, failovers=1):
     res = Result(name)
+    res.t0 = time.time()
     world = PatroniWorld(ctx, name, sync=sync, gate=sync)
     try:
-        world.start()
+        world.start(res)
         world.load("first", create=True)
         wait_acks(world, world.loaders[-1], 50, 60)
         rtos, lost_total = [], 0
@@ -222,11 +237,24 @@ def drill_host_loss(ctx, name="patroni-host-loss", sync=True, lagging=False, fai
                 pause = _pause_standby_receivers(world)
                 res.notes.append("failover %d: WAL receivers paused on %s" % (
                     k + 1, ", ".join(n for n, _ in pause) or "none"))
+            lag = {}
+            log_sizes = {n.name: os.path.getsize(n.log_path) for n in world.cluster.nodes}
             old, new, rto = lose_leader_host(
-                ctx, world, res, before=(lambda: time.sleep(1.0)) if lagging else None)
-            if pause:
-                _resume(pause)
+                ctx, world, res,
+                before=(lambda: lag.update(_standby_lag(world))) if lagging else None,
+                after_kill=(lambda: _drop_receivers(pause)) if pause else None)
             rtos.append(rto)
+            replayed = gate_replayed(new, log_sizes[new.name]) if sync else None
+            if replayed:
+                res.notes.append("failover %d: the gate made %s replay %d bytes from the "
+                                 "walship replicas" % (k + 1, new.name, replayed))
+                res.metrics["gate_replayed_bytes_max"] = max(
+                    replayed, res.metrics.get("gate_replayed_bytes_max", 0))
+            if lag:
+                res.notes.append("failover %d: the standbys lacked %d bytes of the leader's "
+                                 "flushed WAL when its host was lost" % (k + 1, lag["bytes"]))
+                res.metrics["standby_lag_bytes_max"] = max(
+                    lag["bytes"], res.metrics.get("standby_lag_bytes_max", 0))
             lost_total += check_no_loss(res, world, new, expect_zero=sync)
             if sync:
                 check_replicas_follow(res, world, new)
@@ -250,7 +278,8 @@ def drill_host_loss(ctx, name="patroni-host-loss", sync=True, lagging=False, fai
 
 
 def _pause_standby_receivers(world):
-    """SIGSTOPs the WAL receivers of the standbys; returns [(node, pid)]."""
+    """Holds the standbys back: SIGSTOPs their WAL receivers. Returns
+    [(standby name, receiver pid)] for _drop_receivers."""
     c = world.cluster
     leader = c.leader()
     paused = []
@@ -264,12 +293,44 @@ def _pause_standby_receivers(world):
     return paused
 
 
-def _resume(paused):
+def _drop_receivers(paused):
+    """SIGKILLs the paused receivers once the leader is gone: what the
+    leader sent and they had not read dies with them (resumed, they would
+    read it from their sockets and lag no more). The postmaster restarts
+    its standby after the crash of a child, as it would after any."""
     for _, pid in paused:
         try:
-            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+_GATE_REPLAYED = re.compile(r"replayed up to (\S+) \(replicas' end \S+, from (\S+)\)")
+
+
+def gate_replayed(node, since):
+    """Bytes the gate made `node` replay before its promotion (from its
+    Patroni log past offset `since`), or None if it replayed none."""
+    m = list(_GATE_REPLAYED.finditer(procs.read_text(node.log_path, since)))
+    if not m:
+        return None
+    return lsnlib.parse_lsn(m[-1].group(1)) - lsnlib.parse_lsn(m[-1].group(2))
+
+
+def _standby_lag(world):
+    """After a second of load with the receivers paused: how far the
+    leader's flushed WAL is ahead of the best standby's received WAL."""
+    time.sleep(1.0)
+    c = world.cluster
+    leader = c.leader()
+    flushed = lsnlib.parse_lsn(c.psql(leader, "SELECT pg_current_wal_flush_lsn()"))
+    received = 0
+    for n in c.nodes:
+        if n is not leader:
+            out = c.psql(n, "SELECT pg_last_wal_receive_lsn()", check=False)
+            if out:
+                received = max(received, lsnlib.parse_lsn(out))
+    return {"bytes": max(0, flushed - received)}
 
 
 def _median(xs):
@@ -347,16 +408,19 @@ def check_replicas_follow(res, world, node, timeout=60):
 
 def drill_switchover(ctx, name="patroni-switchover"):
     res = Result(name)
+    res.t0 = time.time()
     world = PatroniWorld(ctx, name)
     c = world.cluster
     try:
-        world.start()
+        world.start(res)
         world.load("first", create=True)
         wait_acks(world, world.loaders[-1], 50, 60)
         first = c.leader()
+        lost = 0
         for k in range(2):
             old = c.leader()
             cand = [n for n in c.nodes if n is not old][0] if k == 0 else first
+            c.wait_streaming(len(c.nodes) - 1, 120)  # the candidate is a healthy replica
             t = time.time()
             c.patronictl("switchover", "--leader", old.name, "--candidate", cand.name,
                          "--force", timeout=120)
@@ -365,10 +429,10 @@ def drill_switchover(ctx, name="patroni-switchover"):
             res.check("switchover %d: %s leads" % (k + 1, cand.name), new is cand, new.name)
             ld = world.load("after-switchover-%d" % (k + 1))
             wait_acks(world, ld, 20, 60)
-            res.events.append({"t": t, "what": "switchover %s -> %s" % (old.name, new.name)})
-            check_no_loss(res, world, new, expect_zero=True)
+            _event(res, t, "switchover %s -> %s" % (old.name, new.name))
+            lost += check_no_loss(res, world, new, expect_zero=True)
             check_replicas_follow(res, world, new)
-        res.metrics.update({"acked_commits": len(world.acked())})
+        res.metrics.update({"acked_commits": len(world.acked()), "acked_lost": lost})
     except DrillError as e:
         res.error = str(e)
     finally:
@@ -380,6 +444,7 @@ DRILLS = {
     "patroni-host-loss": lambda ctx: drill_host_loss(
         ctx, failovers=ctx.p.patroni_failovers),
     "patroni-lagging": lambda ctx: drill_host_loss(ctx, "patroni-lagging", lagging=True),
-    "patroni-async": lambda ctx: drill_host_loss(ctx, "patroni-async", sync=False),
+    "patroni-async": lambda ctx: drill_host_loss(ctx, "patroni-async", sync=False,
+                                                 failovers=ctx.p.patroni_async_failovers),
     "patroni-switchover": drill_switchover,
 }

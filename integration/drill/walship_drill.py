@@ -2,14 +2,16 @@
 """walship-drill: failover drills of walship with a real PostgreSQL 15.
 
     python3 -m integration.drill.walship_drill [--drills process-crash,host-loss,
-        replica-crash,network-cut,switchover] [--quick] [--out DIR] [--seed N]
+        replica-crash,network-cut,switchover,patroni] [--quick] [--out DIR] [--seed N]
 
 Each drill builds, on loopback and in a temp dir, a PostgreSQL primary, a
 walship-agent beside it, a walship-replica, and a standby made with
 `pg_basebackup -X none` that replays only what walship shipped (its
 restore_command is `walship-replica restore`); runs a write load that records
 every commit the primary acknowledged; injects a fault; and checks what the
-standby holds against what was acknowledged. It writes report.md,
+standby holds against what was acknowledged. The Patroni drills
+(patroni_drills.py) run a three-node Patroni + etcd cluster with an agent
+beside every node, two replicas and the promotion gate instead. It writes report.md,
 results.json, one lag CSV and one SVG chart per drill, and the daemons' logs,
 into --out. Exit status: 0 every invariant held; 1 an invariant failed (or a
 drill could not be carried out); 2 bad usage. See README.md beside this file.
@@ -25,13 +27,17 @@ import time
 from integration.drill.drill_report import write_report
 from integration.drill.drill_setup import Ctx, Params
 from integration.drill.drill_steps import Result
-from integration.drill.drills import DRILLS
+from integration.drill.drills import DRILLS as CORE_DRILLS
+from integration.drill.patroni_drills import DRILLS as PATRONI
 from integration.walshiptest.pg import DEFAULT_USER, PgEnv
 from integration.walshiptest.procs import log
 from integration.walshiptest.waits import StepError
 
 
-ALL_DRILLS = ["process-crash", "host-loss", "replica-crash", "network-cut", "switchover"]
+DRILLS = dict(CORE_DRILLS, **PATRONI)
+PATRONI_DRILLS = ["patroni-host-loss", "patroni-lagging", "patroni-switchover", "patroni-async"]
+ALL_DRILLS = ["process-crash", "host-loss", "replica-crash", "network-cut",
+              "switchover"] + PATRONI_DRILLS
 QUICK_DRILLS = ["process-crash", "host-loss"]
 
 
@@ -41,7 +47,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--drills", default=None,
-                    help="comma-separated: %s (default: all; --quick: %s)" % (
+                    help="comma-separated: %s; `patroni` names every Patroni drill "
+                    "(default: all; --quick: %s)" % (
                         ",".join(ALL_DRILLS), ",".join(QUICK_DRILLS)))
     ap.add_argument("--quick", action="store_true",
                     help="small load and 1 MiB WAL segments; process-crash and host-loss")
@@ -55,6 +62,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     drills = (args.drills.split(",") if args.drills else
               (QUICK_DRILLS if args.quick else ALL_DRILLS))
+    if "patroni" in drills:  # every drill with Patroni
+        i = drills.index("patroni")
+        drills[i:i + 1] = PATRONI_DRILLS
     for d in drills:
         if d not in DRILLS:
             ap.error("unknown drill %r (known: %s)" % (d, ", ".join(ALL_DRILLS)))

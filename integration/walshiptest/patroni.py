@@ -141,7 +141,7 @@ class PatroniNode(object):
                 "pg_hba": ["local all all trust",
                            "host all all 127.0.0.1/32 trust",
                            "host replication all 127.0.0.1/32 trust"],
-            }, **extra_postgresql),
+            }, **(extra_postgresql(self) if callable(extra_postgresql) else extra_postgresql)),
             "watchdog": {"mode": "off"},
             "tags": {"nofailover": False, "noloadbalance": False, "clonefrom": False},
         }
@@ -218,7 +218,9 @@ def _pid_alive(pid):
 
 
 class PatroniCluster(object):
-    """etcd and `n` Patroni nodes in `area` of a DrillEnv."""
+    """etcd and `n` Patroni nodes in `area` of a PgEnv. `extra_postgresql`:
+    more keys of each node's `postgresql:` section, a dict or a function of
+    the node giving one (e.g. a pre_promote command naming its data)."""
 
     TTL = 10
     LOOP_WAIT = 2
