@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/reason.h"
 #include "common/status_macros.h"
 #include "common/sys/thread_name.h"
 #include "spdlog/spdlog.h"
@@ -223,14 +224,21 @@ absl::Status SlotKeeper::SaveIfDirty() {
 absl::Status SlotKeeper::RunOnce() {
   absl::MutexLock lock(&mu_);
   const std::string slot = SqlLiteral(options_.slot);
+  // On a standby (the node was demoted, or the agent runs beside every
+  // node of an HA cluster) pg_current_wal_flush_lsn() is an ERROR in the
+  // server's log at every round: ask it only of a primary.
   auto rows = pg_.Query(absl::StrCat(
-      "SELECT restart_lsn, pg_current_wal_flush_lsn() FROM pg_replication_slots "
-      "WHERE slot_name = ",
+      "SELECT restart_lsn, CASE WHEN pg_is_in_recovery() THEN NULL "
+      "ELSE pg_current_wal_flush_lsn() END FROM pg_replication_slots WHERE slot_name = ",
       slot));
   if (!rows.ok()) return rows.status();
   if (rows->empty()) {
     return absl::FailedPreconditionError(absl::StrCat("replication slot ", options_.slot,
                                                       " disappeared"));
+  }
+  if ((*rows)[0][1].empty()) {
+    return WithReason(absl::UnavailableError("in recovery: the slot waits for a primary"),
+                      Reason::kNotPrimary);
   }
   auto restart = pg::ParseLsn((*rows)[0][0]);
   auto flush = pg::ParseLsn((*rows)[0][1]);

@@ -478,6 +478,11 @@ class PgFollowLeaderTest(unittest.TestCase):
         self.assertIn("following agent %s (1 of 2) instead of %s" % (ap_addr, as_addr), text)
         self.assertTrue(os.path.exists(os.path.join(dest, "00000003.history")))
         self.assertEqual(self.replica_metric("walship_replica_timeline"), 3)
+        # Nothing an agent asks its node while it is a standby fails there
+        # (no ERROR a second in PostgreSQL's own log).
+        for c in (p, s):
+            self.assertNotIn("cannot be executed during recovery", procs.read_text(c.log_path),
+                             c.name)
         self.assertEqual(r.stop(), 0)
         self.assertEqual(ap.stop(), 0)
         self.assertEqual(as_.stop(), 0)
