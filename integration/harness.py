@@ -37,6 +37,7 @@ import urllib.request
 
 from integration import statefile
 from integration.walshiptest import binaries
+from integration.walshiptest import daemons
 from integration.walshiptest import waits
 from integration.walshiptest.daemons import Agent, Replica
 from integration.walshiptest.procs import log
@@ -97,21 +98,14 @@ def status(agent, timeout=10, tls_args=None):
     addr = agent.control if isinstance(agent, Agent) else agent
     if tls_args is None:
         tls_args = agent.status_tls_args if isinstance(agent, Agent) else ["--insecure"]
-    cmd = [binary(STATUS), "--agent=" + addr, "--json",
-           "--timeout-ms=%d" % int(timeout * 1000 * 0.8)] + list(tls_args)
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True, timeout=timeout)
-    if p.returncode != 0:
-        raise RuntimeError("walship-status --agent=%s failed (exit %d): %s"
-                           % (addr, p.returncode, p.stderr.strip()))
-    return json.loads(p.stdout)
+    return daemons.agent_status(addr, timeout, tls_args)
 
 
 def try_status(agent, timeout=5):
     """status(), or None if the agent does not answer."""
     try:
         return status(agent, timeout)
-    except (RuntimeError, subprocess.TimeoutExpired, ValueError):
+    except daemons.StatusError:
         return None
 
 

@@ -121,16 +121,6 @@ def _dport_filter(port):
     return ["("] + words + [")"]
 
 
-def _pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def namespaces():
     """Names of all network namespaces (`ip netns list`)."""
     return [l.split()[0] for l in run(["ip", "netns", "list"]).splitlines() if l.strip()]
@@ -142,7 +132,7 @@ def cleanup_stale():
     gone = []
     for ns in namespaces():
         m = _NS_RE.match(ns)
-        if m and not _pid_alive(int(m.group(1))):
+        if m and not procs.pid_alive(int(m.group(1))):
             _delete_ns(ns, "%s%s-%s" % (VETH_PREFIX, m.group(1), m.group(2)))
             gone.append(ns)
     if gone:

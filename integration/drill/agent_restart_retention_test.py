@@ -28,6 +28,7 @@ import signal
 import sys
 import unittest
 
+from integration.walshiptest import daemons
 from integration.walshiptest.lsn import (
     fmt_lsn, parse_lsn, parse_segment, position_lsn, segment_name)
 from integration.walshiptest.pg import PgEnv, test_primary
@@ -107,13 +108,11 @@ class AgentRestartRetentionTest(unittest.TestCase):
     # -- observations ---------------------------------------------------------
     def status(self):
         """{replica name: acknowledged flushed LSN (0 before any)}, or None."""
-        r = self.env.run([self.env.binaries["walship-status"], "--agent=%s" % self.control,
-                          "--json", "--insecure"], as_user=False, check=False, timeout=10)
-        if r.returncode != 0:
+        st = daemons.try_agent_status(self.control, timeout=10)
+        if st is None:
             return None
-        import json
         return {rep["name"]: position_lsn(rep.get("flushed"), SEG) or 0
-                for rep in json.loads(r.stdout).get("replicas", [])}
+                for rep in st.get("replicas", [])}
 
     def flushed(self, name):
         return (self.status() or {}).get(name, 0)

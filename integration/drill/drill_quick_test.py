@@ -10,14 +10,10 @@ sets it. WALSHIP_DRILL_SEED replays a seed.
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
 
-# The repository root (in the runfiles tree under Bazel): the drill runs as
-# `python3 -m integration.drill.walship_drill` from there.
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from integration.drill.drill_run import run_drill
 
 
 class DrillQuickTest(unittest.TestCase):
@@ -26,30 +22,10 @@ class DrillQuickTest(unittest.TestCase):
         out = os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR") or tempfile.mkdtemp(
             prefix="drill-quick-")
         out = os.path.join(out, "drill")
-        argv = [sys.executable, "-m", "integration.drill.walship_drill", "--quick", "--out", out]
-        if os.environ.get("WALSHIP_DRILL_SEED"):
-            argv += ["--seed", os.environ["WALSHIP_DRILL_SEED"]]
-        print("running: %s" % " ".join(argv), flush=True)
-        # The drill bounds every wait itself; this is a last resort below
-        # Bazel's "long" timeout (900 s). SIGTERM first: the drill then stops
-        # every process it started and still writes nothing half-done.
-        p = subprocess.Popen(argv, cwd=ROOT)
-        try:
-            rc = p.wait(timeout=780)
-        except subprocess.TimeoutExpired:
-            p.terminate()
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-            self.fail("walship_drill.py --quick did not finish within 780 s")
-        report_path = os.path.join(out, "report.md")
-        if os.path.exists(report_path):
-            with open(report_path) as f:
-                report = f.read()
-            print(report, flush=True)
+        rc, report = run_drill(["--quick"], out)
+        self.assertIsNotNone(rc, "walship_drill.py --quick did not finish within 780 s")
         self.assertEqual(rc, 0, "walship_drill.py --quick failed; see the log above")
+        report_path = os.path.join(out, "report.md")
         self.assertTrue(os.path.exists(report_path))
         for section in ["# walship failover drill report", "## Summary", "## process-crash",
                         "## host-loss", "### RPO and RTO", "### Lag during load",

@@ -1,11 +1,9 @@
 """One drill's set-up: parameters, the walship daemons as the drill user, and
 the primary, agent, replica and standby of a drill (Setup)."""
 
-import json
 import os
 import random
 import shutil
-import subprocess
 import time
 
 from integration import fault_proxy
@@ -118,18 +116,8 @@ def agent_status(ctx, control, timeout_ms=1500):
     """walship-status --json, parsed: {"source_end": LSN, "replicas": {name: {...}}} or None."""
     if not control:
         return None
-    try:
-        r = subprocess.run([ctx.env.binaries["walship-status"], "--agent=%s" % control, "--json",
-                            "--timeout-ms=%d" % timeout_ms, "--insecure"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           timeout=timeout_ms / 1000.0 + 3)
-    except subprocess.TimeoutExpired:
-        return None
-    if r.returncode != 0:
-        return None
-    try:
-        j = json.loads(r.stdout)
-    except ValueError:
+    j = daemons.try_agent_status(control, timeout=timeout_ms / 1000.0 / 0.8)
+    if j is None:
         return None
     seg = ctx.p.segsize
     out = {"source_end": position_lsn(j.get("source_end"), seg), "replicas": {},

@@ -25,12 +25,14 @@ Drills (each a Result, drill_steps.py):
 
 import os
 import re
+import shlex
 import signal
 import time
 
 from integration import statefile
 from integration.drill.drill_steps import Result
 from integration.walshiptest.waits import StepError as DrillError
+from integration.drill.patroni_doc import PatroniGuide
 from integration.walshiptest.patroni import PatroniCluster
 from integration.walshiptest import daemons, procs
 from integration.walshiptest import lsn as lsnlib
@@ -84,11 +86,10 @@ class PatroniWorld(object):
         self.out = self.env.mkdir(area, "out")
         self.serve_ports = [ports.free_port() for _ in range(replicas)]
         self.agent_ports = None  # after the cluster exists (one per node)
+        self.guide = PatroniGuide()
+        self.sync = sync
         extra = (lambda node: {"pre_promote": self.gate_command(node)}) if gate else {}
-        self.cluster = PatroniCluster(
-            self.env, area, extra_postgresql=extra,
-            dcs_parameters={"synchronous_standby_names": "walship" if sync else "",
-                            "synchronous_commit": "on"})
+        self.cluster = PatroniCluster(self.env, area, extra_postgresql=extra)
         self.agent_ports = [ports.free_port() for _ in self.cluster.nodes]
         self.agents = {}
         self.replicas = []
@@ -96,38 +97,50 @@ class PatroniWorld(object):
         self.loaders = []
 
     def gate_command(self, node):
-        """Patroni's pre_promote for `node`: replay what the replicas hold."""
-        return " ".join([
-            self.env.binaries["walship-replica"], "gate",
-            "--from=%s" % ",".join("127.0.0.1:%d" % p for p in self.serve_ports),
-            "--pg-data=%s" % node.datadir, "--pg-conninfo='%s'" % node.conninfo(),
-            "--timeout-ms=%d" % (GATE_TIMEOUT_S * 1000), "--insecure"])
+        """Patroni's pre_promote for `node`: the guide's, with this world's names."""
+        return shlex.join(self.guide.gate_argv(
+            self.env.binaries["walship-replica"],
+            ["127.0.0.1:%d" % p for p in self.serve_ports], node.datadir, node.conninfo()))
 
     def agent_list(self):
         return ",".join("127.0.0.1:%d" % p for p in self.agent_ports)
 
     def start(self, res):
         res.notes.append("three Patroni nodes (ttl %ds, loop_wait %ds), 16 MiB segments, an "
-                         "agent beside each, two replicas; load: drill-loader alone" % (
+                         "agent beside each, two replicas, configured as docs/postgresql.md "
+                         "says; load: drill-loader alone" % (
                              PatroniCluster.TTL, PatroniCluster.LOOP_WAIT))
         self.cluster.start()
+        self.apply_dcs()
         for n in self.cluster.nodes:
             self.start_agent(n)
         for i in range(len(self.serve_ports)):
             self.start_replica(i)
         return self
 
+    def apply_dcs(self):
+        """The guide's dynamic configuration (asynchronous: without naming
+        walship), through patronictl, until the leader runs with it."""
+        text = self.guide.dcs
+        if not self.sync:
+            text = text.replace("synchronous_standby_names: walship",
+                                "synchronous_standby_names: ''")
+        self.cluster.apply_dynamic_config(text)
+        want = "walship" if self.sync else ""
+        waits.wait_until(lambda: self.cluster.psql(
+            self.cluster.leader(), "SHOW synchronous_standby_names", check=False) == want,
+            30, "the leader to run with synchronous_standby_names = '%s'" % want)
+
     def start_agent(self, node):
+        """The guide's agent command beside `node`, one of its host's processes."""
         i = node.index
         state = self.env.mkdir(self.cluster.area, node.name, "agent-state")
-        agent = daemons.Agent(
-            node.pg_wal, state, label="%s-agent" % node.name,
-            listen="127.0.0.1:%d" % self.agent_ports[i],
-            extra_args=["--format=postgres", "--pg-conninfo=%s" % node.conninfo(),
-                        "--pg-data=%s" % node.datadir, "--pg-slot=walship",
-                        "--state-dir=%s" % state, "--log-level=debug"],
-            program=self.env.binaries["walship-agent"], launcher=self.env).start(timeout=30)
-        node.host_procs = [p for p in node.host_procs if p.alive()] + [agent.proc]
+        argv = self.guide.agent_argv(self.env.binaries["walship-agent"], node.datadir,
+                                     node.conninfo(), state,
+                                     "127.0.0.1:%d" % self.agent_ports[i])
+        agent = self.env.start("%s-agent" % node.name, argv + ["--log-level=debug"],
+                               os.path.join(self.cluster.logs, "%s-agent.log" % node.name))
+        node.host_procs = [p for p in node.host_procs if p.alive()] + [agent]
         self.agents[node.name] = agent
         return agent
 
@@ -135,11 +148,12 @@ class PatroniWorld(object):
         dest = os.path.join(self.env.mkdir(self.cluster.area, "r%d" % i), "dest")
         if len(self.replica_dirs) <= i:
             self.replica_dirs.append(dest)
-        self.replicas.append(procs.Proc(self.env, "r%d" % i, [
-            self.env.binaries["walship-replica"], "--agent=%s" % self.agent_list(),
-            "--dest=%s" % dest, "--name=r%d" % i, "--insecure",
-            "--serve-listen=127.0.0.1:%d" % self.serve_ports[i]],
-            os.path.join(self.cluster.logs, "r%d.log" % i)))
+        argv = self.guide.replica_argv(
+            self.env.binaries["walship-replica"],
+            ["127.0.0.1:%d" % p for p in self.agent_ports], dest, "r%d" % i,
+            "127.0.0.1:%d" % self.serve_ports[i])
+        self.replicas.append(self.env.start("r%d" % i, argv,
+                                            os.path.join(self.cluster.logs, "r%d.log" % i)))
 
     def load(self, tag, create=False):
         start = 1 + max([s for ld in self.loaders for s, _ in ld.acked()] +
@@ -181,7 +195,7 @@ def wait_acks(world, loader, count, timeout):
 def lose_leader_host(ctx, world, res, before=None, after_kill=None):
     """Kills the leader's host at a seeded moment of the load; returns
     (old leader, new leader, RTO in seconds: kill to the first commit
-    acknowledged by the new leader)."""
+    acknowledged by the new leader, the loader the fault stopped)."""
     c = world.cluster
     old = c.leader()
     loader = world.loaders[-1]
@@ -196,29 +210,34 @@ def lose_leader_host(ctx, world, res, before=None, after_kill=None):
     loader.proc.wait(30)
     new = c.wait_leader(90, not_node=old)
     t_leader = time.time()
-    ld2 = world.load("after-%s" % old.name)
+    ld2 = world.load("%d-after-%s" % (len(world.loaders), old.name))
     wait_acks(world, ld2, 1, 60)
     rto = ld2.acked()[0][1] - t_kill
     _event(res, t_leader, "%s writable" % new.name)
     _event(res, ld2.acked()[0][1], "first commit acknowledged by %s" % new.name)
-    return old, new, rto
+    return old, new, rto, loader
 
 
-def check_no_loss(res, world, node, expect_zero):
-    """Every acknowledged commit on `node`; returns the lost count."""
+def check_no_loss(res, world, node, expect_zero, killed):
+    """Every acknowledged commit on `node` (with `expect_zero`), and what the
+    loader `killed` by the fault lost is its newest commits only (no hole).
+    Returns how many of `killed`'s acknowledged commits are lost."""
     acked = world.acked()  # before the rows: a commit acknowledged later is not in them
     rows = set(world.rows(node))
-    lost = [s for s in acked if s not in rows]
+    mine = [seq for seq, _ in killed.acked()]
+    lost = [seq for seq in mine if seq not in rows]
     if expect_zero:
-        res.check("every acknowledged commit is on the new leader %s" % node.name, not lost,
-                  "%d acked, %d lost%s" % (len(acked), len(lost),
-                                           (" e.g. %s" % lost[:5]) if lost else ""))
+        lost_all = [seq for seq in acked if seq not in rows]
+        res.check("every acknowledged commit is on the new leader %s" % node.name, not lost_all,
+                  "%d acked, %d lost%s" % (len(acked), len(lost_all),
+                                           (" e.g. %s" % lost_all[:5]) if lost_all else ""))
     else:
-        res.notes.append("%d of %d acknowledged commits lost" % (len(lost), len(acked)))
-    present = [s for s in acked if s in rows]
-    hole = bool(lost) and bool(present) and max(present) > min(lost) and \
-        any(s > min(lost) for s in present if s < world.loaders[-1].start_seq)
-    res.check("no hole: lost commits are only the newest ones", not hole)
+        res.notes.append("%d of %d commits acknowledged before the fault lost" % (
+            len(lost), len(mine)))
+    present = [seq for seq in mine if seq in rows]
+    hole = bool(lost) and bool(present) and max(present) > min(lost)
+    res.check("no hole: the commits lost are the newest before the fault", not hole,
+              ("seq %d present after lost seq %d" % (max(present), min(lost))) if hole else "")
     return len(lost)
 
 
@@ -239,7 +258,7 @@ def drill_host_loss(ctx, name="patroni-host-loss", sync=True, lagging=False, fai
                     k + 1, ", ".join(n for n, _ in pause) or "none"))
             lag = {}
             log_sizes = {n.name: os.path.getsize(n.log_path) for n in world.cluster.nodes}
-            old, new, rto = lose_leader_host(
+            old, new, rto, killed = lose_leader_host(
                 ctx, world, res,
                 before=(lambda: lag.update(_standby_lag(world))) if lagging else None,
                 after_kill=(lambda: _drop_receivers(pause)) if pause else None)
@@ -255,7 +274,7 @@ def drill_host_loss(ctx, name="patroni-host-loss", sync=True, lagging=False, fai
                                  "flushed WAL when its host was lost" % (k + 1, lag["bytes"]))
                 res.metrics["standby_lag_bytes_max"] = max(
                     lag["bytes"], res.metrics.get("standby_lag_bytes_max", 0))
-            lost_total += check_no_loss(res, world, new, expect_zero=sync)
+            lost_total += check_no_loss(res, world, new, expect_zero=sync, killed=killed)
             if sync:
                 check_replicas_follow(res, world, new)
                 check_no_lost_tail(res, world, new)
@@ -383,7 +402,9 @@ def check_rejoined_agent_ships_nothing(res, world, node):
     """The agent beside the rejoined old leader (now a standby) ships nothing:
     no acknowledgement in its log since it started again."""
     agent = world.agents[node.name]
-    acks = [l for l in agent.log_lines(since=agent.run_offset) if "ack: replica" in l]
+    text = procs.read_text(agent.log_path)
+    tail = text[text.rfind("==== %s start" % agent.name):]  # this run's lines
+    acks = [l for l in tail.splitlines() if "ack: replica" in l]
     return res.check("the agent beside the rejoined %s shipped nothing" % node.name, not acks,
                      acks[0] if acks else "")
 
@@ -424,13 +445,14 @@ def drill_switchover(ctx, name="patroni-switchover"):
             t = time.time()
             c.patronictl("switchover", "--leader", old.name, "--candidate", cand.name,
                          "--force", timeout=120)
-            world.loaders[-1].proc.wait(30)
+            killed = world.loaders[-1]
+            killed.proc.wait(30)
             new = c.wait_leader(90, not_node=old)
             res.check("switchover %d: %s leads" % (k + 1, cand.name), new is cand, new.name)
             ld = world.load("after-switchover-%d" % (k + 1))
             wait_acks(world, ld, 20, 60)
             _event(res, t, "switchover %s -> %s" % (old.name, new.name))
-            lost += check_no_loss(res, world, new, expect_zero=True)
+            lost += check_no_loss(res, world, new, expect_zero=True, killed=killed)
             check_replicas_follow(res, world, new)
         res.metrics.update({"acked_commits": len(world.acked()), "acked_lost": lost})
     except DrillError as e:

@@ -1,9 +1,10 @@
 """walship as the synchronous standby of a Patroni cluster.
 
 A real three-node Patroni 3.0 + etcd 3.4 cluster of PostgreSQL 15
-(integration/walshiptest/patroni.py). Patroni's synchronous modes are off
-and `synchronous_standby_names = 'walship'` is set in the cluster's dynamic
-configuration: Patroni then leaves the parameter alone (with its synchronous
+(integration/walshiptest/patroni.py), with the dynamic configuration of
+docs/postgresql.md applied word for word: Patroni's synchronous modes off
+and `synchronous_standby_names = 'walship'`. Patroni then leaves the
+parameter alone (with its synchronous
 mode on it would write its own members' names there, and walship, not a
 Patroni member, could never be the synchronous standby).
 
@@ -21,6 +22,7 @@ import os
 import threading
 import unittest
 
+from integration.drill.patroni_doc import PatroniGuide
 from integration.walshiptest.patroni import PatroniCluster
 from integration.walshiptest import daemons, pg, procs, waits
 
@@ -29,10 +31,11 @@ class PatroniSyncTest(unittest.TestCase):
     def setUp(self):
         self.env = pg.PgEnv(base_dir="/tmp")
         self.addCleanup(self.env.close)
-        self.cluster = PatroniCluster(self.env, "pat", dcs_parameters={
-            "synchronous_standby_names": "walship", "synchronous_commit": "on"})
+        self.cluster = PatroniCluster(self.env, "pat")
         self.addCleanup(self.cluster.close)
         self.cluster.start()
+        # The guide's dynamic configuration, word for word.
+        self.cluster.apply_dynamic_config(PatroniGuide().dcs)
 
     def start_walship(self, node, tag):
         """An agent beside `node` (a process of its host) and a replica."""
@@ -69,7 +72,8 @@ class PatroniSyncTest(unittest.TestCase):
     def test_walship_is_the_synchronous_standby_through_a_failover(self):
         c = self.cluster
         leader = c.leader()
-        self.assertEqual(c.psql(leader, "SHOW synchronous_standby_names"), "walship")
+        waits.wait_until(lambda: c.psql(leader, "SHOW synchronous_standby_names") == "walship",
+                         30, "the leader to name walship synchronous")
 
         # 1. No walship yet: the commit waits for it.
         t, res = self.commit_in_background(leader, "CREATE TABLE t (x int)")

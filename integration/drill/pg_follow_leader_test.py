@@ -36,11 +36,9 @@ The four parts run in order in one test (each builds on the one before).
 
 5. agents_running_throughout_follow_role_changes: see its docstring.
 """
-import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import unittest
 import urllib.request
@@ -143,20 +141,7 @@ class PgFollowLeaderTest(unittest.TestCase):
 
     def status(self, control_port):
         """walship-status --json of the agent, parsed; None when it did not answer."""
-        try:
-            r = subprocess.run([self.env.binaries["walship-status"],
-                                "--agent=127.0.0.1:%d" % control_port, "--json",
-                                "--timeout-ms=2000", "--insecure"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               timeout=10)
-        except subprocess.TimeoutExpired:
-            return None
-        if r.returncode != 0:
-            return None
-        try:
-            return json.loads(r.stdout)
-        except ValueError:
-            return None
+        return daemons.try_agent_status("127.0.0.1:%d" % control_port, timeout=10)
 
     def durable(self, dest):
         """(timeline, LSN) the replica holds durably; None before any segment."""

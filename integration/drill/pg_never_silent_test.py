@@ -33,11 +33,9 @@ named, and an agent beside a standby says "not a primary, retry".
    (a checkpoint would recycle it and the replica would hit a gap), and the
    replica goes on past it once the primary writes again.
 """
-import json
 import os
 import re
 import signal
-import subprocess
 import time
 import sys
 import unittest
@@ -116,19 +114,7 @@ class PgNeverSilentTest(unittest.TestCase):
 
     def status(self, control):
         """walship-status --json, parsed; None when the agent did not answer."""
-        try:
-            r = subprocess.run([self.env.binaries["walship-status"], "--agent=%s" % control,
-                                "--json", "--timeout-ms=2000", "--insecure"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               timeout=10)
-        except subprocess.TimeoutExpired:
-            return None
-        if r.returncode != 0:
-            return None
-        try:
-            return json.loads(r.stdout)
-        except ValueError:
-            return None
+        return daemons.try_agent_status(control, timeout=10)
 
     def durable(self, dest):
         """(segment, LSN, complete) the replica holds durably; None before any."""

@@ -66,12 +66,10 @@ class RetentionTest(unittest.TestCase):
         return parse_lsn(restart), parse_lsn(flush)
 
     def replica_flushed(self):
-        r = self.env.run([self.env.binaries["walship-status"], "--agent=%s" % self.control,
-                          "--json", "--insecure"], as_user=False, check=False, timeout=10)
-        if r.returncode != 0:
+        st = daemons.try_agent_status(self.control, timeout=10)
+        if st is None:
             return None
-        import json
-        reps = json.loads(r.stdout)["replicas"]
+        reps = st["replicas"]
         return lsn_of(reps[0]["flushed"]) if reps and reps[0]["flushed"]["segment"] else None
 
     def log_text(self, path):

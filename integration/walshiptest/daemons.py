@@ -17,9 +17,11 @@ The walship daemons are single processes, so stop() and kill() signal
 their process group, which is the daemon alone.
 """
 
+import json
 import os
 import re
 import signal
+import subprocess
 
 from integration.walshiptest import binaries
 from integration.walshiptest import ports
@@ -228,3 +230,34 @@ class Replica(Daemon):
 
     def error_lines(self, since=0):
         return self.grep(r" (error|critical) ", since)
+
+
+class StatusError(waits.StepError):
+    """walship-status could not ask the agent, or printed no JSON."""
+
+
+def agent_status(addr, timeout=10, tls_args=("--insecure",), program=None):
+    """The Status of the agent at `addr` ("HOST:PORT") as a dict
+    (walship-status --json, run as the invoking user). Raises StatusError."""
+    cmd = [program or binaries.find(binaries.STATUS), "--agent=" + addr, "--json",
+           "--timeout-ms=%d" % int(timeout * 1000 * 0.8)] + list(tls_args)
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise StatusError("walship-status --agent=%s: no answer within %ss" % (addr, timeout))
+    if p.returncode != 0:
+        raise StatusError("walship-status --agent=%s failed (exit %d): %s"
+                          % (addr, p.returncode, p.stderr.strip()))
+    try:
+        return json.loads(p.stdout)
+    except ValueError:
+        raise StatusError("walship-status --agent=%s printed no JSON: %r" % (addr, p.stdout[:200]))
+
+
+def try_agent_status(addr, timeout=5, **kw):
+    """agent_status(), or None if the agent does not answer."""
+    try:
+        return agent_status(addr, timeout, **kw)
+    except StatusError:
+        return None

@@ -23,6 +23,7 @@ import urllib.request
 
 from integration.walshiptest import ports
 from integration.walshiptest import waits
+from integration.walshiptest import procs
 from integration.walshiptest.procs import Proc, log
 from integration.walshiptest.waits import StepError as DrillError
 
@@ -120,8 +121,6 @@ class PatroniNode(object):
                 "dcs": {"ttl": PatroniCluster.TTL, "loop_wait": PatroniCluster.LOOP_WAIT,
                         "retry_timeout": PatroniCluster.RETRY_TIMEOUT,
                         "maximum_lag_on_failover": 1 << 30,
-                        # The walship agent keeps its own slot on the leader.
-                        "ignore_slots": [{"name": "walship", "type": "physical"}],
                         "postgresql": {"use_pg_rewind": True, "use_slots": True,
                                        "parameters": dcs_parameters}},
                 "initdb": [{"encoding": "UTF8"}, {"locale": "C"}, "data-checksums"],
@@ -184,7 +183,7 @@ class PatroniNode(object):
         for p in victims:
             p.wait(10)
         if pm is not None:
-            waits.wait_until(lambda: not _pid_alive(pm), 15,
+            waits.wait_until(lambda: not procs.pid_alive(pm), 15,
                              "%s's postmaster %d to die" % (self.name, pm))
 
     def stop(self, timeout=60):
@@ -192,29 +191,14 @@ class PatroniNode(object):
         if self.patroni is not None and self.patroni.alive():
             self.patroni.stop(signal.SIGTERM, timeout=timeout)
         pm = self.postmaster_pid()
-        if pm is not None and _pid_alive(pm):
+        if pm is not None and procs.pid_alive(pm):
             try:
                 os.kill(pm, signal.SIGQUIT)
             except ProcessLookupError:
                 pass
-            waits.wait_until(lambda: not _pid_alive(pm), 15, "%s's postmaster to exit" % self.name)
+            waits.wait_until(lambda: not procs.pid_alive(pm), 15, "%s's postmaster to exit" % self.name)
         for p in self.host_procs:
             p.stop()
-
-
-def _pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped by a dead parent) counts as dead.
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 class PatroniCluster(object):
@@ -349,6 +333,15 @@ class PatroniCluster(object):
                 "target_session_attrs=read-write" % (
                     ",".join("127.0.0.1" for _ in self.nodes),
                     ",".join(str(n.pg_port) for n in self.nodes), SUPERUSER, dbname))
+
+    def apply_dynamic_config(self, yaml_text, timeout=60):
+        """patronictl edit-config --apply of `yaml_text` (merged into the
+        cluster's dynamic configuration)."""
+        path = os.path.join(self.env.mkdir(self.area), "dynamic-config.yml")
+        with open(path, "w") as f:
+            f.write(yaml_text)
+        self.env.chown(path)
+        return self.patronictl("edit-config", "--apply", path, "--force", timeout=timeout)
 
     def patronictl(self, *args, timeout=60, check=True):
         return self.env.run([PATRONICTL, "-c", self.nodes[0].config_path] + list(args),

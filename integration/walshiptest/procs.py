@@ -53,6 +53,22 @@ def read_text(path, since=0):
         return ""
 
 
+def pid_alive(pid):
+    """Whether process `pid` runs: it exists (signal 0 reaches it, or it is
+    another user's) and is not a zombie (exited, not yet reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def find_setpriv():
     """util-linux setpriv if it knows --pdeathsig (Debian 12's does), else None."""
     path = shutil.which("setpriv", path=SBIN_PATH)

@@ -128,6 +128,22 @@ class ProcTest(unittest.TestCase):
         self.assertEqual(me.user_kwargs(True), {})
 
 
+class PidAliveTest(unittest.TestCase):
+
+    def test_running_zombie_and_gone(self):
+        p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        try:
+            self.assertTrue(procs.pid_alive(p.pid))
+            os.kill(p.pid, signal.SIGKILL)
+            # Dead but not reaped: a zombie is not alive.
+            waits.wait_until(lambda: not procs.pid_alive(p.pid), 10, "the zombie")
+            self.assertTrue(os.path.exists("/proc/%d" % p.pid))
+        finally:
+            p.kill()
+            p.wait()
+        self.assertFalse(procs.pid_alive(p.pid))
+
+
 class LogTest(unittest.TestCase):
 
     def test_one_line_with_wall_time_and_elapsed_seconds(self):
