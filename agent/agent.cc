@@ -169,7 +169,21 @@ absl::Status Agent::StartSource() {
   source_->FollowReplicas(std::move(link));
   WalSource* source = source_.get();
   registry_->SetAckObserver([source] { source->OnReplicaAcknowledged(); });
-  return source_->Start();
+  {
+    absl::MutexLock lock(&start_mu_);
+    if (start_cancelled_) return absl::CancelledError("stopped during start-up");
+    starting_ = source;
+  }
+  absl::Status started = source_->Start();
+  absl::MutexLock lock(&start_mu_);
+  starting_ = nullptr;
+  return started;
+}
+
+void Agent::CancelStart() {
+  absl::MutexLock lock(&start_mu_);
+  start_cancelled_ = true;
+  if (starting_ != nullptr) starting_->CancelStart();
 }
 
 absl::Status Agent::Start() {

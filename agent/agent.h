@@ -18,6 +18,8 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "agent/agent_options.h"
 #include "agent/wal_format.h"
@@ -48,6 +50,10 @@ class Agent {
   ~Agent();
 
   absl::Status Start();
+  // From another thread while Start() runs (a signal during start-up):
+  // Start() gives up soon with kCancelled, also while its source waits for
+  // the database. Thread-safe.
+  void CancelStart();
   void Shutdown();
 
   uint16_t control_port() const { return control_port_; }
@@ -88,6 +94,10 @@ class Agent {
   absl::Notification health_stop_;
   // Referenced by the control service for handshake responses.
   uint16_t data_port_ = 0;
+  absl::Mutex start_mu_;
+  // The source while its Start() runs; CancelStart() reaches it there.
+  WalSource* starting_ ABSL_GUARDED_BY(start_mu_) = nullptr;
+  bool start_cancelled_ ABSL_GUARDED_BY(start_mu_) = false;
 };
 
 }  // namespace walship::agent

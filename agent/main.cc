@@ -1,11 +1,14 @@
 // walship-agent: ships WAL segment files to subscribed replicas.
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "agent/agent.h"
 #include "agent/wal_format.h"
 #include "agent/wal_source_factory.h"
@@ -102,6 +105,14 @@ bool ApplyRawFlags(const RawFlags& r, const walship::agent::WalFormatRegistry& f
   return true;
 }
 
+// The shutdown signal, from the thread that waits for it.
+struct ShutdownSignal {
+  std::atomic<int> number{0};
+  absl::Notification received;
+};
+
+const char* SignalName(int sig) { return sig == SIGTERM ? "SIGTERM" : "SIGINT"; }
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -130,12 +141,25 @@ int main(int argc, char** argv) {
   const sigset_t signals = walship::PrepareDaemonSignals(sys);
 
   walship::agent::Agent agent(sys, o, walship::DefaultClock(), formats);
+  // Signals are taken from here on, also while Start() waits for the
+  // database. What the waiting thread shares outlives main (it may still
+  // sit in sigwait when main returns).
+  auto* shutdown = new ShutdownSignal();
+  std::thread([&sys, &agent, shutdown, signals] {
+    shutdown->number = walship::WaitForShutdownSignal(sys, signals);
+    agent.CancelStart();
+    shutdown->received.Notify();
+  }).detach();
   if (absl::Status s = agent.Start(); !s.ok()) {
+    if (shutdown->received.HasBeenNotified()) {
+      spdlog::info("received {} while starting: stopped", SignalName(shutdown->number));
+      return 0;
+    }
     spdlog::error("cannot start: {}", s.ToString());
     return 1;
   }
-  const int sig = walship::WaitForShutdownSignal(sys, signals);
-  spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  shutdown->received.WaitForNotification();
+  spdlog::info("received {}, shutting down", SignalName(shutdown->number));
   agent.Shutdown();
   spdlog::info("stopped");
   return 0;

@@ -57,6 +57,10 @@ class WalSource {
   // returns), then follows changes on a background thread.
   virtual absl::Status Start() = 0;
   virtual void Stop() = 0;
+  // Asks a Start() under way in another thread to give up soon (it then
+  // returns kCancelled): a signal during start-up. Thread-safe; a source
+  // whose Start() never waits need not override it.
+  virtual void CancelStart() {}
 
   // Identity of the WAL stream, stable across agent restarts: a replica
   // refuses to mix bytes of two streams.

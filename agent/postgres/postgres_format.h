@@ -53,6 +53,7 @@ class PostgresFormat final : public WalSource {
   // Stops the slot keeper (if StopFollowingReplicas() has not), then the
   // source.
   void Stop() override;
+  void CancelStart() override { source_.CancelStart(); }
   std::string StreamId() const override { return source_.StreamId(); }
   std::string FormatName() const override { return source_.FormatName(); }
   std::string wal_dir() const override { return source_.wal_dir(); }

@@ -67,7 +67,10 @@ absl::Status PostgresSource::Start() {
         "FROM pg_control_system() s, pg_control_init() i");
     if (rows.ok() || clock_.Now() > deadline) break;
     spdlog::warn("waiting for PostgreSQL: {}", rows.status().ToString());
-    clock_.SleepFor(absl::Seconds(1));
+    for (int i = 0; i < 10 && !cancel_start_.load(); ++i) clock_.SleepFor(absl::Milliseconds(100));
+    if (cancel_start_.load()) {
+      return absl::CancelledError("stopped while waiting for PostgreSQL to start");
+    }
   }
   if (!rows.ok()) return rows.status();
   if (rows->size() != 1 || (*rows)[0].size() != 3 ||

@@ -122,6 +122,7 @@ class PostgresSource final : public WalSource {
   ~PostgresSource() override;
 
   absl::Status Start() override;
+  void CancelStart() override { cancel_start_.store(true); }
   void Stop() override;
   std::string StreamId() const override { return stream_id_; }
   std::string FormatName() const override { return "postgres"; }
@@ -232,6 +233,8 @@ class PostgresSource final : public WalSource {
 
   std::optional<sys::DirWatch> watch_;
   std::thread thread_;
+  // CancelStart(): Start() stops waiting for PostgreSQL.
+  std::atomic<bool> cancel_start_{false};
   std::atomic<bool> stopping_{false};
 
   // Source thread only.

@@ -280,7 +280,7 @@ def drill_host_loss(ctx, name="patroni-host-loss", sync=True, lagging=False, fai
                 check_no_lost_tail(res, world, new)
             old.start()
             world.start_agent(old)
-            world.cluster.wait_streaming(len(world.cluster.nodes) - 1, 120)
+            world.cluster.wait_streaming(len(world.cluster.nodes) - 1, 120, including=[old])
             wait_acks(world, world.loaders[-1], 20, 60)
             if sync:
                 check_rejoined_agent_ships_nothing(res, world, old)
@@ -399,12 +399,22 @@ def check_no_lost_tail(res, world, node):
 
 
 def check_rejoined_agent_ships_nothing(res, world, node):
-    """The agent beside the rejoined old leader (now a standby) ships nothing:
-    no acknowledgement in its log since it started again."""
+    """The agent beside the rejoined old leader (now a standby) sees it is
+    one and ships nothing: no acknowledgement in its log since it started
+    again."""
     agent = world.agents[node.name]
-    text = procs.read_text(agent.log_path)
-    tail = text[text.rfind("==== %s start" % agent.name):]  # this run's lines
-    acks = [l for l in tail.splitlines() if "ack: replica" in l]
+
+    def this_run():
+        text = procs.read_text(agent.log_path)
+        return text[text.rfind("==== %s start" % agent.name):]
+    try:
+        waits.wait_until(lambda: "is in recovery" in this_run(), 60,
+                         "%s's agent to see its node in recovery" % node.name)
+        standby = True
+    except waits.WaitTimeout:
+        standby = False
+    res.check("the agent beside the rejoined %s sees a standby" % node.name, standby)
+    acks = [l for l in this_run().splitlines() if "ack: replica" in l]
     return res.check("the agent beside the rejoined %s shipped nothing" % node.name, not acks,
                      acks[0] if acks else "")
 

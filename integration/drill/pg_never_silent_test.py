@@ -358,6 +358,26 @@ class PgNeverSilentTest(unittest.TestCase):
 
 
     # -- 3 ----------------------------------------------------------------
+    def test_sigterm_stops_an_agent_still_waiting_for_postgresql(self):
+        """An agent started before its PostgreSQL (a node still down for
+        pg_rewind under an HA manager) waits for it; SIGTERM must stop it
+        then, not once the start-up timeout (30 s) has passed."""
+        wal = self.env.mkdir("ns", "no-pg-wal")
+        log_path = os.path.join(self.logs, "agent-waiting.log")
+        self.logs_to_show.append(log_path)
+        agent = Proc(self.env, "agent-waiting", [
+            self.env.binaries["walship-agent"], "--format=postgres", "--wal-dir=%s" % wal,
+            "--pg-conninfo=host=127.0.0.1 port=%d user=nobody connect_timeout=2" % free_port(),
+            "--pg-slot=", "--listen=127.0.0.1:0", "--data-listen=127.0.0.1:0",
+            "--insecure"], log_path)
+        wait_until(lambda: "waiting for PostgreSQL" in read_text(log_path), 30,
+                   "the agent to wait for PostgreSQL")
+        agent.signal_process(signal.SIGTERM)
+        rc = agent.wait(10)
+        self.assertEqual(rc, 0, "SIGTERM did not stop the agent waiting for PostgreSQL "
+                         "within 10 s (exit %s)" % rc)
+        self.assertRegex(read_text(log_path), r"received SIGTERM while starting")
+
     def test_a_fast_shutdown_completes_while_no_replica_holds_it(self):
         pg = self.cluster("primary")
         pg.psql("CREATE TABLE t (x int, pad text)")

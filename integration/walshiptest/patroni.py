@@ -307,18 +307,23 @@ class PatroniCluster(object):
             return ld if r.returncode == 0 and r.stdout.strip() == "f" else None
         return waits.wait_until(writable, timeout, "a writable Patroni leader", interval=0.2)
 
-    def wait_streaming(self, count, timeout):
-        """Until the leader's pg_stat_replication lists `count` streaming nodes."""
+    def wait_streaming(self, count, timeout, including=()):
+        """Until the leader's pg_stat_replication lists `count` distinct
+        nodes streaming, the nodes `including` among them."""
+        want = {n.name for n in including}
+
         def streaming():
             ld = self.leader()
             if ld is None:
                 return False
-            out = self.psql(ld, "SELECT count(*) FROM pg_stat_replication "
+            out = self.psql(ld, "SELECT DISTINCT application_name FROM pg_stat_replication "
                                 "WHERE state = 'streaming' AND application_name LIKE 'node%'",
                             check=False)
-            return out is not None and int(out or 0) >= count
-        waits.wait_until(streaming, timeout, "%d nodes streaming from the leader" % count,
-                         interval=0.3)
+            names = set((out or "").split())
+            return len(names) >= count and want <= names
+        waits.wait_until(streaming, timeout, "%d nodes streaming from the leader%s" % (
+            count, (" (%s among them)" % ", ".join(sorted(want))) if want else ""),
+            interval=0.3)
 
     # -- SQL and patronictl ---------------------------------------------------
     def psql(self, node, sql, timeout=30, check=True):
