@@ -142,8 +142,9 @@ int main(int argc, char** argv) {
 
   walship::agent::Agent agent(sys, o, walship::DefaultClock(), formats);
   // Signals are taken from here on, also while Start() waits for the
-  // database. What the waiting thread shares outlives main (it may still
-  // sit in sigwait when main returns).
+  // database. The waiting thread is detached (it may still sit in sigwait
+  // when main returns), so its state is never freed; main returns only after
+  // a signal or a failed start, and exits right after.
   auto* shutdown = new ShutdownSignal();
   std::thread([&sys, &agent, shutdown, signals] {
     shutdown->number = walship::WaitForShutdownSignal(sys, signals);

@@ -15,6 +15,7 @@ kept its page cache. None when there is no state file.
 """
 
 import os
+import zlib
 
 from integration import wirelib
 
@@ -102,3 +103,16 @@ def read_durable(dest):
         p["file"] = PROGRESS
         return p
     return st
+
+
+def replica_files(dest):
+    """Every file of a replica directory but its lock: {name: (size, crc32)},
+    to compare a directory before and after."""
+    out = {}
+    for n in sorted(os.listdir(dest)):
+        if n == "walship.lock":
+            continue
+        with open(os.path.join(dest, n), "rb") as f:
+            data = f.read()
+        out[n] = (len(data), zlib.crc32(data))
+    return out

@@ -102,20 +102,7 @@ def drill_crash(ctx, name):
             # it before it can follow the new primary through walship.
             old, new = s.primary, s.standby
             if rejoin(ctx, s, res, old, new, "rejoin"):
-                ld = Load(ctx, s, new, ctx.p.switch_load_seconds, 1000001, "rejoin")
-                ld.start()
-                rc = ld.wait(ctx.p.switch_load_seconds + 60)
-                res.check("rejoin: load on the new primary completed", rc == 0,
-                          "loader exit %s" % rc)
-                try:
-                    s.wait_standby_near(new, old)
-                    caught = True
-                except StepError as e:
-                    caught = False
-                    res.notes.append(str(e))
-                res.check("rejoin: rows written on the new primary reached the rewound old "
-                          "primary through walship", caught,
-                          "replay %s" % fmt_lsn(old.lsn("pg_last_wal_replay_lsn()")))
+                load_on_new_primary(ctx, s, res, new, old, 1000001, "rejoin")
                 rows_old, rows_new = table_seqs(old), table_seqs(new)
                 res.check("rejoin: the rewound old primary holds exactly the new primary's "
                           "rows (its lost tail discarded)", rows_old == rows_new,
@@ -128,6 +115,26 @@ def drill_crash(ctx, name):
         return res
     finally:
         finish_drill(ctx, s, sampler, res, "FAULT")
+
+
+def load_on_new_primary(ctx, s, res, new, old, start_seq, tag):
+    """After `old` rejoined as the standby of `new`: a load on `new`; checks
+    that it completed and that its rows reached `old` through walship.
+    Returns (the load, whether `old` caught up)."""
+    ld = Load(ctx, s, new, ctx.p.switch_load_seconds, start_seq, tag)
+    ld.start()
+    rc = ld.wait(ctx.p.switch_load_seconds + 60)
+    res.check("%s: load on the new primary %s completed" % (tag, new.name), rc == 0,
+              "loader exit %s" % rc)
+    try:
+        s.wait_standby_near(new, old)
+        caught = True
+    except StepError as e:
+        caught = False
+        res.notes.append(str(e))
+    res.check("%s: rows written on %s reached %s through walship" % (tag, new.name, old.name),
+              caught, "replay %s" % fmt_lsn(old.lsn("pg_last_wal_replay_lsn()")))
+    return ld, caught
 
 
 def drill_in_load(ctx, name):
@@ -266,21 +273,8 @@ def drill_switchover(ctx, name="switchover"):
             s.replica.stop()
             if not rejoin(ctx, s, res, old, new, tag):
                 return res
-            ld = Load(ctx, s, new, ctx.p.switch_load_seconds, start_seq, tag)
-            ld.start()
+            ld, caught = load_on_new_primary(ctx, s, res, new, old, start_seq, tag)
             loads.append(ld)
-            rc = ld.wait(ctx.p.switch_load_seconds + 60)
-            res.check("%s: load on the new primary %s completed" % (tag, new.name), rc == 0,
-                      "loader exit %s" % rc)
-            try:
-                s.wait_standby_near(new, old)
-                caught = True
-            except StepError as e:
-                caught = False
-                res.notes.append(str(e))
-            res.check("%s: rows written on %s reached %s through walship" % (
-                tag, new.name, old.name), caught,
-                "replay %s" % fmt_lsn(old.lsn("pg_last_wal_replay_lsn()")))
             check_acked_present(res, old, loads, allow_suffix_loss=False)
             if res.error or not caught:
                 break

@@ -31,13 +31,10 @@ import time
 
 from integration import statefile
 from integration.drill.drill_steps import Result
-from integration.walshiptest.waits import StepError as DrillError
 from integration.drill.patroni_doc import PatroniGuide
-from integration.walshiptest.patroni import PatroniCluster
-from integration.walshiptest import daemons, procs
 from integration.walshiptest import lsn as lsnlib
-from integration.walshiptest import ports
-from integration.walshiptest import waits
+from integration.walshiptest import ports, procs, stats, waits
+from integration.walshiptest.patroni import PatroniCluster
 
 ACKS_TABLE = "patroni_acks"
 GATE_TIMEOUT_S = 20
@@ -285,11 +282,12 @@ def drill_host_loss(ctx, name="patroni-host-loss", sync=True, lagging=False, fai
             if sync:
                 check_rejoined_agent_ships_nothing(res, world, old)
         res.metrics.update({"failovers": failovers, "acked_commits": len(world.acked()),
-                            "acked_lost": lost_total, "rto_s": _median(rtos),
+                            "acked_lost": lost_total,
+                            "rto_s": round(stats.percentiles(rtos)["p50"], 2),
                             "rto_max_s": max(rtos) if rtos else None,
                             "patroni_ttl_s": PatroniCluster.TTL,
                             "patroni_loop_wait_s": PatroniCluster.LOOP_WAIT})
-    except DrillError as e:
+    except waits.StepError as e:
         res.error = str(e)
     finally:
         world.close()
@@ -350,11 +348,6 @@ def _standby_lag(world):
             if out:
                 received = max(received, lsnlib.parse_lsn(out))
     return {"bytes": max(0, flushed - received)}
-
-
-def _median(xs):
-    xs = sorted(xs)
-    return round(xs[len(xs) // 2], 2) if xs else None
 
 
 def newest_fork(node):
@@ -465,7 +458,7 @@ def drill_switchover(ctx, name="patroni-switchover"):
             lost += check_no_loss(res, world, new, expect_zero=True, killed=killed)
             check_replicas_follow(res, world, new)
         res.metrics.update({"acked_commits": len(world.acked()), "acked_lost": lost})
-    except DrillError as e:
+    except waits.StepError as e:
         res.error = str(e)
     finally:
         world.close()

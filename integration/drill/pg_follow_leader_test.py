@@ -42,7 +42,6 @@ import signal
 import sys
 import unittest
 import urllib.request
-import zlib
 
 from integration.walshiptest import daemons, procs, waits
 from integration.walshiptest import lsn as wlsn
@@ -160,17 +159,6 @@ class PgFollowLeaderTest(unittest.TestCase):
             return d is not None and d[0] == tli and d[1] >= lsn
         waits.wait_until(holds, timeout, what, interval=0.05)
 
-    def files(self, dest):
-        """Every file of a replica directory but its lock: {name: (size, crc32)}."""
-        out = {}
-        for n in sorted(os.listdir(dest)):
-            if n == "walship.lock":
-                continue
-            with open(os.path.join(dest, n), "rb") as f:
-                data = f.read()
-            out[n] = (len(data), zlib.crc32(data))
-        return out
-
     def insert(self, pg, first, last):
         pg.psql("INSERT INTO t SELECT g, repeat('x', 300) FROM generate_series(%d, %d) g"
                 % (first, last))
@@ -247,7 +235,7 @@ class PgFollowLeaderTest(unittest.TestCase):
         # A host loss: the postmaster and its agent together.
         p.kill9()
         ap.kill9()
-        before = self.files(dest)
+        before = statefile.replica_files(dest)
         held = self.durable(dest)
         procs.log("R holds %s on timeline %d; P's tail ends at %s", wlsn.fmt_lsn(held[1]), held[0],
                wlsn.fmt_lsn(tail_end))
@@ -281,7 +269,7 @@ class PgFollowLeaderTest(unittest.TestCase):
         for name, (size, crc) in before.items():
             if name.startswith("walship.") or name.endswith(".partial"):
                 continue
-            self.assertEqual(self.files(dest).get(name), (size, crc), name)
+            self.assertEqual(statefile.replica_files(dest).get(name), (size, crc), name)
         segno = held_lsn // SEG
         old = os.path.join(dest, wlsn.segment_name(1, segno, SEG) + ".partial")
         if not os.path.exists(old) and os.path.exists(old[:-len(".partial")]):
@@ -316,10 +304,10 @@ class PgFollowLeaderTest(unittest.TestCase):
         # R2, still on timeline 1 before the fork point, with the stale
         # agent first: it passes over AP2 (a primary, but AS serves a newer
         # timeline) and continues on timeline 2 from AS, without P's tail.
-        tl1_before = {n: v for n, v in self.files(dest2).items() if n.startswith("00000001")}
+        tl1_before = {n: v for n, v in statefile.replica_files(dest2).items() if n.startswith("00000001")}
         r2 = self.start_replica([ap_port, as_port], dest2, name="r2")
         self.wait_holds(dest2, 2, self.r2_end, "R2 to follow AS onto timeline 2")
-        self.assertEqual({n: v for n, v in self.files(dest2).items() if n.startswith("00000001")},
+        self.assertEqual({n: v for n, v in statefile.replica_files(dest2).items() if n.startswith("00000001")},
                          tl1_before, "R2 took timeline 1 bytes from the stale primary")
         self.assertRegex(procs.read_text(r2.log_path), older)
         self.assertIsNone(self.metric(ap2_metrics, "walship_agent_handshakes_total",
@@ -343,11 +331,11 @@ class PgFollowLeaderTest(unittest.TestCase):
         # Once AP2 has refused R again, R's session with AS has wound down.
         first = refusals()
         waits.wait_until(lambda: refusals() > first, 30, "a refusal of AP2 after AS went")
-        at = self.files(dest)
+        at = statefile.replica_files(dest)
         first = refusals()
         waits.wait_until(lambda: refusals() >= first + 3, 60, "three more refusals of AP2")
         self.assertTrue(r.alive(), procs.read_text(r.log_path, since))
-        self.assertEqual(self.files(dest), at, "R changed its files while only AP2 was up")
+        self.assertEqual(statefile.replica_files(dest), at, "R changed its files while only AP2 was up")
         self.assertEqual([n for n in os.listdir(dest) if n.startswith("00000001")
                           and n not in before], [], "R took timeline 1 files from AP2")
         self.assertIsNone(self.metric(ap2_metrics, "walship_agent_handshakes_total",

@@ -39,7 +39,6 @@ import signal
 import time
 import sys
 import unittest
-import zlib
 
 from integration.walshiptest import daemons
 from integration.walshiptest.lsn import (
@@ -138,17 +137,6 @@ class PgNeverSilentTest(unittest.TestCase):
                 return False
             return not whole_before or os.path.exists(prev)
         wait_until(holds, 30, what, interval=0.05)
-
-    def files(self, dest):
-        """Every file of a replica directory but its lock: {name: (size, crc32)}."""
-        out = {}
-        for n in sorted(os.listdir(dest)):
-            if n == "walship.lock":
-                continue
-            with open(os.path.join(dest, n), "rb") as f:
-                data = f.read()
-            out[n] = (len(data), zlib.crc32(data))
-        return out
 
     def changes(self, before, after):
         """What differs between two files() listings, one line per file."""
@@ -320,7 +308,7 @@ class PgNeverSilentTest(unittest.TestCase):
                                      seq=st["seq"] + 1))
         if os.path.exists(os.path.join(dest, statefile.PROGRESS)):
             os.unlink(os.path.join(dest, statefile.PROGRESS))
-        before = self.files(dest)
+        before = statefile.replica_files(dest)
 
         # A standby of that primary, and an agent beside it.
         standby = PgCluster(self.env, "standby", os.path.join(self.dir, "standby"),
@@ -340,7 +328,7 @@ class PgNeverSilentTest(unittest.TestCase):
             return not r1.alive() or len(re.findall(r"session ended: .*retrying", text)) >= 3
         wait_until(retried_or_stopped, 30, "r1 to retry three times or stop", interval=0.05)
         text = self.log_text(r1.log_path, since)
-        self.assertEqual(self.changes(before, self.files(dest)), "",
+        self.assertEqual(self.changes(before, statefile.replica_files(dest)), "",
                          "r1 changed its files on a refusal by an agent beside a standby")
         self.assertTrue(r1.alive(), "r1 stopped (%s):\n%s" % (r1.returncode(), text))
         self.assertNotIn("discarding", text)
@@ -353,7 +341,7 @@ class PgNeverSilentTest(unittest.TestCase):
                          r"handshake from replica r1 .*not now, the replica retries: .*"
                          + NOT_PRIMARY)
         self.assertEqual(r1.stop(), 0)
-        self.assertEqual(self.changes(before, self.files(dest)), "")
+        self.assertEqual(self.changes(before, statefile.replica_files(dest)), "")
         self.assertEqual(a2.stop(), 0)
 
 

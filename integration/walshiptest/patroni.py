@@ -210,7 +210,7 @@ class PatroniCluster(object):
     LOOP_WAIT = 2
     RETRY_TIMEOUT = 5
 
-    def __init__(self, env, area, n=3, dcs_parameters=None, extra_postgresql=None):
+    def __init__(self, env, area, n=3, extra_postgresql=None):
         self.env = env
         self.area = area
         env.mkdir(area)
@@ -218,10 +218,10 @@ class PatroniCluster(object):
         self.etcd_port = ports.free_port()
         self.etcd_peer_port = ports.free_port()
         self.etcd = None
-        self.dcs_parameters = dict({
+        self.dcs_parameters = {
             "wal_level": "replica", "hot_standby": "on", "max_wal_senders": 10,
             "max_replication_slots": 10, "wal_log_hints": "on", "wal_keep_size": "128MB",
-            "checkpoint_timeout": "30min"}, **(dcs_parameters or {}))
+            "checkpoint_timeout": "30min"}
         self.extra_postgresql = extra_postgresql or {}
         self.nodes = [PatroniNode(self, i) for i in range(n)]
 
