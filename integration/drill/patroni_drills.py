@@ -26,6 +26,7 @@ Drills (each a Result, drill_steps.py):
 import os
 import re
 import shlex
+import shutil
 import signal
 import time
 
@@ -169,12 +170,18 @@ class PatroniWorld(object):
                                 timeout=120)
         return [int(x) for x in out.split()] if out else []
 
-    def close(self):
+    def close(self, res):
+        """Stops everything; the logs go to the report directory, as the
+        other drills' do (the temp dir goes with the drill)."""
         for ld in self.loaders:
             ld.stop()
         for r in self.replicas:
             r.stop()
         self.cluster.close()
+        dst = os.path.join(self.ctx.out, res.name, "logs")
+        shutil.copytree(self.cluster.logs, dst, dirs_exist_ok=True)
+        shutil.copytree(self.out, dst, dirs_exist_ok=True)  # the loaders' acknowledgements
+        res.files["logs"] = sorted("%s/logs/%s" % (res.name, f) for f in os.listdir(dst))
 
 
 def _event(res, t, what):
@@ -290,7 +297,7 @@ def drill_host_loss(ctx, name="patroni-host-loss", sync=True, lagging=False, fai
     except waits.StepError as e:
         res.error = str(e)
     finally:
-        world.close()
+        world.close(res)
     return res
 
 
@@ -461,7 +468,7 @@ def drill_switchover(ctx, name="patroni-switchover"):
     except waits.StepError as e:
         res.error = str(e)
     finally:
-        world.close()
+        world.close(res)
     return res
 
 
