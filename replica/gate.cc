@@ -12,6 +12,7 @@
 #include "common/pgwal/wal_names.h"
 #include "common/pgwal/wal_scan.h"
 #include "replica/fetch.h"
+#include "replica/gate_config.h"
 #include "spdlog/spdlog.h"
 
 namespace walship::replica {
@@ -230,8 +231,11 @@ absl::Status GateOptions::Validate() const {
   return tls.Validate();
 }
 
-int RunGate(sys::SysCalls& sys, Clock& clock, const GateOptions& o) {
-  const absl::Time deadline = clock.Now() + o.timeout;
+namespace {
+
+// Steps 1 to 5 (gate.h): the standby replays what the replicas hold.
+int ReplayReplicasEnd(sys::SysCalls& sys, Clock& clock, const GateOptions& o,
+                      absl::Time deadline) {
   absl::Status fatal;
   std::vector<ReplicaEnd> replicas = AskReplicas(sys, clock, o, deadline, &fatal);
   if (!fatal.ok()) return NotReached(fatal.ToString());
@@ -309,6 +313,35 @@ int RunGate(sys::SysCalls& sys, Clock& clock, const GateOptions& o) {
   return NotReached(absl::StrCat("the standby replayed only up to ", pg::FormatLsn(replay),
                                  " of ", pg::FormatLsn(target), " within ",
                                  absl::FormatDuration(o.timeout)));
+}
+
+// Step 6 (gate_config.h): the configuration the standby is promoted with.
+int ApplyConfiguration(Clock& clock, const GateOptions& o, absl::Time deadline) {
+  agent::PgClient pg(o.pg_conninfo);
+  auto names = ReloadAndReadSyncNames(clock, pg, deadline, o.poll_interval);
+  if (!names.ok()) {
+    return NotReached(absl::StrCat("reloading the standby's configuration: ",
+                                   names.status().ToString()));
+  }
+  if (!o.synchronous_name.empty() && !SyncStandbyNamesInclude(*names, o.synchronous_name)) {
+    return NotReached(absl::StrCat(
+        "the standby's synchronous_standby_names is '", *names, "' once its configuration is "
+        "reloaded, which does not name '", o.synchronous_name, "': promoted, it would "
+        "acknowledge commits walship does not hold (--synchronous-name asks for this check)"));
+  }
+  spdlog::info("gate: configuration reloaded; the standby is promoted with "
+               "synchronous_standby_names = '{}'",
+               *names);
+  return kGateReached;
+}
+
+}  // namespace
+
+int RunGate(sys::SysCalls& sys, Clock& clock, const GateOptions& o) {
+  const absl::Time deadline = clock.Now() + o.timeout;
+  const int rc = ReplayReplicasEnd(sys, clock, o, deadline);
+  if (rc != kGateReached) return rc;
+  return ApplyConfiguration(clock, o, deadline);
 }
 
 }  // namespace walship::replica

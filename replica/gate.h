@@ -27,7 +27,12 @@
 //      whole record before the end (common/pgwal/wal_scan.h over the files
 //      just written; the end may cut a record in two, e.g. a flush of whole
 //      pages), or the end itself when the scan cannot tell;
-//   5. waits until pg_last_wal_replay_lsn() reaches that position.
+//   5. waits until pg_last_wal_replay_lsn() reaches that position;
+//   6. reloads the standby's configuration and reads the
+//      synchronous_standby_names it will be promoted with (gate_config.h:
+//      an HA manager may have written a file PostgreSQL never reloaded);
+//      with --synchronous-name=NAME, a value that does not name NAME is
+//      refused (exit 2): the new primary would not wait for walship.
 // Everything is bounded by --timeout. Exit status:
 //   0 the standby replayed everything the replicas hold (or no replica was
 //     reachable and --allow-without-replicas was given: a warning says the
@@ -74,6 +79,9 @@ struct GateOptions {
   std::string pg_conninfo;        // libpq connection string to the standby
   absl::Duration timeout = absl::Seconds(30);
   bool allow_without_replicas = false;
+  // Non-empty: refuse unless the reloaded synchronous_standby_names names
+  // it (the agents' --pg-feed-name, "walship" by default) or '*'.
+  std::string synchronous_name;
   TlsOptions tls;
   // How often the standby's replay position is read while waiting.
   absl::Duration poll_interval = absl::Milliseconds(100);

@@ -85,7 +85,8 @@ int GateMain(int argc, char** argv, walship::sys::SysCalls& sys) {
       "replay every byte the walship replicas hold durably, fetching what it lacks.\n"
       "Usage: walship-replica gate --from=HOST:PORT[,...] --pg-data=PGDATA "
       "--pg-conninfo=CONNINFO\n"
-      "       [--timeout-ms=30000] [--allow-without-replicas] (--insecure | --tls-*)\n"
+      "       [--timeout-ms=30000] [--allow-without-replicas] [--synchronous-name=walship]\n"
+      "       (--insecure | --tls-*)\n"
       "Exit status: 0 replayed (promote); 1 bad usage; 2 not reached within the timeout\n"
       "(or a replica's copy failed verification); 3 no replica reachable.");
   flags.String("from", &from, "HOST:PORT of every replica's --serve-listen, comma-separated.");
@@ -95,6 +96,9 @@ int GateMain(int argc, char** argv, walship::sys::SysCalls& sys) {
   flags.Bool("allow-without-replicas", &o.allow_without_replicas,
              "Exit 0 (promote) with a warning when no replica answers: availability over "
              "zero loss. Default: exit 3, no promotion.");
+  flags.String("synchronous-name", &o.synchronous_name,
+               "After reloading the standby's configuration, refuse (exit 2) unless its "
+               "synchronous_standby_names names this (the agents' feed name, e.g. walship).");
   RegisterTlsFlags(flags, &o.tls, /*client=*/true);
   flags.String("log-level", &log_level, "trace, debug, info, warn or error.");
   if (std::optional<int> exit_status =

@@ -434,7 +434,27 @@ def check_replicas_follow(res, world, node, timeout=60):
         ok = True
     except waits.WaitTimeout:
         ok = False
-    return res.check("every walship replica follows %s on timeline %d" % (node.name, want), ok)
+    ok = res.check("every walship replica follows %s on timeline %d" % (node.name, want), ok)
+    return check_leader_waits_for_walship(res, world, node) and ok
+
+
+def check_leader_waits_for_walship(res, world, node, timeout=30):
+    """The new leader runs with walship in synchronous_standby_names and
+    lists the agent's flush feed as its synchronous standby: its commits
+    wait for a walship replica (a leader whose configuration was written
+    but never loaded acknowledges them without)."""
+    def sync():
+        return world.cluster.psql(node, "SELECT current_setting('synchronous_standby_names') "
+                                  "|| '|' || coalesce((SELECT sync_state FROM pg_stat_replication "
+                                  "WHERE application_name = 'walship'), 'none')", check=False)
+    try:
+        waits.wait_until(lambda: sync() == "walship|sync", timeout,
+                         "%s to wait for walship" % node.name, interval=0.2)
+        ok, detail = True, ""
+    except waits.WaitTimeout:
+        ok, detail = False, "synchronous_standby_names|sync_state: %s" % sync()
+    return res.check("the new leader %s waits for walship (its feed is the synchronous "
+                     "standby)" % node.name, ok, detail)
 
 
 def drill_switchover(ctx, name="patroni-switchover"):

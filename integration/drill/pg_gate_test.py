@@ -26,6 +26,12 @@ when it runs its pre_promote callback.
 5. Without the gate, `walship-replica restore --from=<replica>` as the
    standby's restore_command: it replays every acknowledged row, fetched and
    verified over the network.
+6. A standby whose configuration file names walship in
+   synchronous_standby_names but was never reloaded (what Patroni leaves
+   when the change reaches a node whose PostgreSQL is still starting): the
+   gate reloads it, so the promoted primary waits for walship; with
+   --synchronous-name=walship, a file that does not name walship refuses
+   the promotion (exit 2).
 """
 import os
 import re
@@ -181,6 +187,46 @@ class PgGateTest(unittest.TestCase):
         self.promote(standby)
         self.assertEqual(standby.psql("SELECT max(n), count(*) FROM t"),
                          "%d|%d" % (last, last))
+
+    # -- 6 ------------------------------------------------------------------
+    def held_back_standby_with_unloaded_sync_names(self, written):
+        """A held-back standby after the primary's loss, running with
+        synchronous_standby_names = '' while its configuration says `written`."""
+        self.start_agent_and_replica()
+        standby = self.make_standby()
+        last = self.commit_rows(1, 20)
+        self.lose_primary_host()
+        self.start_held_back(standby)
+        standby.psql("ALTER SYSTEM SET synchronous_standby_names = ''")
+        standby.psql("SELECT pg_reload_conf()")
+        waits.wait_until(lambda: standby.psql("SHOW synchronous_standby_names") == "", 30,
+                         "the standby to run without synchronous standbys", interval=0.1)
+        standby.psql("ALTER SYSTEM SET synchronous_standby_names = '%s'" % written)
+        self.assertEqual(standby.psql("SHOW synchronous_standby_names"), "")
+        return standby, last
+
+    def test_a_configuration_written_but_never_loaded_is_loaded_before_promotion(self):
+        standby, last = self.held_back_standby_with_unloaded_sync_names("walship")
+        rc, out = self.gate(standby, extra=["--synchronous-name=walship"])
+        self.assertEqual(rc, 0, out)
+        self.assertIn("promoted with synchronous_standby_names = 'walship'", out)
+        self.assertEqual(standby.psql("SHOW synchronous_standby_names"), "walship")
+        self.promote(standby)
+        self.assertEqual(standby.psql("SELECT max(n) FROM t"), str(last))
+        # No walship agent beside it yet: a commit waits (psql is stopped
+        # while it does); without the reload it returned at once.
+        r = self.env.run(["timeout", "5", self.env.pg("psql"), "-X", "-A", "-t", "-d",
+                          standby.conninfo(), "-c", "INSERT INTO t VALUES (%d, 'x')" % (last + 1)],
+                         as_user=False, timeout=60, check=False)
+        self.assertEqual(r.returncode, 124, "the commit did not wait for walship: %s%s" % (
+            r.stdout, r.stderr))
+
+    def test_a_configuration_that_does_not_name_walship_refuses_the_promotion(self):
+        standby, _ = self.held_back_standby_with_unloaded_sync_names("node1")
+        rc, out = self.gate(standby, extra=["--synchronous-name=walship"])
+        self.assertEqual(rc, 2, out)
+        self.assertIn("which does not name 'walship'", out)
+        self.assertEqual(standby.psql("SELECT pg_is_in_recovery()"), "t")
 
     # -- 2 ------------------------------------------------------------------
     def test_no_replica_reachable_refuses_unless_told_to_allow(self):

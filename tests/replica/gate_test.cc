@@ -2,6 +2,7 @@
 // into the standby's pg_wal, and the position it waits for. The whole gate
 // runs against PostgreSQL in integration/drill/pg_gate_test.py.
 #include "replica/gate.h"
+#include "replica/gate_config.h"
 
 #include "gtest/gtest.h"
 #include "tests/common/pgwal/wal_builder.h"
@@ -93,6 +94,34 @@ TEST_F(GateReplayTargetTest, WithoutProofTheTargetIsTheReplicasEnd) {
   // Another timeline's files are not there.
   EXPECT_EQ(GateReplayTarget(sys::DefaultSysCalls(), dir_, exp, 2, 3 * kSeg, valid_end - 8),
             valid_end - 8);
+}
+
+}  // namespace
+}  // namespace walship::replica
+
+namespace walship::replica {
+namespace {
+
+TEST(SyncStandbyNamesIncludeTest, ListsAsPostgreSqlReadsThem) {
+  EXPECT_TRUE(SyncStandbyNamesInclude("walship", "walship"));
+  EXPECT_TRUE(SyncStandbyNamesInclude("WalShip", "walship"));  // case-insensitive
+  EXPECT_TRUE(SyncStandbyNamesInclude("node1, walship", "walship"));
+  EXPECT_TRUE(SyncStandbyNamesInclude("FIRST 1 (walship, node1)", "walship"));
+  EXPECT_TRUE(SyncStandbyNamesInclude("ANY 1 (node1,\"walship\")", "walship"));
+  EXPECT_TRUE(SyncStandbyNamesInclude("2 ( a , walship )", "walship"));
+  EXPECT_TRUE(SyncStandbyNamesInclude("*", "walship"));
+  EXPECT_TRUE(SyncStandbyNamesInclude("ANY 1 (*)", "walship"));
+  EXPECT_TRUE(SyncStandbyNamesInclude("\"wal\"\"ship\"", "wal\"ship"));
+}
+
+TEST(SyncStandbyNamesIncludeTest, OtherNamesAndEmptyAreNot) {
+  EXPECT_FALSE(SyncStandbyNamesInclude("", "walship"));
+  EXPECT_FALSE(SyncStandbyNamesInclude("node1", "walship"));
+  EXPECT_FALSE(SyncStandbyNamesInclude("walship2, node1", "walship"));
+  EXPECT_FALSE(SyncStandbyNamesInclude("FIRST 1 (node1, node2)", "walship"));
+  // A keyword or a count is not a member.
+  EXPECT_FALSE(SyncStandbyNamesInclude("ANY 1 (node1)", "any"));
+  EXPECT_FALSE(SyncStandbyNamesInclude("ANY 1 (node1)", "1"));
 }
 
 }  // namespace
