@@ -11,6 +11,7 @@
 #include "agent/postgres/pg_client.h"
 #include "common/pgwal/wal_names.h"
 #include "common/pgwal/wal_scan.h"
+#include "common/sys/file_util.h"
 #include "replica/fetch.h"
 #include "replica/gate_config.h"
 #include "spdlog/spdlog.h"
@@ -133,6 +134,28 @@ std::vector<ReplicaEnd> AskReplicas(sys::SysCalls& sys, Clock& clock, const Gate
   return answered;
 }
 
+// GateHistoryCheck on the newest timeline history file in `pg_wal` (none:
+// timeline 1), the timeline the standby follows.
+absl::Status CheckStandbyHistory(sys::SysCalls& sys, const std::string& pg_wal,
+                                 uint32_t timeline, pg::Lsn end) {
+  auto names = sys::ListDirectory(sys, pg_wal, "WAL directory");
+  if (!names.ok()) return names.status();
+  uint32_t newest = 1;
+  for (const std::string& name : *names) {
+    uint32_t tli = 0;
+    if (pg::ParseHistoryFileName(name, &tli)) newest = std::max(newest, tli);
+  }
+  std::vector<pg::TimelineSwitch> switches;
+  if (newest > 1) {
+    auto text = sys::ReadFileToString(sys, absl::StrCat(pg_wal, "/", pg::HistoryFileName(newest)));
+    if (!text.ok()) return text.status();
+    auto parsed = pg::ParseHistoryFile(*text);
+    if (!parsed.ok()) return parsed.status();
+    switches = std::move(*parsed);
+  }
+  return GateHistoryCheck(newest, switches, timeline, end);
+}
+
 int NotReached(const std::string& why) {
   spdlog::error("gate: NOT promoting: {}", why);
   return kGateNotReached;
@@ -194,6 +217,29 @@ absl::StatusOr<std::vector<std::string>> GateFilesToFetch(const v1::HeldResponse
     names.push_back(it->second.second);
   }
   return names;
+}
+
+absl::Status GateHistoryCheck(uint32_t standby_timeline,
+                              const std::vector<pg::TimelineSwitch>& switches,
+                              uint32_t timeline, pg::Lsn end) {
+  if (timeline == standby_timeline) return absl::OkStatus();
+  if (timeline > standby_timeline) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the replicas hold timeline ", timeline, " up to ", pg::FormatLsn(end),
+        ", newer than every timeline the standby knows (", standby_timeline,
+        "): its replay position does not cover that timeline's WAL"));
+  }
+  for (const pg::TimelineSwitch& sw : switches) {
+    if (sw.parent_timeline != timeline) continue;
+    if (sw.switch_lsn >= end) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the standby left timeline ", timeline, " at ", pg::FormatLsn(sw.switch_lsn),
+        ", before the replicas' end ", pg::FormatLsn(end), " on it: the replicas hold ",
+        "commits of that timeline the standby's history does not contain"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the replicas hold timeline ", timeline, ", which is not in the history of the "
+      "standby's timeline ", standby_timeline));
 }
 
 pg::Lsn GateReplayTarget(sys::SysCalls& sys, const std::string& pg_wal,
@@ -272,12 +318,16 @@ int ReplayReplicasEnd(sys::SysCalls& sys, Clock& clock, const GateOptions& o,
       best = &r;
     }
   }
+  const std::string pg_wal = absl::StrCat(o.pg_data, "/pg_wal");
   if (standby->replay >= best->end) {
+    if (absl::Status s = CheckStandbyHistory(sys, pg_wal, best->timeline, best->end);
+        best->end > 0 && !s.ok()) {
+      return NotReached(s.ToString());
+    }
     spdlog::info("gate: the standby replayed {}, at or past the replicas' end {}: promote",
                  pg::FormatLsn(standby->replay), pg::FormatLsn(best->end));
     return kGateReached;
   }
-  const std::string pg_wal = absl::StrCat(o.pg_data, "/pg_wal");
   if (standby->received >= best->end) {
     // Its WAL receiver already wrote it all: nothing to fetch (and no file
     // it may still be writing is replaced).
@@ -299,6 +349,10 @@ int ReplayReplicasEnd(sys::SysCalls& sys, Clock& clock, const GateOptions& o,
       replay = now->replay;
       if (!now->in_recovery) return NotReached("the standby left recovery while waiting");
       if (replay >= target) {
+        if (absl::Status s = CheckStandbyHistory(sys, pg_wal, best->timeline, best->end);
+            !s.ok()) {
+          return NotReached(s.ToString());
+        }
         spdlog::info("gate: the standby replayed up to {} (replicas' end {}, from {}): promote",
                      pg::FormatLsn(replay), pg::FormatLsn(best->end),
                      pg::FormatLsn(standby->replay));

@@ -28,7 +28,10 @@
 //      just written; the end may cut a record in two, e.g. a flush of whole
 //      pages), or the end itself when the scan cannot tell;
 //   5. waits until pg_last_wal_replay_lsn() reaches that position;
-//   6. reloads the standby's configuration and reads the
+//   6. checks that the standby's history holds the replicas' timeline up to
+//      their end (GateHistoryCheck): a standby that left that timeline
+//      before the end, or never followed it, replayed some other WAL;
+//   7. reloads the standby's configuration and reads the
 //      synchronous_standby_names it will be promoted with (gate_config.h:
 //      an HA manager may have written a file PostgreSQL never reloaded);
 //      with --synchronous-name=NAME, a value that does not name NAME is
@@ -105,6 +108,17 @@ int RunGate(sys::SysCalls& sys, Clock& clock, const GateOptions& options);
 absl::StatusOr<std::vector<std::string>> GateFilesToFetch(const v1::HeldResponse& held,
                                                           uint32_t timeline, pg::Lsn from,
                                                           pg::Lsn end, uint64_t segment_size);
+
+// GateHistoryCheck: whether a standby following `standby_timeline` (whose
+// history file lists `switches`; none for timeline 1) holds the WAL of
+// `timeline` up to `end`: `timeline` is its own, or an ancestor it left at
+// or after `end`. kFailedPrecondition saying which otherwise: the replicas
+// then hold commits the standby's replay position, an LSN, does not cover
+// however far it is. The gate checks it (on the newest history file in the
+// standby's pg_wal) before it lets the standby be promoted.
+absl::Status GateHistoryCheck(uint32_t standby_timeline,
+                              const std::vector<pg::TimelineSwitch>& switches,
+                              uint32_t timeline, pg::Lsn end);
 
 // GateReplayTarget: where PostgreSQL will stop replaying the WAL of
 // `timeline` in `pg_wal` (read through `sys`) when its valid records run

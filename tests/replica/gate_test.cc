@@ -126,3 +126,34 @@ TEST(SyncStandbyNamesIncludeTest, OtherNamesAndEmptyAreNot) {
 
 }  // namespace
 }  // namespace walship::replica
+
+namespace walship::replica {
+namespace {
+
+TEST(GateHistoryCheckTest, TheStandbysOwnTimelineOrAnAncestorLeftAfterTheEnd) {
+  // Timeline 3 forked from 2 at 0/5000000, 2 from 1 at 0/3000000.
+  const std::vector<pg::TimelineSwitch> h3 = {{1, 0x3000000}, {2, 0x5000000}};
+  EXPECT_TRUE(GateHistoryCheck(1, {}, 1, 0x9000000).ok());
+  EXPECT_TRUE(GateHistoryCheck(3, h3, 3, 0x9000000).ok());
+  EXPECT_TRUE(GateHistoryCheck(3, h3, 2, 0x5000000).ok());  // up to the switch
+  EXPECT_TRUE(GateHistoryCheck(3, h3, 1, 0x2FFFFF0).ok());
+}
+
+TEST(GateHistoryCheckTest, OtherHistoriesAreRefusedWithTheReason) {
+  const std::vector<pg::TimelineSwitch> h3 = {{1, 0x3000000}, {2, 0x5000000}};
+  // Left timeline 2 before the replicas' end on it.
+  absl::Status s = GateHistoryCheck(3, h3, 2, 0x5000100);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("left timeline 2 at 0/5000000"), std::string::npos) << s;
+  // A newer timeline than the standby knows: its replay LSN means nothing.
+  s = GateHistoryCheck(2, {{1, 0x3000000}}, 3, 0x100);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("newer than every timeline"), std::string::npos) << s;
+  // A timeline beside the standby's, not its ancestor.
+  s = GateHistoryCheck(4, {{1, 0x3000000}, {3, 0x6000000}}, 2, 0x100);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("not in the history"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace walship::replica
