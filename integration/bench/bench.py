@@ -16,6 +16,9 @@ Sections (each a module beside this one; --sections picks some):
             record; beside it the raw pipeline and an fdatasync probe.
   pgbench   TPC-B on the primary with walship, pg_receivewal or the raw relay
             (or nothing) beside it: the primary's TPS and flush lag.
+  synccost  pgbench TPC-B with walship and pg_receivewal --synchronous both
+            connected; rounds change only which one synchronous_standby_names
+            names (or nobody): TPS, latency, latency added per commit.
   fanout    1, 2 and 4 replicas of one agent from an evicted backlog:
             aggregate durable throughput; the agent's storage reads
             (/proc/PID/io read_bytes) against the bytes shipped.
@@ -43,12 +46,14 @@ from integration.bench.bench_pg import Pg, section_pg
 from integration.bench.bench_pgbench import (
     PGBENCH_VARIANTS, known_pgbench_variant, section_pgbench)
 from integration.bench.bench_procs import Config, Ctx, log, read_text, rm
+from integration.bench.bench_synccost import section_synccost
 
 
 # ---------------------------------------------------------------------------
 
 
-SECTIONS = ["catchup", "pg", "live", "pgbench", "fanout"]
+SECTIONS = ["catchup", "pg", "live", "pgbench", "synccost", "fanout"]
+PG_SECTIONS = ("pg", "pgbench", "synccost")
 
 
 def main(argv=None):
@@ -103,12 +108,12 @@ def main(argv=None):
                     results["sections"][name] = section_live(ctx)
                 elif name == "fanout":
                     results["sections"][name] = section_fanout(ctx, fan)
-                elif name in ("pg", "pgbench"):
+                elif name in PG_SECTIONS:
                     if pg is None:
                         pg = Pg(ctx, cfg.pg_segsize_mb)
                         pg.setup()
-                    results["sections"][name] = (section_pg(ctx, pg) if name == "pg"
-                                                 else section_pgbench(ctx, pg))
+                    results["sections"][name] = {"pg": section_pg, "pgbench": section_pgbench,
+                                                 "synccost": section_synccost}[name](ctx, pg)
                 results["sections"].setdefault(name, {})["elapsed_s"] = time.monotonic() - t
                 log("section %s done in %.0fs", name, time.monotonic() - t)
             except Exception as e:  # record, go on with the next section

@@ -1,0 +1,207 @@
+"""The synccost section: what a synchronous commit costs through walship and
+through pg_receivewal --synchronous, both connected throughout; rounds change
+only which of them synchronous_standby_names names (or nobody)."""
+
+import os
+import re
+import subprocess
+import threading
+
+from integration import harness as kit
+from integration.bench.bench_procs import log, median_summary, rotate
+from integration.walshiptest import daemons
+from integration.walshiptest.lsn import parse_lsn
+from integration.walshiptest.pg import SUPERUSER
+from integration.walshiptest.waits import StepError
+
+# Which standby synchronous_standby_names names in a round ("none": nobody);
+# each is also its application_name in pg_stat_replication.
+VARIANTS = ["walship", "pg_receivewal", "none"]
+RECEIVERS = ["walship", "pg_receivewal"]
+
+
+def set_sync(pg, variant):
+    """Names `variant`'s standby synchronous (nobody for "none") and waits
+    until pg_stat_replication shows exactly that."""
+    names = "" if variant == "none" else variant
+    pg.psql("ALTER SYSTEM SET synchronous_standby_names = '%s'" % names)
+    pg.psql("SELECT pg_reload_conf()")
+
+    def states():
+        out = pg.session().fetch(
+            "SELECT coalesce(string_agg(application_name || '=' || sync_state, ','), '') "
+            "FROM pg_stat_replication")
+        return dict(x.split("=", 1) for x in out.split(",") if x)
+
+    def ok():
+        s = states()
+        return all(s.get(r) == ("sync" if r == variant else "async") for r in RECEIVERS)
+    kit.wait_until(ok, 30, lambda: "sync_state for %s (now %s)" % (variant, states()),
+                   interval=0.05)
+
+
+def flushed(pg, application_name):
+    return parse_lsn(pg.session().fetch(
+        "SELECT coalesce((SELECT flush_lsn::text FROM pg_stat_replication "
+        "WHERE application_name = '%s'), '0/0')" % application_name))
+
+
+def lag_sampler(pg, stop, lags, load_from):
+    """Every ~20 ms: each receiver's flush_lag (pg_stat_replication), once it
+    has replied about WAL of the load."""
+    q = ("SELECT coalesce(string_agg(application_name || ' ' || flush_lsn::text || ' ' || "
+         "coalesce(extract(epoch from flush_lag)::text, '-'), ','), '') "
+         "FROM pg_stat_replication")
+    while not stop.is_set():
+        try:
+            out = pg.session().fetch(q)
+        except StepError:
+            return
+        for row in out.split(","):
+            f = row.split()
+            if len(f) == 3 and f[0] in lags and f[2] != "-" and parse_lsn(f[1]) > load_from:
+                lags[f[0]].append(float(f[2]) * 1e3)
+        stop.wait(0.02)
+
+
+def pct(vals, p):
+    s = sorted(vals)
+    return s[min(len(s) - 1, int(p / 100.0 * len(s)))] if s else None
+
+
+def run_round(ctx, pg, variant):
+    """One round: `variant` synchronous, CHECKPOINT, pgbench; TPS, average
+    latency and each receiver's flush lag p50 / p90 during it."""
+    cfg = ctx.cfg
+    set_sync(pg, variant)
+    pg.psql("CHECKPOINT")
+    lags = {r: [] for r in RECEIVERS}
+    stop = threading.Event()
+    th = threading.Thread(target=lag_sampler, args=(pg, stop, lags, pg.flush_lsn()),
+                          daemon=True)
+    th.start()
+    try:
+        out = subprocess.run([pg.tool("pgbench"), "-n", "-M", "prepared",
+                              "-c", str(cfg.synccost_clients), "-j", "2",
+                              "-T", str(cfg.synccost_seconds), "-h", pg.sockdir,
+                              "-p", str(pg.port), "-U", SUPERUSER, "postgres"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             timeout=cfg.synccost_seconds + 120)
+    finally:
+        stop.set()
+        th.join(10)
+    m = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out.stdout)
+    lat = re.search(r"latency average = ([0-9.]+) ms", out.stdout)
+    if out.returncode != 0 or not m or not lat:
+        raise RuntimeError("pgbench failed: %s" % out.stdout[-2000:])
+    res = {"tps": float(m.group(1)), "latency_ms": float(lat.group(1))}
+    for r in RECEIVERS:
+        res["%s_lag_p50_ms" % r] = pct(lags[r], 50)
+        res["%s_lag_p90_ms" % r] = pct(lags[r], 90)
+    return res
+
+
+class Receivers(object):
+    """walship (agent with its flush feed + replica) and pg_receivewal
+    --synchronous, each with a replication slot, connected for the whole
+    section."""
+
+    def __init__(self, ctx, pg):
+        self.ctx, self.pg = ctx, pg
+        self.agent = self.replica = self.rw = None
+
+    def start(self):
+        ctx, pg = self.ctx, self.pg
+        for slot in ("walship", "sync_rw"):
+            pg.drop_slot(slot)
+        pg.psql("SELECT pg_create_physical_replication_slot('sync_rw', true)")
+        self.rw = ctx.procs.start("pg_receivewal-sync", [
+            pg.tool("pg_receivewal"), "-D", ctx.fresh_dir("sync-rw"), "-S", "sync_rw",
+            "--synchronous", "-n", "-d", pg.conninfo()])
+        self.agent = daemons.Agent(
+            os.path.join(pg.datadir, "pg_wal"), ctx.logdir, label="agent-sync",
+            extra_args=["--format=postgres", "--pg-data=" + pg.datadir,
+                        "--pg-conninfo=" + pg.conninfo(), "--pg-slot=walship",
+                        "--state-dir=" + ctx.fresh_dir("sync-agent-state")])
+        self.agent.start()
+        self.replica = daemons.Replica(self.agent, ctx.fresh_dir("sync-ws"), "sync",
+                                       ctx.logdir)
+        self.replica.start()
+        self.caught_up()
+
+    def caught_up(self):
+        now = self.pg.flush_lsn()
+        for r in RECEIVERS:
+            kit.wait_until(lambda: flushed(self.pg, r) >= now, 120, "%s to catch up" % r,
+                           interval=0.05)
+
+    def stop_walship(self):
+        # The replica first: the agent's end would only make it reconnect.
+        for d in (self.replica, self.agent):
+            if d is not None and d.running():
+                d.stop()
+
+    def stop(self):
+        self.stop_walship()
+        if self.rw is not None:
+            self.rw.stop()
+
+
+def section_synccost(ctx, pg):
+    cfg = ctx.cfg
+    pg.drop_slot("bench_hold")
+    pg.psql("DROP TABLE IF EXISTS bench_fill")
+    r = subprocess.run([pg.tool("pgbench"), "-i", "-q", "-s", str(cfg.synccost_scale),
+                        "-h", pg.sockdir, "-p", str(pg.port), "-U", SUPERUSER, "postgres"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError("pgbench -i failed: %s" % r.stdout[-2000:])
+    recv = Receivers(ctx, pg)
+    runs = {v: [] for v in VARIANTS}
+    traced = None
+    try:
+        recv.start()
+        for rnd in range(cfg.rounds):
+            for v in rotate(VARIANTS, rnd):
+                res = run_round(ctx, pg, v)
+                runs[v].append(res)
+                log("synccost round %d %-13s tps %.0f latency %.3f ms; flush lag p50 "
+                    "walship %s pg_receivewal %s ms", rnd + 1, v, res["tps"],
+                    res["latency_ms"], *["%.2f" % res[k] if res[k] is not None else "-"
+                                         for k in ("walship_lag_p50_ms",
+                                                   "pg_receivewal_lag_p50_ms")])
+    finally:
+        # Nothing may wait on a receiver that is about to stop.
+        pg.psql("ALTER SYSTEM RESET synchronous_standby_names", check=False)
+        pg.psql("SELECT pg_reload_conf()", check=False)
+        recv.stop()
+        for slot in ("walship", "sync_rw"):
+            pg.drop_slot(slot)
+    return summarize(cfg, runs, traced)
+
+
+def summarize(cfg, runs, traced):
+    """The section's results: runs, medians, added latency and the ratio."""
+    summary = {v: {k: median_summary([r.get(k) for r in rs])
+                   for k in ("tps", "latency_ms", "walship_lag_p50_ms", "walship_lag_p90_ms",
+                             "pg_receivewal_lag_p50_ms", "pg_receivewal_lag_p90_ms")}
+               for v, rs in runs.items()}
+
+    def m(v, k):
+        s = summary.get(v, {}).get(k)
+        return s["median"] if s else None
+    base = m("none", "latency_ms")
+    added = {r: (m(r, "latency_ms") - base if base is not None and m(r, "latency_ms")
+                 is not None else None) for r in RECEIVERS}
+    ratio = (added["walship"] / added["pg_receivewal"]
+             if added["walship"] is not None and added["pg_receivewal"] else None)
+    return {"scale": cfg.synccost_scale, "clients": cfg.synccost_clients,
+            "seconds": cfg.synccost_seconds, "rounds": cfg.rounds, "runs": runs,
+            "summary": summary, "added_latency_ms": added, "added_ratio": ratio,
+            "traced": traced,
+            "method": "both receivers connected throughout; each round changes only "
+                      "synchronous_standby_names (ALTER SYSTEM, pg_reload_conf, then "
+                      "pg_stat_replication shows the intended sync_state), then CHECKPOINT "
+                      "and pgbench -M prepared -c %d -j 2 -T %d; rounds interleaved and "
+                      "rotated; added latency = median average latency minus nobody's" % (
+                          cfg.synccost_clients, cfg.synccost_seconds)}
