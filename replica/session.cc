@@ -49,6 +49,7 @@ WriterOptions WriterOptionsFor(const ReplicaOptions& options, MetricsRegistry& m
   wo.pipe_bytes = options.pipe_bytes;
   wo.drop_behind = options.drop_behind;
   wo.io.io_timeout = options.io_timeout;
+  wo.trace = options.commit_trace;
   wo.on_data_sync = [sync_seconds = metrics.Histogram("walship_replica_data_fdatasync_seconds",
                                                       "", {})](absl::Duration d) {
     sync_seconds.Observe({}, absl::ToDoubleSeconds(d));
@@ -286,6 +287,11 @@ bool Session::ReceiveFrame(std::string& name) {
     }
     if (s.ok()) s = writer_.BeginSegment(name, h->segment_id, h->offset);
   } else if (h->type == wire::FrameType::kData) {
+    if (options_.commit_trace != nullptr) {
+      // The segment the last SEGMENT frame began: the agent sends a DATA
+      // frame only for the segment it is in.
+      options_.commit_trace->Record(TraceStage::kHeader, name, h->offset + h->payload_length);
+    }
     s = writer_.WriteData(sock_.get(), *h);
     if (s.ok() && !AfterData(h->payload_length)) return false;  // the cycle recorded why
   } else {
@@ -367,6 +373,10 @@ bool Session::FlushCycleLocked() {
     Fail(dp.status());
     return false;
   }
+  if (options_.commit_trace != nullptr && dp->position != last_progress_) {
+    options_.commit_trace->Record(TraceStage::kSynced, dp->position.segment,
+                                  dp->position.offset);
+  }
   if (dp->position != last_progress_) {
     last_progress_ = dp->position;
     WriteProgress(*dp);
@@ -409,6 +419,10 @@ bool Session::MaybeAck(const DurablePoint& dp) {
   acks_.set_interval(absl::Microseconds(ack_pacing_us_.load()));
   if (acks_.ShouldSend(dp.position, now)) {
     if (!SendAck(dp)) return false;
+    if (options_.commit_trace != nullptr) {
+      options_.commit_trace->Record(TraceStage::kAckSent, dp.position.segment,
+                                    dp.position.offset);
+    }
     acks_.Sent(dp.position, now);
   }
   const absl::Time due = acks_.Due();

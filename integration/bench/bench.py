@@ -18,7 +18,8 @@ Sections (each a module beside this one; --sections picks some):
             (or nothing) beside it: the primary's TPS and flush lag.
   synccost  pgbench TPC-B with walship and pg_receivewal --synchronous both
             connected; rounds change only which one synchronous_standby_names
-            names (or nobody): TPS, latency, latency added per commit.
+            names (or nobody): TPS, latency, latency added per commit; then
+            a traced walship round: where a commit's time goes.
   fanout    1, 2 and 4 replicas of one agent from an evicted backlog:
             aggregate durable throughput; the agent's storage reads
             (/proc/PID/io read_bytes) against the bytes shipped.

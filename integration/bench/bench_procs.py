@@ -51,6 +51,7 @@ class Config(object):
             self.synccost_scale = 1
             self.synccost_clients = 4
             self.synccost_seconds = 3
+            self.synccost_trace = True
         else:
             self.rounds = rounds or 3
             self.segment_bytes = 16 * MIB
@@ -85,10 +86,11 @@ class Config(object):
                                      "raw-relay-query"]
             # synccost: walship and pg_receivewal --synchronous both
             # connected; rounds change only which one is synchronous
-            # (bench_synccost.py).
+            # (bench_synccost.py); then one walship round tracing commits.
             self.synccost_scale = 10
             self.synccost_clients = 4
             self.synccost_seconds = 15
+            self.synccost_trace = True
 
     def to_json(self):
         return dict(self.__dict__)

@@ -71,13 +71,18 @@ class BenchSmokeTest(unittest.TestCase):
             # The busy loop ran beside pg_receivewal.
             self.assertGreater(pgb["pg_receivewal-busy"]["busy_cores"]["median"], 0)
         if "synccost" in sections:
-            # Each receiver was synchronous in its rounds.
+            # Each receiver was synchronous in its rounds, and the traced
+            # walship round joined both daemons' traces.
             sc = results["sections"]["synccost"]
             for v in ("walship", "pg_receivewal", "none"):
                 self.assertGreater(sc["summary"][v]["tps"]["median"], 0, v)
                 self.assertGreater(sc["summary"][v]["latency_ms"]["median"], 0, v)
             for r in ("walship", "pg_receivewal"):
                 self.assertIsNotNone(sc["summary"][r]["%s_lag_p50_ms" % r], r)
+            self.assertGreater(sc["traced"]["frames"], 0)
+            total = sc["traced"]["breakdown"][-1]
+            self.assertEqual((total["from"], total["to"]), ("feed", "status"))
+            self.assertGreater(total["p50_us"], 0)
             self.assertIn("### Synchronous commit cost", md)
 
         self.assertIn("### Targets", md)

@@ -1,6 +1,8 @@
 """The synccost section: what a synchronous commit costs through walship and
 through pg_receivewal --synchronous, both connected throughout; rounds change
-only which of them synchronous_standby_names names (or nobody)."""
+only which of them synchronous_standby_names names (or nobody). Then one
+traced round of walship (--trace-commits in both daemons) breaks a commit's
+path down by stage (commit_trace.py)."""
 
 import os
 import re
@@ -8,6 +10,7 @@ import subprocess
 import threading
 
 from integration import harness as kit
+from integration.bench import commit_trace
 from integration.bench.bench_procs import log, median_summary, rotate
 from integration.walshiptest import daemons
 from integration.walshiptest.lsn import parse_lsn
@@ -135,6 +138,16 @@ class Receivers(object):
             kit.wait_until(lambda: flushed(self.pg, r) >= now, 120, "%s to catch up" % r,
                            interval=0.05)
 
+    def restart_walship(self, extra_agent, extra_replica):
+        """Both walship daemons again, same directories, with extra flags."""
+        self.replica.stop()
+        self.agent.stop()
+        self.agent.extra_args += extra_agent
+        self.agent.restart()
+        self.replica.extra_args += extra_replica
+        self.replica.start()
+        self.caught_up()
+
     def stop_walship(self):
         # The replica first: the agent's end would only make it reconnect.
         for d in (self.replica, self.agent):
@@ -145,6 +158,23 @@ class Receivers(object):
         self.stop_walship()
         if self.rw is not None:
             self.rw.stop()
+
+
+def traced_round(ctx, pg, recv):
+    """One more walship round with both daemons tracing commits; their
+    traces joined (commit_trace.analyze) and the round's own numbers."""
+    a_path = os.path.join(ctx.work, "trace-agent.txt")
+    r_path = os.path.join(ctx.work, "trace-replica.txt")
+    set_sync(pg, "none")  # nothing waits on walship while it restarts
+    recv.restart_walship(["--trace-commits=" + a_path], ["--trace-commits=" + r_path])
+    res = run_round(ctx, pg, "walship")
+    set_sync(pg, "none")
+    recv.stop_walship()  # each writes its trace at exit
+    for p in (a_path, r_path):
+        if not os.path.exists(p):
+            raise RuntimeError("no commit trace at %s (see the daemons' logs)" % p)
+    res.update(commit_trace.analyze(a_path, r_path))
+    return res
 
 
 def section_synccost(ctx, pg):
@@ -170,6 +200,11 @@ def section_synccost(ctx, pg):
                     res["latency_ms"], *["%.2f" % res[k] if res[k] is not None else "-"
                                          for k in ("walship_lag_p50_ms",
                                                    "pg_receivewal_lag_p50_ms")])
+        if cfg.synccost_trace:
+            traced = traced_round(ctx, pg, recv)
+            log("synccost traced walship round: tps %.0f, %d of %d frames joined; total "
+                "p50 %.0f us", traced["tps"], traced["frames"], traced["sent"],
+                traced["breakdown"][-1]["p50_us"] or -1)
     finally:
         # Nothing may wait on a receiver that is about to stop.
         pg.psql("ALTER SYSTEM RESET synchronous_standby_names", check=False)

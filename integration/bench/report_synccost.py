@@ -82,4 +82,29 @@ def markdown(results):
                  _fmt(_get(sc, "added_latency_ms", "pg_receivewal"), "%.3f"),
                  _fmt(sc.get("added_ratio"), "%.2f"), sc["rounds"], sc["method"]))
     L.append("")
+    tr = sc.get("traced")
+    if tr:
+        L.append("Where a synchronous commit's time goes (one more walship round with "
+                 "`--trace-commits` in both daemons: %.0f TPS; %d of the %d frames sent "
+                 "followed through every stage):" % (tr["tps"], tr["frames"], tr["sent"]))
+        L.append("")
+        L.append("| stage | p50 µs | p90 µs |")
+        L.append("|---|---:|---:|")
+        for b in tr["breakdown"]:
+            L.append("| %s | %s | %s |" % (b["label"], _fmt(b["p50_us"], "%.0f"),
+                                           _fmt(b["p90_us"], "%.0f")))
+        rw50 = _med(sc, "pg_receivewal", "pg_receivewal_lag_p50_ms")
+        rw90 = _med(sc, "pg_receivewal", "pg_receivewal_lag_p90_ms")
+        L.append("| pg_receivewal: its whole path, flush lag (pg_stat_replication, its "
+                 "synchronous rounds) | %s | %s |" % (_fmt(rw50 and rw50 * 1e3, "%.0f"),
+                                                      _fmt(rw90 and rw90 * 1e3, "%.0f")))
+        L.append("")
+        L.append("Times on CLOCK_MONOTONIC, shared by both daemons; a frame's stages join "
+                 "by its segment and end offset (integration/bench/commit_trace.py). Each "
+                 "stage's percentiles are its own, so they do not add up to the total's. "
+                 "The replica may read a header before the agent's sendfile returns "
+                 "(negative). PostgreSQL's flush lag runs from the walsender sending WAL to "
+                 "the reply, so it starts a little after walship's `feed` and ends a "
+                 "little after its `status`.")
+        L.append("")
     return L

@@ -2,7 +2,7 @@
 import unittest
 import xml.etree.ElementTree as ET
 
-from integration.bench import bench, bench_live, report
+from integration.bench import bench, bench_live, commit_trace, report
 
 MIB = 1 << 20
 
@@ -206,6 +206,9 @@ class ReportTest(unittest.TestCase):
 
 
 def fake_synccost(walship_tps=1544.0, walship_latency=2.59):
+    breakdown = [{"label": label, "from": a, "to": b, "p50_us": 100.0, "p90_us": 180.0,
+                  "n": 900} for label, a, b in commit_trace.INTERVALS]
+    breakdown[-1].update(p50_us=380.0, p90_us=720.0)
     return {"scale": 10, "clients": 4, "seconds": 15, "rounds": 3, "method": "m",
             "summary": {
                 "walship": {"tps": s(walship_tps, walship_tps - 20, walship_tps + 30),
@@ -217,7 +220,8 @@ def fake_synccost(walship_tps=1544.0, walship_latency=2.59):
                 "none": {"tps": s(1814.0), "latency_ms": s(2.21)}},
             "added_latency_ms": {"walship": walship_latency - 2.21,
                                  "pg_receivewal": 2.44 - 2.21},
-            "added_ratio": (walship_latency - 2.21) / (2.44 - 2.21), "traced": None}
+            "added_ratio": (walship_latency - 2.21) / (2.44 - 2.21),
+            "traced": {"tps": 1500.0, "frames": 900, "sent": 950, "breakdown": breakdown}}
 
 
 class SyncCostReportTest(unittest.TestCase):
@@ -249,8 +253,21 @@ class SyncCostReportTest(unittest.TestCase):
         self.assertIn("| nobody (both connected, asynchronous) | 1814 | 2.210 | – | – |", md)
         self.assertIn("walship adds 0.380 ms to each commit where pg_receivewal adds 0.230 "
                       "(1.65x)", md)
+        self.assertIn("900 of the 950 frames sent", md)
+        self.assertIn("| frame sent -> replica read its header | 100 | 180 |", md)
+        self.assertIn("| total: feed announced -> status update written | 380 | 720 |", md)
+        self.assertIn("synchronous rounds) | 250 | 600 |", md)
         # Before the fan-out table, like the sections run.
         self.assertLess(md.index("### Synchronous commit cost"), md.index("### Fan-out"))
+
+    def test_without_a_traced_round(self):
+        r = fake()
+        sc = fake_synccost()
+        sc["traced"] = None
+        r["sections"]["synccost"] = sc
+        md = report.markdown(r)
+        self.assertIn("### Synchronous commit cost", md)
+        self.assertNotIn("Where a synchronous commit's time goes", md)
 
 
 if __name__ == "__main__":
