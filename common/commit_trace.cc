@@ -29,6 +29,8 @@ const char* TraceStageName(TraceStage stage) {
       return "ack";
     case TraceStage::kStatus:
       return "status";
+    case TraceStage::kAckWritten:
+      return "ack_written";
   }
   return "unknown";
 }

@@ -16,7 +16,9 @@
 //   replica  verified    its checksum matched
 //   replica  synced      a flush cycle's fdatasync returned (position: the
 //                        durable point it reached)
-//   replica  ack_sent    the acknowledgement of that point went out on gRPC
+//   replica  ack_sent    the acknowledgement of that point was handed to gRPC
+//   replica  ack_written gRPC's Write of it returned (the flushing thread
+//                        waits for that before it reads on)
 //   agent    ack         the agent read the acknowledgement
 //   agent    status      the standby status update carrying it was written
 //                        to the walsender
@@ -65,6 +67,7 @@ enum class TraceStage : uint8_t {
   kAckSent,
   kAck,
   kStatus,
+  kAckWritten,
 };
 
 // The stage's name in the file ("feed", "sent", ...).

@@ -70,6 +70,9 @@ def main(argv=None):
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
     ap.add_argument("--pgbench-variants", default=None,
                     help="comma-separated subset of the pgbench section's receivers")
+    ap.add_argument("--synccost-compare", default=None, metavar="DIR",
+                    help="synccost: a second walship build (walship-agent and walship-replica "
+                         "in DIR) connected beside the first, as variant walship-b")
     a = ap.parse_args(argv)
     sections = [s for s in a.sections.split(",") if s]
     bad = [s for s in sections if s not in SECTIONS]
@@ -83,6 +86,8 @@ def main(argv=None):
             ap.error("unknown pgbench variants %s (known: %s; those following by query may "
                      "end in -Nms, the pause between queries)" % (bad, ",".join(PGBENCH_VARIANTS)))
         cfg.pgbench_variants = picked
+    if a.synccost_compare:
+        cfg.synccost_compare_bin = os.path.abspath(a.synccost_compare)
     out = a.out or os.path.abspath("bench-out-%s" % time.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="walship-bench-", dir=a.work or "/var/tmp")

@@ -52,6 +52,7 @@ class Config(object):
             self.synccost_clients = 4
             self.synccost_seconds = 3
             self.synccost_trace = True
+            self.synccost_compare_bin = None
         else:
             self.rounds = rounds or 3
             self.segment_bytes = 16 * MIB
@@ -91,6 +92,7 @@ class Config(object):
             self.synccost_clients = 4
             self.synccost_seconds = 15
             self.synccost_trace = True
+            self.synccost_compare_bin = None
 
     def to_json(self):
         return dict(self.__dict__)

@@ -80,7 +80,8 @@ class BenchSmokeTest(unittest.TestCase):
             for r in ("walship", "pg_receivewal"):
                 self.assertIsNotNone(sc["summary"][r]["%s_lag_p50_ms" % r], r)
             self.assertGreater(sc["traced"]["frames"], 0)
-            total = sc["traced"]["breakdown"][-1]
+            total = [b for b in sc["traced"]["breakdown"] if b["from"] == "feed" and
+                     b["to"] == "status"][0]
             self.assertEqual((total["from"], total["to"]), ("feed", "status"))
             self.assertGreater(total["p50_us"], 0)
             self.assertIn("### Synchronous commit cost", md)

@@ -17,16 +17,28 @@ from integration.walshiptest.lsn import parse_lsn
 from integration.walshiptest.pg import SUPERUSER
 from integration.walshiptest.waits import StepError
 
-# Which standby synchronous_standby_names names in a round ("none": nobody);
-# each is also its application_name in pg_stat_replication.
+# Which standby synchronous_standby_names names in a round ("none": nobody).
+# "walship-b" (with --synccost-compare DIR) is a second walship, the
+# binaries in DIR, connected beside the first: two builds compared in the
+# same interleaved rounds.
 VARIANTS = ["walship", "pg_receivewal", "none"]
-RECEIVERS = ["walship", "pg_receivewal"]
+# Each receiver's application_name in pg_stat_replication.
+APP = {"walship": "walship", "walship-b": "walship_b", "pg_receivewal": "pg_receivewal"}
 
 
-def set_sync(pg, variant):
+def receivers(variants):
+    return [v for v in variants if v != "none"]
+
+
+def variants_of(cfg):
+    return (["walship", "walship-b", "pg_receivewal", "none"] if cfg.synccost_compare_bin
+            else list(VARIANTS))
+
+
+def set_sync(pg, variant, variants=VARIANTS):
     """Names `variant`'s standby synchronous (nobody for "none") and waits
-    until pg_stat_replication shows exactly that."""
-    names = "" if variant == "none" else variant
+    until pg_stat_replication shows exactly that for each of `variants`."""
+    names = "" if variant == "none" else APP[variant]
     pg.psql("ALTER SYSTEM SET synchronous_standby_names = '%s'" % names)
     pg.psql("SELECT pg_reload_conf()")
 
@@ -38,7 +50,8 @@ def set_sync(pg, variant):
 
     def ok():
         s = states()
-        return all(s.get(r) == ("sync" if r == variant else "async") for r in RECEIVERS)
+        return all(s.get(APP[r]) == ("sync" if r == variant else "async")
+                   for r in receivers(variants))
     kit.wait_until(ok, 30, lambda: "sync_state for %s (now %s)" % (variant, states()),
                    interval=0.05)
 
@@ -51,7 +64,7 @@ def flushed(pg, application_name):
 
 def lag_sampler(pg, stop, lags, load_from):
     """Every ~20 ms: each receiver's flush_lag (pg_stat_replication), once it
-    has replied about WAL of the load."""
+    has replied about WAL of the load; `lags` is keyed by application_name."""
     q = ("SELECT coalesce(string_agg(application_name || ' ' || flush_lsn::text || ' ' || "
          "coalesce(extract(epoch from flush_lag)::text, '-'), ','), '') "
          "FROM pg_stat_replication")
@@ -72,13 +85,13 @@ def pct(vals, p):
     return s[min(len(s) - 1, int(p / 100.0 * len(s)))] if s else None
 
 
-def run_round(ctx, pg, variant):
+def run_round(ctx, pg, variant, variants=VARIANTS):
     """One round: `variant` synchronous, CHECKPOINT, pgbench; TPS, average
     latency and each receiver's flush lag p50 / p90 during it."""
     cfg = ctx.cfg
-    set_sync(pg, variant)
+    set_sync(pg, variant, variants)
     pg.psql("CHECKPOINT")
-    lags = {r: [] for r in RECEIVERS}
+    lags = {APP[r]: [] for r in receivers(variants)}
     stop = threading.Event()
     th = threading.Thread(target=lag_sampler, args=(pg, stop, lags, pg.flush_lsn()),
                           daemon=True)
@@ -98,10 +111,13 @@ def run_round(ctx, pg, variant):
     if out.returncode != 0 or not m or not lat:
         raise RuntimeError("pgbench failed: %s" % out.stdout[-2000:])
     res = {"tps": float(m.group(1)), "latency_ms": float(lat.group(1))}
-    for r in RECEIVERS:
-        res["%s_lag_p50_ms" % r] = pct(lags[r], 50)
-        res["%s_lag_p90_ms" % r] = pct(lags[r], 90)
+    for r in receivers(variants):
+        res["%s_lag_p50_ms" % r] = pct(lags[APP[r]], 50)
+        res["%s_lag_p90_ms" % r] = pct(lags[APP[r]], 90)
     return res
+
+
+SLOTS = ("walship", "walship_b", "sync_rw")
 
 
 class Receivers(object):
@@ -109,34 +125,48 @@ class Receivers(object):
     --synchronous, each with a replication slot, connected for the whole
     section."""
 
-    def __init__(self, ctx, pg):
-        self.ctx, self.pg = ctx, pg
+    def __init__(self, ctx, pg, variants):
+        self.ctx, self.pg, self.variants = ctx, pg, variants
         self.agent = self.replica = self.rw = None
+        self.agent_b = self.replica_b = None
 
     def start(self):
         ctx, pg = self.ctx, self.pg
-        for slot in ("walship", "sync_rw"):
+        for slot in SLOTS:
             pg.drop_slot(slot)
         pg.psql("SELECT pg_create_physical_replication_slot('sync_rw', true)")
         self.rw = ctx.procs.start("pg_receivewal-sync", [
             pg.tool("pg_receivewal"), "-D", ctx.fresh_dir("sync-rw"), "-S", "sync_rw",
             "--synchronous", "-n", "-d", pg.conninfo()])
-        self.agent = daemons.Agent(
-            os.path.join(pg.datadir, "pg_wal"), ctx.logdir, label="agent-sync",
-            extra_args=["--format=postgres", "--pg-data=" + pg.datadir,
-                        "--pg-conninfo=" + pg.conninfo(), "--pg-slot=walship",
-                        "--state-dir=" + ctx.fresh_dir("sync-agent-state")])
-        self.agent.start()
-        self.replica = daemons.Replica(self.agent, ctx.fresh_dir("sync-ws"), "sync",
-                                       ctx.logdir)
-        self.replica.start()
+        self.agent, self.replica = self.walship("walship", None)
+        if "walship-b" in self.variants:
+            self.agent_b, self.replica_b = self.walship("walship_b",
+                                                        self.ctx.cfg.synccost_compare_bin)
         self.caught_up()
+
+    def walship(self, name, bin_dir):
+        """An agent (feed and slot `name`) and its replica, started; from
+        `bin_dir` when given."""
+        ctx, pg = self.ctx, self.pg
+        prog = (lambda b: os.path.join(bin_dir, b)) if bin_dir else (lambda b: None)
+        agent = daemons.Agent(
+            os.path.join(pg.datadir, "pg_wal"), ctx.logdir, label="agent-" + name,
+            program=prog("walship-agent"),
+            extra_args=["--format=postgres", "--pg-data=" + pg.datadir,
+                        "--pg-conninfo=" + pg.conninfo(), "--pg-slot=" + name,
+                        "--pg-feed-name=" + name,
+                        "--state-dir=" + ctx.fresh_dir("sync-agent-state")])
+        agent.start()
+        replica = daemons.Replica(agent, ctx.fresh_dir("sync-" + name), name, ctx.logdir,
+                                  program=prog("walship-replica"))
+        replica.start()
+        return agent, replica
 
     def caught_up(self):
         now = self.pg.flush_lsn()
-        for r in RECEIVERS:
-            kit.wait_until(lambda: flushed(self.pg, r) >= now, 120, "%s to catch up" % r,
-                           interval=0.05)
+        for r in receivers(self.variants):
+            kit.wait_until(lambda: flushed(self.pg, APP[r]) >= now, 120,
+                           "%s to catch up" % r, interval=0.05)
 
     def restart_walship(self, extra_agent, extra_replica):
         """Both walship daemons again, same directories, with extra flags."""
@@ -148,14 +178,14 @@ class Receivers(object):
         self.replica.start()
         self.caught_up()
 
-    def stop_walship(self):
+    def stop_walship(self, both=False):
         # The replica first: the agent's end would only make it reconnect.
-        for d in (self.replica, self.agent):
+        for d in (self.replica, self.agent) + ((self.replica_b, self.agent_b) if both else ()):
             if d is not None and d.running():
                 d.stop()
 
     def stop(self):
-        self.stop_walship()
+        self.stop_walship(both=True)
         if self.rw is not None:
             self.rw.stop()
 
@@ -165,10 +195,10 @@ def traced_round(ctx, pg, recv):
     traces joined (commit_trace.analyze) and the round's own numbers."""
     a_path = os.path.join(ctx.work, "trace-agent.txt")
     r_path = os.path.join(ctx.work, "trace-replica.txt")
-    set_sync(pg, "none")  # nothing waits on walship while it restarts
+    set_sync(pg, "none", recv.variants)  # nothing waits on walship while it restarts
     recv.restart_walship(["--trace-commits=" + a_path], ["--trace-commits=" + r_path])
-    res = run_round(ctx, pg, "walship")
-    set_sync(pg, "none")
+    res = run_round(ctx, pg, "walship", recv.variants)
+    set_sync(pg, "none", recv.variants)
     recv.stop_walship()  # each writes its trace at exit
     for p in (a_path, r_path):
         if not os.path.exists(p):
@@ -186,40 +216,41 @@ def section_synccost(ctx, pg):
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     if r.returncode != 0:
         raise RuntimeError("pgbench -i failed: %s" % r.stdout[-2000:])
-    recv = Receivers(ctx, pg)
-    runs = {v: [] for v in VARIANTS}
+    variants = variants_of(cfg)
+    recv = Receivers(ctx, pg, variants)
+    runs = {v: [] for v in variants}
     traced = None
     try:
         recv.start()
         for rnd in range(cfg.rounds):
-            for v in rotate(VARIANTS, rnd):
-                res = run_round(ctx, pg, v)
+            for v in rotate(variants, rnd):
+                res = run_round(ctx, pg, v, variants)
                 runs[v].append(res)
-                log("synccost round %d %-13s tps %.0f latency %.3f ms; flush lag p50 "
-                    "walship %s pg_receivewal %s ms", rnd + 1, v, res["tps"],
-                    res["latency_ms"], *["%.2f" % res[k] if res[k] is not None else "-"
-                                         for k in ("walship_lag_p50_ms",
-                                                   "pg_receivewal_lag_p50_ms")])
+                log("synccost round %d %-13s tps %.0f latency %.3f ms; flush lag p50 %s",
+                    rnd + 1, v, res["tps"], res["latency_ms"], " ".join(
+                        "%s %s" % (r, "%.2f ms" % res[r + "_lag_p50_ms"]
+                                   if res[r + "_lag_p50_ms"] is not None else "-")
+                        for r in receivers(variants)))
         if cfg.synccost_trace:
             traced = traced_round(ctx, pg, recv)
             log("synccost traced walship round: tps %.0f, %d of %d frames joined; total "
                 "p50 %.0f us", traced["tps"], traced["frames"], traced["sent"],
-                traced["breakdown"][-1]["p50_us"] or -1)
+                commit_trace.total(traced["breakdown"])["p50_us"] or -1)
     finally:
         # Nothing may wait on a receiver that is about to stop.
         pg.psql("ALTER SYSTEM RESET synchronous_standby_names", check=False)
         pg.psql("SELECT pg_reload_conf()", check=False)
         recv.stop()
-        for slot in ("walship", "sync_rw"):
+        for slot in SLOTS:
             pg.drop_slot(slot)
     return summarize(cfg, runs, traced)
 
 
 def summarize(cfg, runs, traced):
     """The section's results: runs, medians, added latency and the ratio."""
-    summary = {v: {k: median_summary([r.get(k) for r in rs])
-                   for k in ("tps", "latency_ms", "walship_lag_p50_ms", "walship_lag_p90_ms",
-                             "pg_receivewal_lag_p50_ms", "pg_receivewal_lag_p90_ms")}
+    rs_ = receivers(list(runs))
+    keys = ["tps", "latency_ms"] + ["%s_lag_p%d_ms" % (r, q) for r in rs_ for q in (50, 90)]
+    summary = {v: {k: median_summary([r.get(k) for r in rs]) for k in keys}
                for v, rs in runs.items()}
 
     def m(v, k):
@@ -227,13 +258,13 @@ def summarize(cfg, runs, traced):
         return s["median"] if s else None
     base = m("none", "latency_ms")
     added = {r: (m(r, "latency_ms") - base if base is not None and m(r, "latency_ms")
-                 is not None else None) for r in RECEIVERS}
+                 is not None else None) for r in rs_}
     ratio = (added["walship"] / added["pg_receivewal"]
              if added["walship"] is not None and added["pg_receivewal"] else None)
     return {"scale": cfg.synccost_scale, "clients": cfg.synccost_clients,
             "seconds": cfg.synccost_seconds, "rounds": cfg.rounds, "runs": runs,
             "summary": summary, "added_latency_ms": added, "added_ratio": ratio,
-            "traced": traced,
+            "traced": traced, "compare_bin": cfg.synccost_compare_bin,
             "method": "both receivers connected throughout; each round changes only "
                       "synchronous_standby_names (ALTER SYSTEM, pg_reload_conf, then "
                       "pg_stat_replication shows the intended sync_state), then CHECKPOINT "

@@ -13,13 +13,17 @@ followed through:
   spliced   replica: the payload landed in the segment file
   verified  replica: its checksum matched
   synced    replica: the first fdatasync whose durable point covers it
-  ack_sent  replica: the first acknowledgement covering it went out
+  ack_sent  replica: the first acknowledgement covering it was handed to gRPC
+  ack_written  replica: gRPC's Write of it returned (the flushing thread,
+            which also reads the next frames, waits for that)
   ack       agent: read the first acknowledgement covering it
   status    agent: the first status update to the walsender covering it
 
-The first five join by the exact position; the last four by the first record
+The first five join by the exact position; the others by the first record
 (in time and position order, which agree: durable points only grow) whose
-position is at or past the frame's end. A frame that does not end at an
+position is at or past the frame's end. A stage no record of the whole
+trace names (ack_written, from a build before it) is left out of every
+frame, and the intervals that need it are empty. A frame that does not end at an
 announced flush position (split by the frame size limit or a segment
 boundary) has no `feed` and is left out, as are frames some stage never
 covered (the end of the trace).
@@ -32,12 +36,12 @@ and is reported as it is.
 import bisect
 
 STAGES = ["feed", "sent", "header", "spliced", "verified", "synced", "ack_sent", "ack",
-          "status"]
+          "status", "ack_written"]
 AGENT_STAGES = {"feed", "sent", "ack", "status"}
-REPLICA_STAGES = {"header", "spliced", "verified", "synced", "ack_sent"}
+REPLICA_STAGES = {"header", "spliced", "verified", "synced", "ack_sent", "ack_written"}
 # Joined by the exact end position; the others by the first covering record.
 EXACT = ["feed", "sent", "header", "spliced", "verified"]
-COVERING = ["synced", "ack_sent", "ack", "status"]
+COVERING = ["synced", "ack_sent", "ack", "status", "ack_written"]
 # (label, from stage, to stage) of each interval of the breakdown.
 INTERVALS = [
     ("feed announced -> frame sent (publish, checksum, sendfile)", "feed", "sent"),
@@ -45,10 +49,12 @@ INTERVALS = [
     ("header -> payload spliced into the file", "header", "spliced"),
     ("spliced -> checksum verified", "spliced", "verified"),
     ("verified -> fdatasync returned", "verified", "synced"),
-    ("fdatasync -> acknowledgement sent (progress file, gRPC write)", "synced", "ack_sent"),
-    ("acknowledgement sent -> agent read it (gRPC)", "ack_sent", "ack"),
+    ("fdatasync -> acknowledgement handed to gRPC (progress file)", "synced", "ack_sent"),
+    ("acknowledgement handed to gRPC -> agent read it", "ack_sent", "ack"),
     ("agent read it -> status update written to the walsender", "ack", "status"),
     ("total: feed announced -> status update written", "feed", "status"),
+    ("beside: the replica's gRPC Write of the acknowledgement blocked the thread that reads "
+     "the next frames", "ack_sent", "ack_written"),
 ]
 
 
@@ -104,6 +110,7 @@ def join(agent_records, replica_records):
     """One {stage: ns} per frame the agent sent that every stage covered,
     ordered by position; see the top of this file."""
     exact, ordered = _index(list(agent_records) + list(replica_records))
+    covering = [s for s in COVERING if s in ordered]
     frames = []
     for key in sorted(exact.get("sent", {})):
         row = {}
@@ -113,8 +120,8 @@ def join(agent_records, replica_records):
                 break
             row[stage] = ns
         else:
-            for stage in COVERING:
-                ns = _first_covering(ordered.get(stage, []), key)
+            for stage in covering:
+                ns = _first_covering(ordered[stage], key)
                 if ns is None:
                     break
                 row[stage] = ns
@@ -136,10 +143,15 @@ def breakdown(frames):
     `frames` (join()'s output)."""
     out = []
     for label, a, b in INTERVALS:
-        vals = sorted((f[b] - f[a]) / 1e3 for f in frames)
+        vals = sorted((f[b] - f[a]) / 1e3 for f in frames if a in f and b in f)
         out.append({"label": label, "from": a, "to": b, "p50_us": _pct(vals, 50),
                     "p90_us": _pct(vals, 90), "n": len(vals)})
     return out
+
+
+def total(rows):
+    """The "feed -> status" row of breakdown()'s output."""
+    return next(r for r in rows if (r["from"], r["to"]) == ("feed", "status"))
 
 
 def analyze(agent_path, replica_path):

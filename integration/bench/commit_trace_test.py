@@ -90,11 +90,28 @@ class JoinTest(unittest.TestCase):
         frames = ct.join(agent, replica)
         self.assertEqual([f["offset"] for f in frames], [200])
 
+    def test_the_blocked_write_is_beside_the_path(self):
+        agent = [(100, "feed", SEG, 8), (110, "sent", SEG, 8), (300, "ack", SEG, 8),
+                 (320, "status", SEG, 8)]
+        replica = [(112, "header", SEG, 8), (120, "spliced", SEG, 8), (122, "verified", SEG, 8),
+                   (200, "synced", SEG, 8), (250, "ack_sent", SEG, 8),
+                   (400, "ack_written", SEG, 8)]
+        rows = {(r["from"], r["to"]): r for r in ct.breakdown(ct.join(agent, replica))}
+        self.assertEqual(rows[("ack_sent", "ack_written")]["p50_us"], 0.15)
+        self.assertEqual(rows[("ack_sent", "ack")]["p50_us"], 0.05)
+        # Without ack_written records (an older build) the frame still
+        # joins; only that interval is empty.
+        replica = replica[:-1]
+        rows = {(r["from"], r["to"]): r for r in ct.breakdown(ct.join(agent, replica))}
+        self.assertEqual(rows[("feed", "status")]["n"], 1)
+        self.assertEqual(rows[("ack_sent", "ack_written")]["n"], 0)
+        self.assertIsNone(rows[("ack_sent", "ack_written")]["p50_us"])
+
     def test_percentiles_over_frames(self):
         frames = [{s: 0 for s in ct.STAGES} for _ in range(10)]
         for i, f in enumerate(frames):
             f["status"] = (i + 1) * 1000  # 1..10 us
-        total = ct.breakdown(frames)[-1]
+        total = ct.total(ct.breakdown(frames))
         self.assertEqual((total["p50_us"], total["p90_us"], total["n"]), (6.0, 10.0, 10))
         self.assertIsNone(ct.breakdown([])[0]["p50_us"])
 
@@ -110,7 +127,7 @@ class JoinTest(unittest.TestCase):
                                (7, "ack_sent", SEG, 8)))
         out = ct.analyze(a, r)
         self.assertEqual((out["frames"], out["sent"]), (1, 2))
-        self.assertEqual(out["breakdown"][-1]["p50_us"], 0.008)
+        self.assertEqual(ct.total(out["breakdown"])["p50_us"], 0.008)
 
 
 if __name__ == "__main__":

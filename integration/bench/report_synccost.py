@@ -50,6 +50,7 @@ def target(results):
 
 
 LABELS = [("walship", "walship (agent's flush feed)"),
+          ("walship-b", "walship, the build compared (`--synccost-compare`)"),
           ("pg_receivewal", "pg_receivewal --synchronous"),
           ("none", "nobody (both connected, asynchronous)")]
 
@@ -66,7 +67,9 @@ def markdown(results):
              "its flush lag p50 / p90 ms |")
     L.append("|---|---:|---:|---:|---:|")
     for v, label in LABELS:
-        s = sc["summary"].get(v) or {}
+        if v not in sc["summary"]:
+            continue
+        s = sc["summary"][v]
         added = _get(sc, "added_latency_ms", v)
         lag = "–"
         if v != "none":

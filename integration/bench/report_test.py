@@ -208,7 +208,7 @@ class ReportTest(unittest.TestCase):
 def fake_synccost(walship_tps=1544.0, walship_latency=2.59):
     breakdown = [{"label": label, "from": a, "to": b, "p50_us": 100.0, "p90_us": 180.0,
                   "n": 900} for label, a, b in commit_trace.INTERVALS]
-    breakdown[-1].update(p50_us=380.0, p90_us=720.0)
+    commit_trace.total(breakdown).update(p50_us=380.0, p90_us=720.0)
     return {"scale": 10, "clients": 4, "seconds": 15, "rounds": 3, "method": "m",
             "summary": {
                 "walship": {"tps": s(walship_tps, walship_tps - 20, walship_tps + 30),

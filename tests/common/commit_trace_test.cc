@@ -40,8 +40,9 @@ TEST(CommitTraceTest, RecordsStageSegmentAndOffsetOnTheMonotonicClock) {
 }
 
 TEST(CommitTraceTest, EveryStageHasItsOwnName) {
-  const std::vector<std::string> want = {"feed",   "sent",     "header", "spliced", "verified",
-                                         "synced", "ack_sent", "ack",    "status"};
+  const std::vector<std::string> want = {"feed",     "sent",     "header", "spliced",
+                                         "verified", "synced",   "ack_sent", "ack",
+                                         "status",   "ack_written"};
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(TraceStageName(static_cast<TraceStage>(i)), want[i]);
   }
