@@ -261,9 +261,16 @@ def summarize(cfg, runs, traced):
                  is not None else None) for r in rs_}
     ratio = (added["walship"] / added["pg_receivewal"]
              if added["walship"] is not None and added["pg_receivewal"] else None)
+    # Every receiver is connected in every round, and the sampler reads all
+    # of them at the same instants: each one's flush lag over all rounds,
+    # synchronous or not, compares them pairwise (two walship builds too).
+    all_rounds = {r: {"p%d" % q: median_summary([x.get("%s_lag_p%d_ms" % (r, q))
+                                         for rs in runs.values() for x in rs])
+                      for q in (50, 90)} for r in rs_}
     return {"scale": cfg.synccost_scale, "clients": cfg.synccost_clients,
             "seconds": cfg.synccost_seconds, "rounds": cfg.rounds, "runs": runs,
             "summary": summary, "added_latency_ms": added, "added_ratio": ratio,
+            "lag_all_rounds": all_rounds,
             "traced": traced, "compare_bin": cfg.synccost_compare_bin,
             "method": "both receivers connected throughout; each round changes only "
                       "synchronous_standby_names (ALTER SYSTEM, pg_reload_conf, then "

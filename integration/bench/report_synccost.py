@@ -85,6 +85,14 @@ def markdown(results):
                  _fmt(_get(sc, "added_latency_ms", "pg_receivewal"), "%.3f"),
                  _fmt(sc.get("added_ratio"), "%.2f"), sc["rounds"], sc["method"]))
     L.append("")
+    every = sc.get("lag_all_rounds")
+    if every:
+        L.append("Flush lag p50 / p90 of each receiver over every round, synchronous or not "
+                 "(all connected, sampled at the same instants: a pairwise comparison): %s." %
+                 "; ".join("%s %s / %s ms" % (v, _span(every[v]["p50"], "%.2f"),
+                                               _span(every[v]["p90"], "%.2f"))
+                           for v, _ in LABELS if v in every))
+        L.append("")
     tr = sc.get("traced")
     if tr:
         L.append("Where a synchronous commit's time goes (one more walship round with "

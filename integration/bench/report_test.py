@@ -221,6 +221,8 @@ def fake_synccost(walship_tps=1544.0, walship_latency=2.59):
             "added_latency_ms": {"walship": walship_latency - 2.21,
                                  "pg_receivewal": 2.44 - 2.21},
             "added_ratio": (walship_latency - 2.21) / (2.44 - 2.21),
+            "lag_all_rounds": {"walship": {"p50": s(0.5, 0.4, 0.6), "p90": s(1.0)},
+                               "pg_receivewal": {"p50": s(0.3), "p90": s(0.7)}},
             "traced": {"tps": 1500.0, "frames": 900, "sent": 950, "breakdown": breakdown}}
 
 
@@ -253,6 +255,9 @@ class SyncCostReportTest(unittest.TestCase):
         self.assertIn("| nobody (both connected, asynchronous) | 1814 | 2.210 | – | – |", md)
         self.assertIn("walship adds 0.380 ms to each commit where pg_receivewal adds 0.230 "
                       "(1.65x)", md)
+        self.assertIn("over every round, synchronous or not (all connected, sampled at the "
+                      "same instants: a pairwise comparison): walship 0.50 (0.40–0.60) / 1.00 "
+                      "ms; pg_receivewal 0.30 / 0.70 ms.", md)
         self.assertIn("900 of the 950 frames sent", md)
         self.assertIn("| frame sent -> replica read its header | 100 | 180 |", md)
         self.assertIn("| total: feed announced -> status update written | 380 | 720 |", md)
