@@ -170,8 +170,12 @@ bool StartServers(sys::SysCalls& sys, const replica::ReplicaOptions& o,
 
 }  // namespace
 
+namespace {
+// After the flags: runs the replica until a signal or a fatal error; its
+// exit status.
 int RunReplica(sys::SysCalls& sys, ReplicaOptions& o, const std::string& serve_listen,
                const std::string& trace_commits);
+}  // namespace
 
 int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
   if (argc > 1 && std::string(argv[1]) == "restore") return RestoreMain(argc, argv, sys);
@@ -271,6 +275,7 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
   return RunReplica(sys, o, serve_listen, trace_commits);
 }
 
+namespace {
 int RunReplica(sys::SysCalls& sys, ReplicaOptions& o, const std::string& serve_listen,
                const std::string& trace_commits) {
   PrepareDaemonRuntime();
@@ -302,5 +307,6 @@ int RunReplica(sys::SysCalls& sys, ReplicaOptions& o, const std::string& serve_l
   spdlog::info("stopped");
   return 0;
 }
+}  // namespace
 
 }  // namespace walship::replica
