@@ -197,6 +197,7 @@ absl::Status Agent::Start() {
   ship.io.io_timeout = options_.io_timeout;
   // A rate limit paces each send with a sleep, which no publisher may take.
   ship.inline_sends = options_.max_rate_bytes_per_sec <= 0;
+  ship.trace = options_.commit_trace;
   ShipperRunner runner = [this, ship](int fd, const std::string& replica,
                                       const ShipStart& start, ShipperEvents* events,
                                       const std::atomic<bool>& stop) {

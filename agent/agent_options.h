@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "agent/format_options.h"
+#include "common/commit_trace.h"
 #include "common/tls.h"
 #include "common/transport.h"
 
@@ -59,6 +60,10 @@ struct AgentOptions {
   // Validate() insists on one of the two. With TLS, a replica's name must be
   // one its client certificate carries (CN or DNS SAN).
   TlsOptions tls;
+  // --trace-commits: where the per-commit path records its stages
+  // (common/commit_trace.h); null: off, at no cost. Borrowed: it must
+  // outlive the agent.
+  CommitTrace* commit_trace = nullptr;
 
   // kInvalidArgument naming the first bad field of the core's; the format
   // and its options are checked by WalFormatRegistry::Validate, which calls

@@ -330,6 +330,10 @@ class SessionReactor final
       return;
     }
     if (request_.has_ack()) {
+      if (CommitTrace* trace = service_.options_.commit_trace) {
+        trace->Record(TraceStage::kAck, request_.ack().flushed().segment(),
+                      request_.ack().flushed().offset());
+      }
       session->OnAck(request_.ack());
       service_.registry_.NotifyAck();
       if (service_.acks_total_) service_.acks_total_->Add({{"replica", session->name()}}, 1);

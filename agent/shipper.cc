@@ -133,6 +133,9 @@ absl::Status Shipper::SendData(uint64_t length) {
         absl::MakeSpan(copy_buffer_), options_.io));
   }
   pos_.offset += length;
+  if (options_.trace != nullptr) {
+    options_.trace->Record(TraceStage::kSent, pos_.segment, pos_.offset);
+  }
   events_->OnSent(pos_, length, zerocopy);
   return absl::OkStatus();
 }

@@ -59,6 +59,7 @@
 #include "agent/segment_checksums.h"
 #include "agent/stream_order.h"
 #include "common/clock.h"
+#include "common/commit_trace.h"
 #include "common/file_crc.h"
 #include "common/position.h"
 #include "common/sys/syscalls.h"
@@ -75,6 +76,8 @@ struct ShipperOptions {
   sys::TransferOptions io;
   // Off when each send must be paced (a rate limit sleeps in OnSent).
   bool inline_sends = false;
+  // Records each DATA frame sent (TraceStage::kSent); null: off. Borrowed.
+  CommitTrace* trace = nullptr;
 };
 
 class ShipperEvents {

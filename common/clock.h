@@ -8,8 +8,11 @@
 // sys::SysCalls.
 //
 // Contract: Now() is the wall-clock time (absl::Now() in production);
-// SleepFor(d) returns once `d` has passed on this clock (at once for d <= 0).
-// Neither logs, fails or allocates.
+// SleepFor(d) returns once `d` has passed on this clock (at once for d <= 0);
+// MonotonicNanos() is CLOCK_MONOTONIC in nanoseconds in production: it never
+// goes back, and every process on the machine reads the same clock, so two
+// daemons' readings can be compared (common/commit_trace.h). None of them
+// logs, fails or allocates.
 //
 // Ownership and lifetime: objects that read the time receive a `Clock&`
 // through their constructor (defaulting to DefaultClock()) and must not
@@ -19,6 +22,10 @@
 // fakes document their own rules.
 #ifndef WALSHIP_COMMON_CLOCK_H_
 #define WALSHIP_COMMON_CLOCK_H_
+
+#include <time.h>
+
+#include <cstdint>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -34,13 +41,19 @@ class Clock {
 
   virtual absl::Time Now() const = 0;
   virtual void SleepFor(absl::Duration d) = 0;
+  virtual int64_t MonotonicNanos() const = 0;
 };
 
-// The production clock: absl::Now() and absl::SleepFor().
+// The production clock: absl::Now(), absl::SleepFor() and CLOCK_MONOTONIC.
 class RealClock final : public Clock {
  public:
   absl::Time Now() const override { return absl::Now(); }
   void SleepFor(absl::Duration d) override { absl::SleepFor(d); }
+  int64_t MonotonicNanos() const override {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  }
 };
 
 // The process-lifetime RealClock (never destroyed). The default of every

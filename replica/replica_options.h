@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/commit_trace.h"
 #include "common/tls.h"
 #include "common/transport.h"
 
@@ -54,6 +55,10 @@ struct ReplicaOptions {
   // is set; Validate() insists on one. The files are read again at every
   // reconnect, so replacing them rotates the replica's certificate.
   TlsOptions tls;
+  // --trace-commits: where the per-commit path records its stages
+  // (common/commit_trace.h); null: off, at no cost. Borrowed: it must
+  // outlive the replica.
+  CommitTrace* commit_trace = nullptr;
 
   absl::Status Validate() const;
 };

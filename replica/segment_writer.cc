@@ -262,6 +262,9 @@ absl::Status SegmentWriter::LandNew(int sock, const wire::FrameHeader& h, const 
                               absl::MakeSpan(buffer_), options_.io);
   }
   uint32_t new_crc = 0;
+  if (s.ok() && options_.trace != nullptr) {
+    options_.trace->Record(TraceStage::kSpliced, t.name, written + rest);
+  }
   if (s.ok()) {
     // One pass over what landed: the frame's CRC (to verify it) and the
     // segment's running CRC (for the durable prefix and the checkpoint).
@@ -276,6 +279,9 @@ absl::Status SegmentWriter::LandNew(int sock, const wire::FrameHeader& h, const 
                      Reason::kChecksum);
     } else {
       new_crc = got->second;
+      if (options_.trace != nullptr) {
+        options_.trace->Record(TraceStage::kVerified, t.name, written + rest);
+      }
     }
   }
   if (!s.ok()) {

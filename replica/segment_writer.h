@@ -59,6 +59,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/commit_trace.h"
 #include "common/file_crc.h"
 #include "common/position.h"
 #include "common/sys/pipe.h"
@@ -86,6 +87,9 @@ struct WriterOptions {
   // the distribution. May be empty.
   std::function<void(absl::Duration)> on_data_sync;
   sys::TransferOptions io;
+  // Records each DATA frame's payload landing in its file and its checksum
+  // matching (TraceStage::kSpliced, kVerified); null: off. Borrowed.
+  CommitTrace* trace = nullptr;
 };
 
 struct WriterCounters {

@@ -49,6 +49,7 @@ WriterOptions WriterOptionsFor(const ReplicaOptions& options, MetricsRegistry& m
   wo.pipe_bytes = options.pipe_bytes;
   wo.drop_behind = options.drop_behind;
   wo.io.io_timeout = options.io_timeout;
+  wo.trace = options.commit_trace;
   wo.on_data_sync = [sync_seconds = metrics.Histogram("walship_replica_data_fdatasync_seconds",
                                                       "", {})](absl::Duration d) {
     sync_seconds.Observe({}, absl::ToDoubleSeconds(d));
@@ -286,6 +287,11 @@ bool Session::ReceiveFrame(std::string& name) {
     }
     if (s.ok()) s = writer_.BeginSegment(name, h->segment_id, h->offset);
   } else if (h->type == wire::FrameType::kData) {
+    if (options_.commit_trace != nullptr) {
+      // The segment the last SEGMENT frame began: the agent sends a DATA
+      // frame only for the segment it is in.
+      options_.commit_trace->Record(TraceStage::kHeader, name, h->offset + h->payload_length);
+    }
     s = writer_.WriteData(sock_.get(), *h);
     if (s.ok() && !AfterData(h->payload_length)) return false;  // the cycle recorded why
   } else {
@@ -367,20 +373,31 @@ bool Session::FlushCycleLocked() {
     Fail(dp.status());
     return false;
   }
-  if (dp->position != last_progress_) {
+  const absl::Duration flush_took = clock_.Now() - flush_start;
+  const bool moved = dp->position != last_progress_;
+  if (options_.commit_trace != nullptr && moved) {
+    options_.commit_trace->Record(TraceStage::kSynced, dp->position.segment,
+                                  dp->position.offset);
+  }
+  if (moved) {
     last_progress_ = dp->position;
     WriteProgress(*dp);
-    absl::MutexLock lock(&latest_mu_);
-    latest_ = *dp;
-    latest_gen_ = gen;
   }
-  CountCycle(*dp, flush_start);
-  // Only now, with the bytes durable, acknowledge: at once, or (as the
-  // agent allows) once the pacing interval since the last one has passed.
+  // Only now, with the bytes durable and named in walship.progress,
+  // acknowledge: at once, or (as the agent allows) once the pacing interval
+  // since the last one has passed.
   if (!MaybeAck(*dp)) {
     Fail(absl::UnavailableError("control stream closed"));
     return false;
   }
+  // What no acknowledgement waits for comes after it: the recorder's next
+  // point (which may wake ws-record), the metrics, the page drops.
+  if (moved) {
+    absl::MutexLock lock(&latest_mu_);
+    latest_ = *dp;
+    latest_gen_ = gen;
+  }
+  CountCycle(*dp, flush_took);
   if (writer_.HasPagesToDrop()) {
     absl::MutexLock lock(&drop_mu_);
     drop_due_ = true;
@@ -388,10 +405,10 @@ bool Session::FlushCycleLocked() {
   return true;
 }
 
-void Session::CountCycle(const DurablePoint& dp, absl::Time flush_start) {
+void Session::CountCycle(const DurablePoint& dp, absl::Duration flush_took) {
   WriterCounters c = writer_.counters();
   if (c.bytes_zerocopy > counted_.bytes_zerocopy || c.bytes_copy > counted_.bytes_copy) {
-    flush_seconds_.Observe({}, absl::ToDoubleSeconds(clock_.Now() - flush_start));
+    flush_seconds_.Observe({}, absl::ToDoubleSeconds(flush_took));
     received_.Add({{"path", "zerocopy"}},
                   static_cast<double>(c.bytes_zerocopy - counted_.bytes_zerocopy));
     received_.Add({{"path", "copy"}}, static_cast<double>(c.bytes_copy - counted_.bytes_copy));
@@ -423,7 +440,19 @@ bool Session::SendAck(const DurablePoint& dp) {
   WriterCounters c = writer_.counters();
   msg.mutable_ack()->mutable_counters()->set_bytes_zerocopy(c.bytes_zerocopy);
   msg.mutable_ack()->mutable_counters()->set_bytes_copy(c.bytes_copy);
-  return stream_->Write(msg);
+  CommitTrace* const trace = options_.commit_trace;
+  if (trace != nullptr) {
+    trace->Record(TraceStage::kAckSent, dp.position.segment, dp.position.offset);
+  }
+  // gRPC's blocking Write: it returns once the send completed, which under
+  // load may come well after the agent has read the message (the trace's
+  // ack_sent -> ack_written; the callback API's non-blocking write measured
+  // no better, see docs/benchmarks.md).
+  const bool ok = stream_->Write(msg);
+  if (trace != nullptr) {
+    trace->Record(TraceStage::kAckWritten, dp.position.segment, dp.position.offset);
+  }
+  return ok;
 }
 
 void Session::WriteProgress(const DurablePoint& dp) {

@@ -117,8 +117,9 @@ class Session {
   // One flush cycle; false once the session failed.
   bool FlushCycle();
   bool FlushCycleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(flush_mu_);
-  // FlushCycleLocked()'s metrics for the point `dp` it reached.
-  void CountCycle(const DurablePoint& dp, absl::Time flush_start)
+  // FlushCycleLocked()'s metrics for the point `dp` it reached, its flush
+  // having taken `flush_took`.
+  void CountCycle(const DurablePoint& dp, absl::Duration flush_took)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(flush_mu_);
   // Acknowledges `dp` if the pacer says so; false when the stream closed.
   bool MaybeAck(const DurablePoint& dp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(flush_mu_);

@@ -16,6 +16,7 @@ PostgresFormat::PostgresFormat(sys::SysCalls& sys, const AgentOptions& agent,
       sys_(sys),
       options_(options),
       ack_interval_(agent.ack_interval),
+      trace_(agent.commit_trace),
       allowed_replicas_(agent.allow_replicas),
       source_(sys, SourceOptions(agent, options), catalog, clock) {}
 
@@ -33,6 +34,7 @@ PostgresSourceOptions PostgresFormat::SourceOptions(const AgentOptions& agent,
   po.feed_query_interval = options.feed_query_interval;
   po.min_query_interval = options.query_interval;
   po.feed_async_report_interval = agent.ack_interval;
+  po.trace = agent.commit_trace;
   return po;
 }
 
@@ -52,11 +54,17 @@ void PostgresFormat::OnReplicaAcknowledged() {
   // tracker and synchronous commits see it without a polling delay.
   if (!link_.replicas) return;
   pg::Lsn write = 0, flush = 0;
+  Position flushed;  // the replica position `flush` comes from
   for (const ReplicaProgress& r : link_.replicas()) {
     if (auto w = source_.PositionToLsn(r.written); w.ok()) write = std::max(write, *w);
-    if (auto f = source_.PositionToLsn(r.flushed); f.ok()) flush = std::max(flush, *f);
+    if (auto f = source_.PositionToLsn(r.flushed); f.ok() && *f > flush) {
+      flush = *f;
+      flushed = r.flushed;
+    }
   }
-  source_.ReportReplicas(write, flush);
+  if (source_.ReportReplicas(write, flush) && trace_ != nullptr) {
+    trace_->Record(TraceStage::kStatus, flushed.segment, flushed.offset);
+  }
 }
 
 absl::Status PostgresFormat::Start() {

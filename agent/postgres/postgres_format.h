@@ -84,6 +84,9 @@ class PostgresFormat final : public WalSource {
   const PostgresOptions options_;
   // The agent's --ack-interval and --allow-replicas.
   const absl::Duration ack_interval_;
+  // Records each status update that carried an acknowledgement
+  // (TraceStage::kStatus); null: off.
+  CommitTrace* const trace_;
   const std::vector<std::string> allowed_replicas_;
   PostgresSource source_;
   ReplicaLink link_;  // set before Start(), then read only

@@ -129,18 +129,20 @@ PostgresSource::StatusUpdates PostgresSource::status_updates() const {
   return u;
 }
 
-void PostgresSource::ReportReplicas(pg::Lsn write, pg::Lsn flush) {
+bool PostgresSource::ReportReplicas(pg::Lsn write, pg::Lsn flush) {
   absl::MutexLock lock(&feed_mu_);
   report_write_ = std::max(report_write_, write);
   report_flush_ = std::max(report_flush_, flush);
-  if (feed_ == nullptr || !feed_->active()) return;
+  if (feed_ == nullptr || !feed_->active()) return false;
   const bool was_held = feed_->report_due() != absl::InfiniteFuture();
+  const uint64_t sent_before = feed_->reports_sent();
   absl::Status s = feed_->Report(report_write_, report_flush_, clock_.Now());
   // A failed report: the source thread notices the closed feed and falls
   // back to queries. A position newly held back: the source thread sends it
   // when due, and must wake for that rather than sleep its usual second.
   const bool newly_held = !was_held && feed_->report_due() != absl::InfiniteFuture();
   if ((!s.ok() || newly_held) && watch_.has_value()) watch_->Wake();
+  return s.ok() && feed_->reports_sent() > sent_before;
 }
 
 void PostgresSource::NoteSync() {
@@ -250,7 +252,16 @@ absl::Status PostgresSource::FollowFeed(absl::Time* last_query) {
     *last_query = clock_.Now();
     return Poll();  // at once: the primary may have gone down
   }
-  if (*announced > flush_ && !primary_down_) flush_ = *announced;
+  if (*announced > flush_ && !primary_down_) {
+    flush_ = *announced;
+    if (options_.trace != nullptr && flush_ > 0) {
+      // The byte before the position: its segment and the offset after it.
+      const uint64_t seg = pg::SegmentOfLsn(flush_ - 1, exp_.segment_size);
+      options_.trace->Record(TraceStage::kFeed,
+                             pg::SegmentName(timeline_, seg, exp_.segment_size),
+                             flush_ - pg::SegmentStartLsn(seg, exp_.segment_size));
+    }
+  }
   if (absl::Status s = Publish(timeline_, flush_); !s.ok()) return s;
   if (clock_.Now() >= next_sync_check_) CheckSyncState();
   if (clock_.Now() - *last_query >= options_.feed_query_interval) {

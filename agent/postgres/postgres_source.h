@@ -71,6 +71,7 @@
 #include "agent/segment_catalog.h"
 #include "agent/wal_source.h"
 #include "common/clock.h"
+#include "common/commit_trace.h"
 #include "common/pgwal/wal_names.h"
 #include "common/pgwal/wal_page.h"
 #include "common/position.h"
@@ -112,6 +113,9 @@ struct PostgresSourceOptions {
   // Pause before opening the feed again after it failed or broke; a refusal
   // by the server (which an operator must fix) waits 12 times longer.
   absl::Duration feed_retry = absl::Seconds(5);
+  // Records each new flush position the feed announces (TraceStage::kFeed,
+  // at the byte before it); null: off. Borrowed.
+  CommitTrace* trace = nullptr;
 };
 
 class PostgresSource final : public WalSource {
@@ -146,8 +150,9 @@ class PostgresSource final : public WalSource {
   // Reports what the replicas hold to the primary through the feed: `write`
   // the highest LSN a replica has written, `flush` the highest it has made
   // durable (0: none). Remembered and sent again at least once a second;
-  // a no-op while the feed is down. Any thread.
-  void ReportReplicas(pg::Lsn write, pg::Lsn flush);
+  // a no-op while the feed is down. Any thread. True when a status update
+  // went out now (false: the feed is down, failed, or the pacer holds it).
+  bool ReportReplicas(pg::Lsn write, pg::Lsn flush);
   // True while the flush feed is streaming. Any thread.
   bool feed_active() const;
   // True while the primary may wait for the feed's reports (its sync_state

@@ -16,6 +16,10 @@ Sections (each a module beside this one; --sections picks some):
             record; beside it the raw pipeline and an fdatasync probe.
   pgbench   TPC-B on the primary with walship, pg_receivewal or the raw relay
             (or nothing) beside it: the primary's TPS and flush lag.
+  synccost  pgbench TPC-B with walship and pg_receivewal --synchronous both
+            connected; rounds change only which one synchronous_standby_names
+            names (or nobody): TPS, latency, latency added per commit; then
+            a traced walship round: where a commit's time goes.
   fanout    1, 2 and 4 replicas of one agent from an evicted backlog:
             aggregate durable throughput; the agent's storage reads
             (/proc/PID/io read_bytes) against the bytes shipped.
@@ -43,12 +47,14 @@ from integration.bench.bench_pg import Pg, section_pg
 from integration.bench.bench_pgbench import (
     PGBENCH_VARIANTS, known_pgbench_variant, section_pgbench)
 from integration.bench.bench_procs import Config, Ctx, log, read_text, rm
+from integration.bench.bench_synccost import section_synccost
 
 
 # ---------------------------------------------------------------------------
 
 
-SECTIONS = ["catchup", "pg", "live", "pgbench", "fanout"]
+SECTIONS = ["catchup", "pg", "live", "pgbench", "synccost", "fanout"]
+PG_SECTIONS = ("pg", "pgbench", "synccost")
 
 
 def main(argv=None):
@@ -64,6 +70,9 @@ def main(argv=None):
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
     ap.add_argument("--pgbench-variants", default=None,
                     help="comma-separated subset of the pgbench section's receivers")
+    ap.add_argument("--synccost-compare", default=None, metavar="DIR",
+                    help="synccost: a second walship build (walship-agent and walship-replica "
+                         "in DIR) connected beside the first, as variant walship-b")
     a = ap.parse_args(argv)
     sections = [s for s in a.sections.split(",") if s]
     bad = [s for s in sections if s not in SECTIONS]
@@ -77,6 +86,8 @@ def main(argv=None):
             ap.error("unknown pgbench variants %s (known: %s; those following by query may "
                      "end in -Nms, the pause between queries)" % (bad, ",".join(PGBENCH_VARIANTS)))
         cfg.pgbench_variants = picked
+    if a.synccost_compare:
+        cfg.synccost_compare_bin = os.path.abspath(a.synccost_compare)
     out = a.out or os.path.abspath("bench-out-%s" % time.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="walship-bench-", dir=a.work or "/var/tmp")
@@ -103,12 +114,12 @@ def main(argv=None):
                     results["sections"][name] = section_live(ctx)
                 elif name == "fanout":
                     results["sections"][name] = section_fanout(ctx, fan)
-                elif name in ("pg", "pgbench"):
+                elif name in PG_SECTIONS:
                     if pg is None:
                         pg = Pg(ctx, cfg.pg_segsize_mb)
                         pg.setup()
-                    results["sections"][name] = (section_pg(ctx, pg) if name == "pg"
-                                                 else section_pgbench(ctx, pg))
+                    results["sections"][name] = {"pg": section_pg, "pgbench": section_pgbench,
+                                                 "synccost": section_synccost}[name](ctx, pg)
                 results["sections"].setdefault(name, {})["elapsed_s"] = time.monotonic() - t
                 log("section %s done in %.0fs", name, time.monotonic() - t)
             except Exception as e:  # record, go on with the next section

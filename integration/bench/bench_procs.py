@@ -48,6 +48,11 @@ class Config(object):
             self.pgbench_variants = ["walship", "walship-paced", "walship-query-paced",
                                      "pg_receivewal", "pg_receivewal-busy", "raw-relay",
                                      "raw-relay-query"]
+            self.synccost_scale = 1
+            self.synccost_clients = 4
+            self.synccost_seconds = 3
+            self.synccost_trace = True
+            self.synccost_compare_bin = None
         else:
             self.rounds = rounds or 3
             self.segment_bytes = 16 * MIB
@@ -80,6 +85,14 @@ class Config(object):
             self.pgbench_variants = ["none", "walship", "walship-paced", "walship-query-paced",
                                      "pg_receivewal", "pg_receivewal-busy", "raw-relay",
                                      "raw-relay-query"]
+            # synccost: walship and pg_receivewal --synchronous both
+            # connected; rounds change only which one is synchronous
+            # (bench_synccost.py); then one walship round tracing commits.
+            self.synccost_scale = 10
+            self.synccost_clients = 4
+            self.synccost_seconds = 15
+            self.synccost_trace = True
+            self.synccost_compare_bin = None
 
     def to_json(self):
         return dict(self.__dict__)

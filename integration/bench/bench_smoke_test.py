@@ -23,11 +23,13 @@ class BenchSmokeTest(unittest.TestCase):
         try:
             find_pg_bin()
         except StepError:  # no PostgreSQL 15 here
-            sections = [s for s in sections if s not in ("pg", "pgbench")]
+            sections = [s for s in sections if s not in bench.PG_SECTIONS]
         rc = bench.main(["--quick", "--out", out, "--sections", ",".join(sections)])
 
         with open(os.path.join(out, "results.json")) as f:
             results = json.load(f)
+        with open(os.path.join(out, "results.md")) as f:
+            md = f.read()
         self.assertEqual(results["errors"], {}, "sections failed")
         self.assertEqual(rc, 0)
         self.assertTrue(results["quick"])
@@ -68,9 +70,22 @@ class BenchSmokeTest(unittest.TestCase):
             self.assertIsNone(pgb["raw-relay-query"]["lag_p50_ms"])
             # The busy loop ran beside pg_receivewal.
             self.assertGreater(pgb["pg_receivewal-busy"]["busy_cores"]["median"], 0)
+        if "synccost" in sections:
+            # Each receiver was synchronous in its rounds, and the traced
+            # walship round joined both daemons' traces.
+            sc = results["sections"]["synccost"]
+            for v in ("walship", "pg_receivewal", "none"):
+                self.assertGreater(sc["summary"][v]["tps"]["median"], 0, v)
+                self.assertGreater(sc["summary"][v]["latency_ms"]["median"], 0, v)
+            for r in ("walship", "pg_receivewal"):
+                self.assertIsNotNone(sc["summary"][r]["%s_lag_p50_ms" % r], r)
+            self.assertGreater(sc["traced"]["frames"], 0)
+            total = [b for b in sc["traced"]["breakdown"] if b["from"] == "feed" and
+                     b["to"] == "status"][0]
+            self.assertEqual((total["from"], total["to"]), ("feed", "status"))
+            self.assertGreater(total["p50_us"], 0)
+            self.assertIn("### Synchronous commit cost", md)
 
-        with open(os.path.join(out, "results.md")) as f:
-            md = f.read()
         self.assertIn("### Targets", md)
         self.assertIn("| walship `--transport=zerocopy` |", md)
         root = ET.parse(os.path.join(out, "chart.svg")).getroot()

@@ -9,6 +9,8 @@ import json
 import os
 import re
 
+from integration.bench import report_synccost
+
 MIB = 1 << 20
 GIB = 1 << 30
 
@@ -168,6 +170,9 @@ def evaluate(results):
                                          "" if rr is None else
                                          " (round by round %s)" % _fmt(rr, "%.2f")),
                      "; ".join(notes)))
+    sync = report_synccost.target(results)
+    if sync is not None:
+        t.append(sync)
     for side in ("agent", "replica"):
         small = med(results, "catchup", "walship-zerocopy-small", side + "_hwm", "max")
         big = med(results, "catchup", "walship-zerocopy", side + "_hwm", "max")
@@ -482,6 +487,7 @@ def markdown(results):
         L.append("Flush lag: %s (without the feed walship has no row there). Replica-side "
                  "lag: %s. Byte lag: %s." % (m["both"], m["walship_state"], m["bytes"]))
         L.append("")
+    L += report_synccost.markdown(results)
     f = _get(results, "sections", "fanout")
     if f:
         L.append("### Fan-out (%d MiB backlog evicted from the page cache before each run)" %

@@ -2,7 +2,7 @@
 import unittest
 import xml.etree.ElementTree as ET
 
-from integration.bench import bench, bench_live, report
+from integration.bench import bench, bench_live, commit_trace, report
 
 MIB = 1 << 20
 
@@ -203,6 +203,76 @@ class ReportTest(unittest.TestCase):
                       "round by round 1.00 of pg_receivewal's)", md)
         self.assertTrue(bench.known_pgbench_variant("raw-relay-query-12ms"))
         self.assertFalse(bench.known_pgbench_variant("pg_receivewal-4ms"))
+
+
+def fake_synccost(walship_tps=1544.0, walship_latency=2.59):
+    breakdown = [{"label": label, "from": a, "to": b, "p50_us": 100.0, "p90_us": 180.0,
+                  "n": 900} for label, a, b in commit_trace.INTERVALS]
+    commit_trace.total(breakdown).update(p50_us=380.0, p90_us=720.0)
+    return {"scale": 10, "clients": 4, "seconds": 15, "rounds": 3, "method": "m",
+            "summary": {
+                "walship": {"tps": s(walship_tps, walship_tps - 20, walship_tps + 30),
+                            "latency_ms": s(walship_latency),
+                            "walship_lag_p50_ms": s(0.41), "walship_lag_p90_ms": s(0.9)},
+                "pg_receivewal": {"tps": s(1637.0), "latency_ms": s(2.44),
+                                  "pg_receivewal_lag_p50_ms": s(0.25),
+                                  "pg_receivewal_lag_p90_ms": s(0.6)},
+                "none": {"tps": s(1814.0), "latency_ms": s(2.21)}},
+            "added_latency_ms": {"walship": walship_latency - 2.21,
+                                 "pg_receivewal": 2.44 - 2.21},
+            "added_ratio": (walship_latency - 2.21) / (2.44 - 2.21),
+            "lag_all_rounds": {"walship": {"p50": s(0.5, 0.4, 0.6), "p90": s(1.0)},
+                               "pg_receivewal": {"p50": s(0.3), "p90": s(0.7)}},
+            "traced": {"tps": 1500.0, "frames": 900, "sent": 950, "breakdown": breakdown}}
+
+
+class SyncCostReportTest(unittest.TestCase):
+
+    def test_target_needs_tps_and_added_latency(self):
+        r = fake()
+        self.assertNotIn("synccost", [t["id"] for t in report.evaluate(r)])
+        r["sections"]["synccost"] = fake_synccost()
+        t = {x["id"]: x for x in report.evaluate(r)}["synccost"]
+        self.assertEqual(t["pass"], False)
+        self.assertEqual(t["measured"], "1544 vs 1637 TPS; +0.380 vs +0.230 ms per commit "
+                                        "(1.65x)")
+        r["sections"]["synccost"] = fake_synccost(1700.0, 2.40)
+        self.assertEqual({x["id"]: x for x in report.evaluate(r)}["synccost"]["pass"], True)
+        # More TPS but more added latency is still a miss.
+        r["sections"]["synccost"] = fake_synccost(1700.0, 2.50)
+        self.assertEqual({x["id"]: x for x in report.evaluate(r)}["synccost"]["pass"], False)
+
+    def test_tables(self):
+        r = fake()
+        r["sections"]["synccost"] = fake_synccost()
+        md = report.markdown(r)
+        self.assertIn("### Synchronous commit cost (pgbench TPC-B scale 10, 4 clients, 15 s "
+                      "rounds;", md)
+        self.assertIn("| walship (agent's flush feed) | 1544 (1524–1574) | 2.590 | +0.380 | "
+                      "0.41 / 0.90 |", md)
+        self.assertIn("| pg_receivewal --synchronous | 1637 | 2.440 | +0.230 | 0.25 / 0.60 |",
+                      md)
+        self.assertIn("| nobody (both connected, asynchronous) | 1814 | 2.210 | – | – |", md)
+        self.assertIn("walship adds 0.380 ms to each commit where pg_receivewal adds 0.230 "
+                      "(1.65x)", md)
+        self.assertIn("over every round, synchronous or not (all connected, sampled at the "
+                      "same instants: a pairwise comparison): walship 0.50 (0.40–0.60) / 1.00 "
+                      "ms; pg_receivewal 0.30 / 0.70 ms.", md)
+        self.assertIn("900 of the 950 frames sent", md)
+        self.assertIn("| frame sent -> replica read its header | 100 | 180 |", md)
+        self.assertIn("| total: feed announced -> status update written | 380 | 720 |", md)
+        self.assertIn("synchronous rounds) | 250 | 600 |", md)
+        # Before the fan-out table, like the sections run.
+        self.assertLess(md.index("### Synchronous commit cost"), md.index("### Fan-out"))
+
+    def test_without_a_traced_round(self):
+        r = fake()
+        sc = fake_synccost()
+        sc["traced"] = None
+        r["sections"]["synccost"] = sc
+        md = report.markdown(r)
+        self.assertIn("### Synchronous commit cost", md)
+        self.assertNotIn("Where a synchronous commit's time goes", md)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,12 @@ class FakeClock final : public Clock {
     mu_.Await(absl::Condition(&woken));
     wakes_.erase(it);
   }
+  // The fake time in nanoseconds since the epoch: monotonic as long as the
+  // test only moves it forward.
+  int64_t MonotonicNanos() const override {
+    absl::MutexLock lock(&mu_);
+    return absl::ToUnixNanos(now_);
+  }
   void Advance(absl::Duration d) {
     absl::MutexLock lock(&mu_);
     now_ += d;

@@ -1,0 +1,280 @@
+"""The synccost section: what a synchronous commit costs through walship and
+through pg_receivewal --synchronous, both connected throughout; rounds change
+only which of them synchronous_standby_names names (or nobody). Then one
+traced round of walship (--trace-commits in both daemons) breaks a commit's
+path down by stage (commit_trace.py)."""
+
+import os
+import re
+import subprocess
+import threading
+
+from integration import harness as kit
+from integration.bench import commit_trace
+from integration.bench.bench_procs import log, median_summary, rotate
+from integration.walshiptest import daemons
+from integration.walshiptest.lsn import parse_lsn
+from integration.walshiptest.pg import SUPERUSER
+from integration.walshiptest.waits import StepError
+
+# Which standby synchronous_standby_names names in a round ("none": nobody).
+# "walship-b" (with --synccost-compare DIR) is a second walship, the
+# binaries in DIR, connected beside the first: two builds compared in the
+# same interleaved rounds.
+VARIANTS = ["walship", "pg_receivewal", "none"]
+# Each receiver's application_name in pg_stat_replication.
+APP = {"walship": "walship", "walship-b": "walship_b", "pg_receivewal": "pg_receivewal"}
+
+
+def receivers(variants):
+    return [v for v in variants if v != "none"]
+
+
+def variants_of(cfg):
+    return (["walship", "walship-b", "pg_receivewal", "none"] if cfg.synccost_compare_bin
+            else list(VARIANTS))
+
+
+def set_sync(pg, variant, variants=VARIANTS):
+    """Names `variant`'s standby synchronous (nobody for "none") and waits
+    until pg_stat_replication shows exactly that for each of `variants`."""
+    names = "" if variant == "none" else APP[variant]
+    pg.psql("ALTER SYSTEM SET synchronous_standby_names = '%s'" % names)
+    pg.psql("SELECT pg_reload_conf()")
+
+    def states():
+        out = pg.session().fetch(
+            "SELECT coalesce(string_agg(application_name || '=' || sync_state, ','), '') "
+            "FROM pg_stat_replication")
+        return dict(x.split("=", 1) for x in out.split(",") if x)
+
+    def ok():
+        s = states()
+        return all(s.get(APP[r]) == ("sync" if r == variant else "async")
+                   for r in receivers(variants))
+    kit.wait_until(ok, 30, lambda: "sync_state for %s (now %s)" % (variant, states()),
+                   interval=0.05)
+
+
+def flushed(pg, application_name):
+    return parse_lsn(pg.session().fetch(
+        "SELECT coalesce((SELECT flush_lsn::text FROM pg_stat_replication "
+        "WHERE application_name = '%s'), '0/0')" % application_name))
+
+
+def lag_sampler(pg, stop, lags, load_from):
+    """Every ~20 ms: each receiver's flush_lag (pg_stat_replication), once it
+    has replied about WAL of the load; `lags` is keyed by application_name."""
+    q = ("SELECT coalesce(string_agg(application_name || ' ' || flush_lsn::text || ' ' || "
+         "coalesce(extract(epoch from flush_lag)::text, '-'), ','), '') "
+         "FROM pg_stat_replication")
+    while not stop.is_set():
+        try:
+            out = pg.session().fetch(q)
+        except StepError:
+            return
+        for row in out.split(","):
+            f = row.split()
+            if len(f) == 3 and f[0] in lags and f[2] != "-" and parse_lsn(f[1]) > load_from:
+                lags[f[0]].append(float(f[2]) * 1e3)
+        stop.wait(0.02)
+
+
+def pct(vals, p):
+    s = sorted(vals)
+    return s[min(len(s) - 1, int(p / 100.0 * len(s)))] if s else None
+
+
+def run_round(ctx, pg, variant, variants=VARIANTS):
+    """One round: `variant` synchronous, CHECKPOINT, pgbench; TPS, average
+    latency and each receiver's flush lag p50 / p90 during it."""
+    cfg = ctx.cfg
+    set_sync(pg, variant, variants)
+    pg.psql("CHECKPOINT")
+    lags = {APP[r]: [] for r in receivers(variants)}
+    stop = threading.Event()
+    th = threading.Thread(target=lag_sampler, args=(pg, stop, lags, pg.flush_lsn()),
+                          daemon=True)
+    th.start()
+    try:
+        out = subprocess.run([pg.tool("pgbench"), "-n", "-M", "prepared",
+                              "-c", str(cfg.synccost_clients), "-j", "2",
+                              "-T", str(cfg.synccost_seconds), "-h", pg.sockdir,
+                              "-p", str(pg.port), "-U", SUPERUSER, "postgres"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             timeout=cfg.synccost_seconds + 120)
+    finally:
+        stop.set()
+        th.join(10)
+    m = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out.stdout)
+    lat = re.search(r"latency average = ([0-9.]+) ms", out.stdout)
+    if out.returncode != 0 or not m or not lat:
+        raise RuntimeError("pgbench failed: %s" % out.stdout[-2000:])
+    res = {"tps": float(m.group(1)), "latency_ms": float(lat.group(1))}
+    for r in receivers(variants):
+        res["%s_lag_p50_ms" % r] = pct(lags[APP[r]], 50)
+        res["%s_lag_p90_ms" % r] = pct(lags[APP[r]], 90)
+    return res
+
+
+SLOTS = ("walship", "walship_b", "sync_rw")
+
+
+class Receivers(object):
+    """walship (agent with its flush feed + replica) and pg_receivewal
+    --synchronous, each with a replication slot, connected for the whole
+    section."""
+
+    def __init__(self, ctx, pg, variants):
+        self.ctx, self.pg, self.variants = ctx, pg, variants
+        self.agent = self.replica = self.rw = None
+        self.agent_b = self.replica_b = None
+
+    def start(self):
+        ctx, pg = self.ctx, self.pg
+        for slot in SLOTS:
+            pg.drop_slot(slot)
+        pg.psql("SELECT pg_create_physical_replication_slot('sync_rw', true)")
+        self.rw = ctx.procs.start("pg_receivewal-sync", [
+            pg.tool("pg_receivewal"), "-D", ctx.fresh_dir("sync-rw"), "-S", "sync_rw",
+            "--synchronous", "-n", "-d", pg.conninfo()])
+        self.agent, self.replica = self.walship("walship", None)
+        if "walship-b" in self.variants:
+            self.agent_b, self.replica_b = self.walship("walship_b",
+                                                        self.ctx.cfg.synccost_compare_bin)
+        self.caught_up()
+
+    def walship(self, name, bin_dir):
+        """An agent (feed and slot `name`) and its replica, started; from
+        `bin_dir` when given."""
+        ctx, pg = self.ctx, self.pg
+        prog = (lambda b: os.path.join(bin_dir, b)) if bin_dir else (lambda b: None)
+        agent = daemons.Agent(
+            os.path.join(pg.datadir, "pg_wal"), ctx.logdir, label="agent-" + name,
+            program=prog("walship-agent"),
+            extra_args=["--format=postgres", "--pg-data=" + pg.datadir,
+                        "--pg-conninfo=" + pg.conninfo(), "--pg-slot=" + name,
+                        "--pg-feed-name=" + name,
+                        "--state-dir=" + ctx.fresh_dir("sync-agent-state")])
+        agent.start()
+        replica = daemons.Replica(agent, ctx.fresh_dir("sync-" + name), name, ctx.logdir,
+                                  program=prog("walship-replica"))
+        replica.start()
+        return agent, replica
+
+    def caught_up(self):
+        now = self.pg.flush_lsn()
+        for r in receivers(self.variants):
+            kit.wait_until(lambda: flushed(self.pg, APP[r]) >= now, 120,
+                           "%s to catch up" % r, interval=0.05)
+
+    def restart_walship(self, extra_agent, extra_replica):
+        """Both walship daemons again, same directories, with extra flags."""
+        self.replica.stop()
+        self.agent.stop()
+        self.agent.extra_args += extra_agent
+        self.agent.restart()
+        self.replica.extra_args += extra_replica
+        self.replica.start()
+        self.caught_up()
+
+    def stop_walship(self, both=False):
+        # The replica first: the agent's end would only make it reconnect.
+        for d in (self.replica, self.agent) + ((self.replica_b, self.agent_b) if both else ()):
+            if d is not None and d.running():
+                d.stop()
+
+    def stop(self):
+        self.stop_walship(both=True)
+        if self.rw is not None:
+            self.rw.stop()
+
+
+def traced_round(ctx, pg, recv):
+    """One more walship round with both daemons tracing commits; their
+    traces joined (commit_trace.analyze) and the round's own numbers."""
+    a_path = os.path.join(ctx.work, "trace-agent.txt")
+    r_path = os.path.join(ctx.work, "trace-replica.txt")
+    set_sync(pg, "none", recv.variants)  # nothing waits on walship while it restarts
+    recv.restart_walship(["--trace-commits=" + a_path], ["--trace-commits=" + r_path])
+    res = run_round(ctx, pg, "walship", recv.variants)
+    set_sync(pg, "none", recv.variants)
+    recv.stop_walship()  # each writes its trace at exit
+    for p in (a_path, r_path):
+        if not os.path.exists(p):
+            raise RuntimeError("no commit trace at %s (see the daemons' logs)" % p)
+    res.update(commit_trace.analyze(a_path, r_path))
+    return res
+
+
+def section_synccost(ctx, pg):
+    cfg = ctx.cfg
+    pg.drop_slot("bench_hold")
+    pg.psql("DROP TABLE IF EXISTS bench_fill")
+    r = subprocess.run([pg.tool("pgbench"), "-i", "-q", "-s", str(cfg.synccost_scale),
+                        "-h", pg.sockdir, "-p", str(pg.port), "-U", SUPERUSER, "postgres"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError("pgbench -i failed: %s" % r.stdout[-2000:])
+    variants = variants_of(cfg)
+    recv = Receivers(ctx, pg, variants)
+    runs = {v: [] for v in variants}
+    traced = None
+    try:
+        recv.start()
+        for rnd in range(cfg.rounds):
+            for v in rotate(variants, rnd):
+                res = run_round(ctx, pg, v, variants)
+                runs[v].append(res)
+                log("synccost round %d %-13s tps %.0f latency %.3f ms; flush lag p50 %s",
+                    rnd + 1, v, res["tps"], res["latency_ms"], " ".join(
+                        "%s %s" % (r, "%.2f ms" % res[r + "_lag_p50_ms"]
+                                   if res[r + "_lag_p50_ms"] is not None else "-")
+                        for r in receivers(variants)))
+        if cfg.synccost_trace:
+            traced = traced_round(ctx, pg, recv)
+            log("synccost traced walship round: tps %.0f, %d of %d frames joined; total "
+                "p50 %.0f us", traced["tps"], traced["frames"], traced["sent"],
+                commit_trace.total(traced["breakdown"])["p50_us"] or -1)
+    finally:
+        # Nothing may wait on a receiver that is about to stop.
+        pg.psql("ALTER SYSTEM RESET synchronous_standby_names", check=False)
+        pg.psql("SELECT pg_reload_conf()", check=False)
+        recv.stop()
+        for slot in SLOTS:
+            pg.drop_slot(slot)
+    return summarize(cfg, runs, traced)
+
+
+def summarize(cfg, runs, traced):
+    """The section's results: runs, medians, added latency and the ratio."""
+    rs_ = receivers(list(runs))
+    keys = ["tps", "latency_ms"] + ["%s_lag_p%d_ms" % (r, q) for r in rs_ for q in (50, 90)]
+    summary = {v: {k: median_summary([r.get(k) for r in rs]) for k in keys}
+               for v, rs in runs.items()}
+
+    def m(v, k):
+        s = summary.get(v, {}).get(k)
+        return s["median"] if s else None
+    base = m("none", "latency_ms")
+    added = {r: (m(r, "latency_ms") - base if base is not None and m(r, "latency_ms")
+                 is not None else None) for r in rs_}
+    ratio = (added["walship"] / added["pg_receivewal"]
+             if added["walship"] is not None and added["pg_receivewal"] else None)
+    # Every receiver is connected in every round, and the sampler reads all
+    # of them at the same instants: each one's flush lag over all rounds,
+    # synchronous or not, compares them pairwise (two walship builds too).
+    all_rounds = {r: {"p%d" % q: median_summary([x.get("%s_lag_p%d_ms" % (r, q))
+                                         for rs in runs.values() for x in rs])
+                      for q in (50, 90)} for r in rs_}
+    return {"scale": cfg.synccost_scale, "clients": cfg.synccost_clients,
+            "seconds": cfg.synccost_seconds, "rounds": cfg.rounds, "runs": runs,
+            "summary": summary, "added_latency_ms": added, "added_ratio": ratio,
+            "lag_all_rounds": all_rounds,
+            "traced": traced, "compare_bin": cfg.synccost_compare_bin,
+            "method": "both receivers connected throughout; each round changes only "
+                      "synchronous_standby_names (ALTER SYSTEM, pg_reload_conf, then "
+                      "pg_stat_replication shows the intended sync_state), then CHECKPOINT "
+                      "and pgbench -M prepared -c %d -j 2 -T %d; rounds interleaved and "
+                      "rotated; added latency = median average latency minus nobody's" % (
+                          cfg.synccost_clients, cfg.synccost_seconds)}

@@ -1,0 +1,121 @@
+"""The synccost section's part of the report (report.py): its target and its
+Markdown tables. Pure functions of the results dict."""
+
+
+def _get(d, *path):
+    for p in path:
+        if not isinstance(d, dict) or p not in d or d[p] is None:
+            return None
+        d = d[p]
+    return d
+
+
+def _fmt(v, spec):
+    return "n/a" if v is None else spec % v
+
+
+def _span(s, spec):
+    """A median_summary as "median (min–max)" ("n/a" when missing)."""
+    if not s:
+        return "n/a"
+    if s["n"] == 1:
+        return spec % s["median"]
+    return (spec + " (" + spec + "–" + spec + ")") % (s["median"], s["min"], s["max"])
+
+
+def _med(sc, variant, key):
+    return _get(sc, "summary", variant, key, "median")
+
+
+def target(results):
+    """The issue's target for a synchronous commit through walship, or None
+    when the section did not run."""
+    sc = _get(results, "sections", "synccost")
+    if not sc:
+        return None
+    wt, rt = _med(sc, "walship", "tps"), _med(sc, "pg_receivewal", "tps")
+    wa = _get(sc, "added_latency_ms", "walship")
+    ra = _get(sc, "added_latency_ms", "pg_receivewal")
+    ok = None
+    if None not in (wt, rt, wa, ra):
+        ok = wt >= rt and wa <= ra
+    return {"id": "synccost", "pass": ok,
+            "target": "synchronous commit through walship: TPS >= pg_receivewal --synchronous's "
+                      "and latency added per commit no higher (both connected, rounds that "
+                      "change only synchronous_standby_names)",
+            "measured": "%s vs %s TPS; +%s vs +%s ms per commit (%sx)" % (
+                _fmt(wt, "%.0f"), _fmt(rt, "%.0f"), _fmt(wa, "%.3f"), _fmt(ra, "%.3f"),
+                _fmt(sc.get("added_ratio"), "%.2f")),
+            "note": ""}
+
+
+LABELS = [("walship", "walship (agent's flush feed)"),
+          ("walship-b", "walship, the build compared (`--synccost-compare`)"),
+          ("pg_receivewal", "pg_receivewal --synchronous"),
+          ("none", "nobody (both connected, asynchronous)")]
+
+
+def markdown(results):
+    """The section's Markdown lines ([] when it did not run)."""
+    sc = _get(results, "sections", "synccost")
+    if not sc:
+        return []
+    L = ["### Synchronous commit cost (pgbench TPC-B scale %d, %d clients, %d s rounds; "
+         "walship and pg_receivewal --synchronous both connected)" % (
+             sc["scale"], sc["clients"], sc["seconds"]), ""]
+    L.append("| synchronous standby | TPS | average latency ms | added per commit ms | "
+             "its flush lag p50 / p90 ms |")
+    L.append("|---|---:|---:|---:|---:|")
+    for v, label in LABELS:
+        if v not in sc["summary"]:
+            continue
+        s = sc["summary"][v]
+        added = _get(sc, "added_latency_ms", v)
+        lag = "–"
+        if v != "none":
+            lag = "%s / %s" % (_span(s.get("%s_lag_p50_ms" % v), "%.2f"),
+                               _span(s.get("%s_lag_p90_ms" % v), "%.2f"))
+        L.append("| %s | %s | %s | %s | %s |" % (
+            label, _span(s.get("tps"), "%.0f"), _span(s.get("latency_ms"), "%.3f"),
+            "–" if v == "none" else "+" + _fmt(added, "%.3f"), lag))
+    L.append("")
+    L.append("walship adds %s ms to each commit where pg_receivewal adds %s (%sx). Medians "
+             "over %d interleaved, rotated rounds; %s." % (
+                 _fmt(_get(sc, "added_latency_ms", "walship"), "%.3f"),
+                 _fmt(_get(sc, "added_latency_ms", "pg_receivewal"), "%.3f"),
+                 _fmt(sc.get("added_ratio"), "%.2f"), sc["rounds"], sc["method"]))
+    L.append("")
+    every = sc.get("lag_all_rounds")
+    if every:
+        L.append("Flush lag p50 / p90 of each receiver over every round, synchronous or not "
+                 "(all connected, sampled at the same instants: a pairwise comparison): %s." %
+                 "; ".join("%s %s / %s ms" % (v, _span(every[v]["p50"], "%.2f"),
+                                               _span(every[v]["p90"], "%.2f"))
+                           for v, _ in LABELS if v in every))
+        L.append("")
+    tr = sc.get("traced")
+    if tr:
+        L.append("Where a synchronous commit's time goes (one more walship round with "
+                 "`--trace-commits` in both daemons: %.0f TPS; %d of the %d frames sent "
+                 "followed through every stage):" % (tr["tps"], tr["frames"], tr["sent"]))
+        L.append("")
+        L.append("| stage | p50 µs | p90 µs |")
+        L.append("|---|---:|---:|")
+        for b in tr["breakdown"]:
+            L.append("| %s | %s | %s |" % (b["label"], _fmt(b["p50_us"], "%.0f"),
+                                           _fmt(b["p90_us"], "%.0f")))
+        rw50 = _med(sc, "pg_receivewal", "pg_receivewal_lag_p50_ms")
+        rw90 = _med(sc, "pg_receivewal", "pg_receivewal_lag_p90_ms")
+        L.append("| pg_receivewal: its whole path, flush lag (pg_stat_replication, its "
+                 "synchronous rounds) | %s | %s |" % (_fmt(rw50 and rw50 * 1e3, "%.0f"),
+                                                      _fmt(rw90 and rw90 * 1e3, "%.0f")))
+        L.append("")
+        L.append("Times on CLOCK_MONOTONIC, shared by both daemons; a frame's stages join "
+                 "by its segment and end offset (integration/bench/commit_trace.py). Each "
+                 "stage's percentiles are its own, so they do not add up to the total's. "
+                 "The replica may read a header before the agent's sendfile returns "
+                 "(negative). PostgreSQL's flush lag runs from the walsender sending WAL to "
+                 "the reply, so it starts a little after walship's `feed` and ends a "
+                 "little after its `status`.")
+        L.append("")
+    return L
