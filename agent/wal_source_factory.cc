@@ -1,6 +1,7 @@
 #include "agent/wal_source_factory.h"
 
 #include "agent/append_format.h"
+#include "agent/etcd/etcd_format.h"
 #include "agent/postgres/postgres_format.h"
 
 namespace walship::agent {
@@ -11,6 +12,7 @@ const WalFormatRegistry& KnownWalFormats() {
     // The list: each format's registration, in the order of --help.
     RegisterAppendFormat(*r);
     RegisterPostgresFormat(*r);
+    RegisterEtcdFormat(*r);
     return r;
   }();
   return *formats;
