@@ -3,6 +3,7 @@
 #include "agent/append_format.h"
 #include "agent/etcd/etcd_format.h"
 #include "agent/postgres/postgres_format.h"
+#include "agent/rocksdb/rocksdb_format.h"
 
 namespace walship::agent {
 
@@ -13,6 +14,7 @@ const WalFormatRegistry& KnownWalFormats() {
     RegisterAppendFormat(*r);
     RegisterPostgresFormat(*r);
     RegisterEtcdFormat(*r);
+    RegisterRocksdbFormat(*r);
     return r;
   }();
   return *formats;
