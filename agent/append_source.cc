@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "agent/sqlite/sqlite_wal.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
 #include "common/sys/file_util.h"
@@ -436,6 +438,7 @@ absl::StatusOr<bool> AppendSource::CheckWritten(const std::string& name, int fd,
     own = *std::move(opened);
     fd = own.get();
   }
+  if (from == 0) WALSHIP_RETURN_IF_ERROR(RefuseSqliteWal(name, fd, size));
   // A hole (sparse, or preallocated and never written) before `size`.
   sys::SysResult hole = sys_.Lseek(fd, static_cast<off_t>(from), SEEK_HOLE);
   if (hole.ok() && static_cast<uint64_t>(hole.rc) < size) {
@@ -537,6 +540,16 @@ void AppendSource::DeclareMetrics(MetricsRegistry& metrics) {
       held.Set({{"reason", std::string(HeldBackName(r))}}, n);
     }
   });
+}
+
+absl::Status AppendSource::RefuseSqliteWal(const std::string& name, int fd, uint64_t size) {
+  if (!absl::EndsWith(name, "-wal") || size < 4) return absl::OkStatus();
+  char head[4];
+  if (!sys::PreadFully(sys_, fd, head, sizeof(head), 0).ok()) return absl::OkStatus();
+  if (!sqlite::IsSqliteWal(absl::string_view(head, sizeof(head)))) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("segment ", name, " in ", options_.wal_dir,
+                                                    " is a SQLite WAL: ",
+                                                    sqlite::WhyNotSqliteWal()));
 }
 
 absl::Status AppendSource::RefusePreallocated(const std::string& name, int fd, uint64_t from,

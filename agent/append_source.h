@@ -53,6 +53,11 @@
 // The failure is kFailedPrecondition naming the file, the offset where its
 // data ends and why; what was published of the file before stays valid.
 //
+// A SQLite WAL is refused too: a segment named "...-wal" that starts with
+// SQLite's WAL magic fails the source with kFailedPrecondition saying why
+// (SQLite rewrites it from offset 0 after each checkpoint) and what works
+// instead (agent/sqlite/sqlite_wal.h).
+//
 // Changes are followed with inotify (IN_MODIFY on the tail segment costs one
 // fstat, one lseek and a one-byte pread; creations, renames and deletions
 // trigger a directory rescan), with a slow periodic rescan as a safety net
@@ -223,6 +228,9 @@ class AppendSource final : public WalSource {
   // `fd` is an open descriptor of it, or -1 to open it here.
   absl::StatusOr<bool> CheckWritten(const std::string& name, int fd, uint64_t from,
                                     uint64_t size, bool complete);
+  // kFailedPrecondition for a "-wal" segment that starts with the SQLite
+  // WAL magic (agent/sqlite/sqlite_wal.h).
+  absl::Status RefuseSqliteWal(const std::string& name, int fd, uint64_t size);
   absl::Status RefusePreallocated(const std::string& name, int fd, uint64_t from,
                                   uint64_t size, uint64_t unwritten_from, bool hole);
   // With a scanner: the shippable end of segment `name` (size `size`),

@@ -4,6 +4,7 @@
 #include "agent/etcd/etcd_format.h"
 #include "agent/postgres/postgres_format.h"
 #include "agent/rocksdb/rocksdb_format.h"
+#include "agent/sqlite/sqlite_format.h"
 
 namespace walship::agent {
 
@@ -15,6 +16,7 @@ const WalFormatRegistry& KnownWalFormats() {
     RegisterPostgresFormat(*r);
     RegisterEtcdFormat(*r);
     RegisterRocksdbFormat(*r);
+    RegisterSqliteFormat(*r);
     return r;
   }();
   return *formats;
