@@ -516,6 +516,13 @@ HeldBackState AppendSource::held_back() const {
   return held_;
 }
 
+std::optional<SourceHold> AppendSource::Hold() const {
+  if (!scanner_) return std::nullopt;
+  const HeldBackState h = held_back();
+  if (h.segment.empty()) return std::nullopt;
+  return SourceHold{h.segment, h.valid_end, h.file_size, std::string(HeldBackName(h.reason))};
+}
+
 void AppendSource::DeclareMetrics(MetricsRegistry& metrics) {
   if (!scanner_) return;
   auto valid_end = metrics.Gauge(

@@ -195,6 +195,7 @@ class AppendSource final : public WalSource {
   void DeclareMetrics(MetricsRegistry& metrics) override;
   // The open segment's valid end and what is held back past it.
   HeldBackState held_back() const;
+  std::optional<SourceHold> Hold() const override;
 
  private:
   // A segment seen ending in kPreallocatedZeroRun zero bytes.

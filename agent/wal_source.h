@@ -18,6 +18,7 @@
 #ifndef WALSHIP_AGENT_WAL_SOURCE_H_
 #define WALSHIP_AGENT_WAL_SOURCE_H_
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -47,6 +48,14 @@ struct ReplicaLink {
   // now and in every session created later. Until a source calls it,
   // replicas acknowledge at the agent's --ack-interval.
   std::function<void(absl::Duration)> set_ack_pacing;
+};
+
+// What a source holds back of its open segment (WalSource::Hold).
+struct SourceHold {
+  std::string segment;     // the open segment
+  uint64_t valid_end = 0;  // its shippable end
+  uint64_t file_size = 0;  // its size on disk
+  std::string reason;      // "none", "partial_record", "preallocated", ...
 };
 
 class WalSource {
@@ -111,6 +120,12 @@ class WalSource {
   // Status report it, so that a replica with several agents can refuse one
   // whose timeline is older than the newest it holds.
   virtual uint32_t Timeline() const { return 0; }
+
+  // For formats that find a segment's valid end from its content
+  // (record_scanner.h): the open segment's valid end, file size and why the
+  // bytes between them are not shipped; nullopt for other formats or before
+  // the first scan. Thread-safe, cheap.
+  virtual std::optional<SourceHold> Hold() const { return std::nullopt; }
 
   // Hooks for a source that acts on the agent's replicas or exports metrics.
 

@@ -186,7 +186,8 @@ class EtcdTest(h.ClusterTestCase):
         shutil.copytree(os.path.join(data, "member", "snap"), base)
         etcd.start()
 
-        agent = c.agent(wal_dir, extra_args=["--format=" + FORMAT]).start()
+        agent = c.agent(wal_dir, extra_args=["--format=" + FORMAT,
+                                             "--metrics-listen=127.0.0.1:0"]).start()
         dest = c.dir("dest")
         replica = c.replica(agent, "r1", dest=dest).start()
         loader = Loader(etcd).start()
@@ -207,12 +208,26 @@ class EtcdTest(h.ClusterTestCase):
         acked = list(loader.acked)
         log("etcd killed; %d puts acknowledged, WAL files %s", len(acked), wal_files(wal_dir))
         end = self.wait_replica_end(agent, wal_dir, "r1")
-        st = h.status(agent)
-        self.assertEqual(st.get("source_format"), FORMAT)
+        self.check_held_back(agent, end)
 
         self.check_copies(wal_dir, dest, end)
         self.check_restore(base, dest, acked)
         self.assertEqual(replica.error_lines(), [])
+
+    def check_held_back(self, agent, end):
+        """Status and metrics show the valid end and the preallocated rest."""
+        st = h.status(agent)
+        self.assertEqual(st.get("source_format"), FORMAT)
+        self.assertEqual(h.pos_of(st.get("source_end")), end)
+        self.assertEqual(int(st.get("source_file_size", 0)), SEGMENT_BYTES)
+        self.assertEqual(st.get("held_back_reason"), "preallocated")
+        m = h.scrape(agent.metrics)
+        self.assertEqual(h.metric_total(m, "walship_agent_source_valid_end_bytes",
+                                        segment=end.segment), end.offset)
+        self.assertEqual(h.metric_total(m, "walship_agent_source_held_back_bytes",
+                                        reason="preallocated"), SEGMENT_BYTES - end.offset)
+        self.assertEqual(h.metric_total(m, "walship_agent_source_held_back_bytes",
+                                        reason="partial_record"), 0)
 
     def check_copies(self, wal_dir, dest, end):
         names = wal_files(wal_dir)

@@ -139,7 +139,9 @@ class RocksdbTest(h.ClusterTestCase):
         witness.look()
         log("%d rounds acknowledged (%d keys); logs now %s", ROUNDS, len(acked), logs_in(wal))
         last = self.wait_shipped(agent, wal).segment
-        self.assertEqual(h.status(agent).get("source_format"), "rocksdb")
+        st = h.status(agent)
+        self.assertEqual(st.get("source_format"), "rocksdb")
+        self.assertEqual(st.get("held_back_reason"), "none")  # the newest log ends whole
         self.check_copies(witness.keep, dest, last)
         self.check_restore(ckpt, dest, db, acked, separate_wal_dir)
         self.assertEqual(replica.error_lines(), [])
