@@ -61,6 +61,17 @@ class SqliteTest(h.ClusterTestCase):
         self.assertIn("segment app.db-wal in %s is a SQLite WAL" % d, out)
         self.assertIn(".backup", out)
 
+    def test_backup_is_what_works(self):
+        """The alternative the refusal names: a consistent copy by SQLite."""
+        d = self.cluster.dir("db")
+        self.open_database(d)
+        copy = os.path.join(self.cluster.root, "copy.db")
+        subprocess.run([SQLITE3, os.path.join(d, "app.db"), ".backup " + copy], check=True,
+                       timeout=30)
+        rows = subprocess.run([SQLITE3, copy, "SELECT count(*) FROM t"], check=True,
+                              timeout=30, stdout=subprocess.PIPE, universal_newlines=True)
+        self.assertEqual(rows.stdout.strip(), "3")
+
 
 if __name__ == "__main__":
     unittest.main()
