@@ -51,6 +51,7 @@ void RegisterScannedFormat(WalFormatRegistry& registry, ScannedFormat format) {
         so.segment_pattern = format.segment_pattern;
         so.format_name = format.name;
         so.scanner = format.scanner;
+        so.archive_subdir = format.archive_subdir;
         return std::make_unique<AppendSource>(c.sys, so, c.catalog, c.clock);
       }));
 }

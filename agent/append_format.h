@@ -47,6 +47,8 @@ struct ScannedFormat {
   // The names of its segments (a SegmentPattern); other files are skipped.
   std::string segment_pattern;
   RecordScannerMaker scanner;
+  // AppendSourceOptions::archive_subdir.
+  std::string archive_subdir;
 };
 void RegisterScannedFormat(WalFormatRegistry& registry, ScannedFormat format);
 

@@ -288,8 +288,42 @@ absl::StatusOr<std::map<std::string, uint64_t>> AppendSource::ListSegments() {
     it = seen.count(*it) ? std::next(it) : noted_.erase(it);
   }
   if (!unshippable.ok()) return unshippable;
+  WALSHIP_RETURN_IF_ERROR(ListArchive(sizes));
   if (!pattern_.has_value()) WALSHIP_RETURN_IF_ERROR(CheckShapes(by_shape));
   return sizes;
+}
+
+absl::Status AppendSource::ListArchive(std::map<std::string, uint64_t>& sizes) {
+  archived_.clear();
+  if (options_.archive_subdir.empty() || !pattern_.has_value()) return absl::OkStatus();
+  const std::string dir = absl::StrCat(options_.wal_dir, "/", options_.archive_subdir);
+  absl::StatusOr<std::vector<std::string>> names =
+      sys::ListDirectory(sys_, dir, "WAL archive directory");
+  if (absl::IsNotFound(names.status())) return absl::OkStatus();  // none (yet)
+  if (!names.ok()) return names.status();
+  for (const std::string& name : *names) {
+    if (name.empty() || name[0] == '.' || sizes.count(name) != 0) continue;
+    if (!pattern_->Matches(name) || !wire::ValidateSegmentName(name).ok()) continue;
+    struct stat st;
+    const std::string path = absl::StrCat(dir, "/", name);
+    if (!sys_.Lstat(path.c_str(), &st).ok() || !S_ISREG(st.st_mode)) continue;
+    sizes[name] = static_cast<uint64_t>(st.st_size);
+    archived_.insert(name);
+  }
+  return absl::OkStatus();
+}
+
+std::string AppendSource::PathOf(const std::string& name) const {
+  if (archived_.count(name) != 0) {
+    return absl::StrCat(options_.wal_dir, "/", options_.archive_subdir, "/", name);
+  }
+  return absl::StrCat(options_.wal_dir, "/", name);
+}
+
+SegmentLocator AppendSource::Segments() const {
+  if (options_.archive_subdir.empty()) return SegmentLocator(options_.wal_dir);
+  return SegmentLocator(std::vector<std::string>{
+      options_.wal_dir, absl::StrCat(options_.wal_dir, "/", options_.archive_subdir)});
 }
 
 absl::Status AppendSource::CheckShapes(
@@ -418,14 +452,14 @@ void AppendSource::UpdateTail(const std::string& last, bool tail_sized_by_fd) {
   tail_name_ = last;
   if (last.empty()) return;
   // Not a regular file any more: the next scan logs and skips it.
-  auto fd = sys::OpenRegularFile(sys_, absl::StrCat(options_.wal_dir, "/", last));
+  auto fd = sys::OpenRegularFile(sys_, PathOf(last));
   if (fd.ok()) tail_fd_ = *std::move(fd);
 }
 
 absl::StatusOr<bool> AppendSource::CheckWritten(const std::string& name, int fd, uint64_t from,
                                                 uint64_t size, bool complete) {
   if (size <= from) return true;
-  const std::string path = absl::StrCat(options_.wal_dir, "/", name);
+  const std::string path = PathOf(name);
   sys::UniqueFd own;
   if (fd < 0) {
     absl::StatusOr<sys::UniqueFd> opened = sys::OpenRegularFile(sys_, path);
@@ -475,7 +509,7 @@ absl::StatusOr<uint64_t> AppendSource::ScanValidEnd(const std::string& name, int
   // Published complete before: its length is final.
   if (name < published_tail_ && published_.count(name) != 0) return from;
   if (size < from) return from;  // the next look reports the shrink
-  const std::string path = absl::StrCat(options_.wal_dir, "/", name);
+  const std::string path = PathOf(name);
   sys::UniqueFd own;
   if (fd < 0) {
     absl::StatusOr<sys::UniqueFd> opened = sys::OpenRegularFile(sys_, path);

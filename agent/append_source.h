@@ -165,6 +165,11 @@ struct AppendSourceOptions {
   // (record_scanner.h): segments are shipped up to their valid end, and the
   // preallocation refusal above does not apply. Unset: the append rules.
   RecordScannerMaker scanner;
+  // With a segment pattern: a subdirectory of wal_dir where the database
+  // moves old segments under the same name (RocksDB: "archive"). Its files
+  // that match the pattern are segments too (complete ones), found there by
+  // the source and by readers (Segments()). Empty: none.
+  std::string archive_subdir;
 };
 
 // What the source holds back of its open segment (for metrics and status).
@@ -196,6 +201,8 @@ class AppendSource final : public WalSource {
   // The open segment's valid end and what is held back past it.
   HeldBackState held_back() const;
   std::optional<SourceHold> Hold() const override;
+  // wal_dir, then its archive_subdir if any.
+  SegmentLocator Segments() const override;
 
  private:
   // A segment seen ending in kPreallocatedZeroRun zero bytes.
@@ -211,6 +218,11 @@ class AppendSource final : public WalSource {
   // The segments in the directory and their sizes (see the file comment),
   // or why the directory cannot be followed.
   absl::StatusOr<std::map<std::string, uint64_t>> ListSegments();
+  // Adds the segments of the archive subdirectory (if any) to `sizes`
+  // (names in wal_dir win) and records them in archived_.
+  absl::Status ListArchive(std::map<std::string, uint64_t>& sizes);
+  // Where segment `name` was listed.
+  std::string PathOf(const std::string& name) const;
   // Without a pattern: an error unless every name is of the one shape.
   absl::Status CheckShapes(const std::map<std::string, std::vector<std::string>>& by_shape);
   // Logs `what` about `name` once (a warning, or at debug level) until the
@@ -274,6 +286,8 @@ class AppendSource final : public WalSource {
   // segment's size must not change).
   std::unique_ptr<RecordScanner> scanner_;
   std::map<std::string, uint64_t> seen_sizes_;
+  // The segments the last listing found in the archive subdirectory.
+  std::set<std::string> archived_;
   mutable absl::Mutex held_mu_;
   HeldBackState held_ ABSL_GUARDED_BY(held_mu_);
 };

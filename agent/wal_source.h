@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "agent/segment_locator.h"
 #include "common/metrics.h"
 #include "common/position.h"
 
@@ -78,6 +79,10 @@ class WalSource {
   virtual std::string FormatName() const = 0;
   // Directory holding the segment files named in the catalog.
   virtual std::string wal_dir() const = 0;
+  // Where readers find a segment's file: wal_dir(), and for formats whose
+  // database moves old segments elsewhere under the same name (RocksDB's
+  // archive/), those directories after it (segment_locator.h).
+  virtual SegmentLocator Segments() const { return SegmentLocator(wal_dir()); }
 
   // For a replica durable at `durable` (`prefix_crc32c`: the CRC32C of its
   // bytes [0, durable.offset)) whose segment is no longer in the catalog:

@@ -4,8 +4,10 @@
 #include "agent/rocksdb/rocksdb_log.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <string>
 
@@ -182,6 +184,50 @@ TEST(RocksdbSourceTest, FollowsOnlyTheLogsOfADatabaseDirectory) {
   }
   EXPECT_EQ(catalog.Get().segments->back().shippable, eight.size());
   EXPECT_EQ(source.held_back().reason, HeldBack::kNone);
+}
+
+TEST(RocksdbSourceTest, LogsMovedToTheArchiveStaySegments) {
+  std::string dir = walship::testing::FreshTempDir("rocks-archive");
+  ASSERT_EQ(mkdir((dir + "/archive").c_str(), 0755), 0);
+  LogBuilder b4, b9, b12;
+  std::string four = b4.Add("archived before the agent started");
+  Write(dir + "/archive/000004.log", four);
+  std::string nine = b9.Add("the open log");
+  Write(dir + "/000009.log", nine);
+  SegmentCatalog catalog;
+  AppendSourceOptions o;
+  o.wal_dir = dir;
+  o.segment_pattern = kSegmentPattern;
+  o.format_name = "rocksdb";
+  o.archive_subdir = "archive";
+  o.scanner = [] { return std::make_unique<RocksdbRecordScanner>(); };
+  AppendSource source(sys::DefaultSysCalls(), o, catalog);
+  ASSERT_TRUE(source.Start().ok());
+  CatalogSnapshot s = catalog.Get();
+  ASSERT_EQ(s.segments->size(), 2u);
+  EXPECT_EQ((*s.segments)[0].name, "000004.log");
+  EXPECT_TRUE((*s.segments)[0].complete);
+  EXPECT_EQ((*s.segments)[0].shippable, four.size());
+  EXPECT_EQ(source.Segments().Path(sys::DefaultSysCalls(), "000004.log"),
+            dir + "/archive/000004.log");
+
+  // The next log appears, then RocksDB moves the old one into the archive.
+  std::string twelve = b12.Add("the next log");
+  Write(dir + "/000012.log", twelve);
+  ASSERT_EQ(rename((dir + "/000009.log").c_str(), (dir + "/archive/000009.log").c_str()), 0);
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (catalog.Get().segments->size() != 3 && absl::Now() < deadline) {
+    catalog.WaitForChange(catalog.Get().version, absl::Now() + absl::Milliseconds(100));
+  }
+  s = catalog.Get();
+  ASSERT_EQ(s.segments->size(), 3u);
+  EXPECT_EQ((*s.segments)[1].name, "000009.log");
+  EXPECT_TRUE((*s.segments)[1].complete);
+  EXPECT_EQ((*s.segments)[1].shippable, nine.size());
+  EXPECT_EQ((*s.segments)[2].shippable, twelve.size());
+  EXPECT_TRUE(s.source_status.ok()) << s.source_status;
+  EXPECT_EQ(source.Segments().Path(sys::DefaultSysCalls(), "000012.log"),
+            dir + "/000012.log");
 }
 
 }  // namespace
