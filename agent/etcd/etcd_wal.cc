@@ -99,8 +99,8 @@ absl::StatusOr<ContentEnd> EtcdRecordScanner::ScanEnd(const std::string& name,
     if (word->size() < 8 || absl::little_endian::Load64(word->data()) == 0) {
       const bool zeros = std::all_of(word->begin(), word->end(), [](char c) { return c == 0; });
       result = EndAt(at.offset, zeros ? HeldBack::kPreallocated : HeldBack::kPartialRecord,
-                    absl::StrCat(zeros ? "zero length word" : "part of a length word",
-                                 " at offset ", at.offset));
+                     absl::StrCat(zeros ? "zero length word" : "part of a length word",
+                                  " at offset ", at.offset));
       break;
     }
     const uint64_t word64 = absl::little_endian::Load64(word->data());
@@ -108,16 +108,16 @@ absl::StatusOr<ContentEnd> EtcdRecordScanner::ScanEnd(const std::string& name,
     const uint64_t pad = (word64 >> 63) != 0 ? (word64 >> 56) & 7 : 0;
     if (n >= kMaxRecordBytes - pad) {
       result = EndAt(at.offset, HeldBack::kBadChecksum,
-                    absl::StrCat("record length ", n, " at offset ", at.offset,
-                                 " is out of range"));
+                     absl::StrCat("record length ", n, " at offset ", at.offset,
+                                  " is out of range"));
       break;
     }
     auto frame = bytes.Read(at.offset + 8, n + pad);
     if (!frame.ok()) return frame.status();
     if (frame->size() < n + pad) {
       result = EndAt(at.offset, HeldBack::kPartialRecord,
-                    absl::StrCat("record of ", n, " bytes at offset ", at.offset,
-                                 " ends past the file's ", bytes.size(), " bytes"));
+                     absl::StrCat("record of ", n, " bytes at offset ", at.offset,
+                                  " ends past the file's ", bytes.size(), " bytes"));
       break;
     }
     const HeldBack bad =
@@ -125,7 +125,7 @@ absl::StatusOr<ContentEnd> EtcdRecordScanner::ScanEnd(const std::string& name,
     std::optional<Record> rec = DecodeRecord(frame->substr(0, n));
     if (!rec.has_value()) {
       result = EndAt(at.offset, bad,
-                    absl::StrCat("record at offset ", at.offset, " does not decode"));
+                     absl::StrCat("record at offset ", at.offset, " does not decode"));
       break;
     }
     // etcd checks a crcType record against the chain unless the chain is at

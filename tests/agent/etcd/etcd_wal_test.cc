@@ -241,6 +241,26 @@ TEST(EtcdSourceTest, ACompleteFileIsShippedToItsValidEndNotItsSize) {
   EXPECT_EQ((*s.segments)[0].shippable, data.size());
 }
 
+TEST(EtcdSourceTest, ACompleteFileThatChangesSizeFailsTheSource) {
+  std::string dir = walship::testing::FreshTempDir("etcd-changed");
+  const std::string first = dir + "/0000000000000000-0000000000000000.wal";
+  WalBuilder b;
+  std::string data = b.StartFile();
+  data += b.Add(1, "meta");
+  WriteAt(first, 0, data);
+  WalBuilder next(b.crc());
+  Preallocated(dir + "/0000000000000001-0000000000000001.wal", next.StartFile(), 1 << 20);
+  SegmentCatalog catalog;
+  AppendSource source(sys::DefaultSysCalls(), EtcdOptions(dir), catalog);
+  ASSERT_TRUE(source.Start().ok());
+  ASSERT_TRUE((*catalog.Get().segments)[0].complete);
+  WriteAt(first, data.size(), b.Add(2, "written after the next file appeared"));
+  CatalogSnapshot s = WaitFor(catalog, [](const CatalogSnapshot& c) {
+    return !c.source_status.ok();
+  });
+  EXPECT_EQ(s.source_status.code(), absl::StatusCode::kDataLoss) << s.source_status;
+}
+
 TEST(EtcdSourceTest, TheAppendFormatRefusesAnEtcdDirectory) {
   // Today's rule for the generic format, unchanged: zeros are refused.
   std::string dir = walship::testing::FreshTempDir("etcd-append");
