@@ -528,10 +528,14 @@ absl::StatusOr<uint64_t> AppendSource::ScanValidEnd(const std::string& name, int
   if (complete) {
     scanner_->Forget(name);
     if (valid_end < size) {
-      spdlog::info("segment {} is complete at its valid end, offset {}; its last {} bytes "
-                   "({}: {}) are not WAL and are not shipped",
-                   path, valid_end, size - valid_end, std::string(HeldBackName(end->held)),
-                   end->detail);
+      // A record failing its check in a complete file may be damage, not a
+      // torn tail: worth an operator's look.
+      spdlog::log(end->held == HeldBack::kBadChecksum ? spdlog::level::warn
+                                                      : spdlog::level::info,
+                  "segment {} is complete at its valid end, offset {}; its last {} bytes "
+                  "({}: {}) are not WAL and are not shipped",
+                  path, valid_end, size - valid_end, std::string(HeldBackName(end->held)),
+                  end->detail);
     }
     return valid_end;
   }

@@ -29,11 +29,13 @@ import http.client
 import json
 import os
 import shutil
+import subprocess
 import threading
 import unittest
 
 from integration import etcdwal
 from integration import harness as h
+from integration.walshiptest import binaries
 from integration.walshiptest import ports
 from integration.walshiptest import procs
 from integration.walshiptest import waits
@@ -221,6 +223,11 @@ class EtcdTest(h.ClusterTestCase):
         self.assertEqual(h.pos_of(st.get("source_end")), end)
         self.assertEqual(int(st.get("source_file_size", 0)), SEGMENT_BYTES)
         self.assertEqual(st.get("held_back_reason"), "preallocated")
+        table = subprocess.run([binaries.find(binaries.STATUS), "--agent=" + agent.control,
+                                "--insecure"], stdout=subprocess.PIPE, universal_newlines=True,
+                               timeout=30, check=True).stdout
+        self.assertIn("source holds back %d bytes of %s past its valid end %d: preallocated"
+                      % (SEGMENT_BYTES - end.offset, end.segment, end.offset), table)
         m = h.scrape(agent.metrics)
         self.assertEqual(h.metric_total(m, "walship_agent_source_valid_end_bytes",
                                         segment=end.segment), end.offset)
