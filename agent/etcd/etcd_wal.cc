@@ -81,6 +81,16 @@ std::optional<Record> DecodeRecord(absl::string_view proto) {
   return r;
 }
 
+void EtcdRecordScanner::Forget(const std::string& name) {
+  auto it = chain_.find(name);
+  if (it == chain_.end()) return;
+  if (name > last_name_) {
+    last_name_ = name;
+    last_crc_ = it->second.crc;
+  }
+  chain_.erase(it);
+}
+
 absl::StatusOr<ContentEnd> EtcdRecordScanner::ScanEnd(const std::string& name,
                                                       SegmentBytes& bytes, uint64_t from) {
   Chain at;
@@ -129,13 +139,15 @@ absl::StatusOr<ContentEnd> EtcdRecordScanner::ScanEnd(const std::string& name,
       break;
     }
     // etcd checks a crcType record against the chain unless the chain is at
-    // 0; a file's first record starts the chain (the previous file's value
-    // is not read here).
+    // 0; a file's first record continues the previous file's chain, when
+    // that file was seen to its end.
     uint32_t crc = rec->crc;
     if (rec->type != kCrcType) {
       crc = wire::Crc32cExtend(at.crc, rec->data.data(), rec->data.size());
     } else if (!first && at.crc != 0) {
       crc = at.crc;
+    } else if (first && !last_name_.empty() && last_name_ < name) {
+      crc = last_crc_;
     }
     if (rec->crc != crc) {
       result = EndAt(at.offset, bad,

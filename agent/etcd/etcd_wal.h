@@ -30,6 +30,12 @@
 // first file); the reader continues the chain from it. A crcType record
 // inside a file must carry the chain's current value.
 //
+// The link between files: when the scanner has seen the previous file to
+// its end (the append source scans complete files in name order, and forgets
+// each when it completes), a file's first crcType record must carry that
+// file's final chain value; otherwise the file's valid end is 0
+// (kBadChecksum): etcd would refuse the WAL there too.
+//
 // Valid end. EtcdRecordScanner walks a file from its first record and stops
 // at the first frame that is not a complete, valid record; its start is the
 // file's valid end, which is where etcd's own reader stops (and where etcd,
@@ -82,7 +88,9 @@ class EtcdRecordScanner final : public RecordScanner {
  public:
   absl::StatusOr<ContentEnd> ScanEnd(const std::string& name, SegmentBytes& bytes,
                                      uint64_t from) override;
-  void Forget(const std::string& name) override { chain_.erase(name); }
+  // Also remembers where the chain ended in `name` when it is the newest
+  // file forgotten so far (a completed file; see the file comment).
+  void Forget(const std::string& name) override;
 
  private:
   // Where the last scan of a file stopped, and the CRC chain's value there.
@@ -91,6 +99,9 @@ class EtcdRecordScanner final : public RecordScanner {
     uint32_t crc = 0;
   };
   std::map<std::string, Chain> chain_;
+  // The newest file forgotten (completed) and the chain's value at its end.
+  std::string last_name_;
+  uint32_t last_crc_ = 0;
 };
 
 }  // namespace walship::agent::etcd

@@ -153,6 +153,37 @@ TEST(EtcdWalTest, AResumedScanChecksTheChainFromWhereItStopped) {
   EXPECT_GT(end.valid_end, head.size());
 }
 
+TEST(EtcdWalTest, ANewFileMustContinueThePreviousFilesChain) {
+  std::string dir = walship::testing::FreshTempDir("etcd-link");
+  WalBuilder b;
+  std::string one = b.StartFile();
+  one += b.Add(1, "meta");
+  WriteAt(dir + "/a.wal", 0, one);
+  EtcdRecordScanner s;
+  auto scan = [&](const std::string& name) {
+    auto fd = sys::UniqueFd(open((dir + "/" + name).c_str(), O_RDONLY | O_CLOEXEC));
+    const off_t size = lseek(fd.get(), 0, SEEK_END);
+    SegmentBytes bytes(sys::DefaultSysCalls(), fd.get(), static_cast<uint64_t>(size));
+    auto end = s.ScanEnd(name, bytes, 0);
+    EXPECT_TRUE(end.ok()) << end.status();
+    return end.ok() ? *end : ContentEnd{};
+  };
+  ASSERT_EQ(scan("a.wal").valid_end, one.size());
+  s.Forget("a.wal");  // complete
+  WalBuilder right(b.crc());
+  std::string two = right.StartFile();
+  two += right.Add(2, "e");
+  WriteAt(dir + "/b.wal", 0, two);
+  EXPECT_EQ(scan("b.wal").valid_end, two.size());
+  WalBuilder wrong(b.crc() ^ 1);
+  std::string other = wrong.StartFile();
+  other += wrong.Add(2, "e");
+  WriteAt(dir + "/c.wal", 0, other);
+  ContentEnd end = scan("c.wal");
+  EXPECT_EQ(end.valid_end, 0u);
+  EXPECT_EQ(end.held, HeldBack::kBadChecksum) << end.detail;
+}
+
 // Waits (bounded) until `pred(snapshot)` holds; returns the last snapshot.
 template <typename Pred>
 CatalogSnapshot WaitFor(const SegmentCatalog& catalog, Pred pred) {
