@@ -189,7 +189,7 @@ void Agent::CancelStart() {
 absl::Status Agent::Start() {
   WALSHIP_RETURN_IF_ERROR(formats_.Validate(options_));
   WALSHIP_RETURN_IF_ERROR(StartSource());
-  checksums_ = std::make_unique<SegmentChecksums>(sys_, source_->wal_dir());
+  checksums_ = std::make_unique<SegmentChecksums>(sys_, source_->Segments());
 
   ShipperOptions ship;
   ship.transport = options_.transport;
@@ -215,7 +215,7 @@ absl::Status Agent::Start() {
     WALSHIP_RETURN_IF_ERROR(
         CheckHeldSegments(start.held, catalog_->Get(), *checksums_, events, stop));
     const StreamOrder order(*source_, *catalog_);
-    Shipper shipper(sys_, *catalog_, order, *checksums_, source_->wal_dir(), fd,
+    Shipper shipper(sys_, *catalog_, order, *checksums_, source_->Segments(), fd,
                     start.position, start.prefix_crc32c, ship, events, clock_);
     return shipper.Run(stop);
   };

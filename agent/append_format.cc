@@ -40,4 +40,20 @@ void RegisterAppendFormat(WalFormatRegistry& registry) {
       }));
 }
 
+void RegisterScannedFormat(WalFormatRegistry& registry, ScannedFormat format) {
+  registry.Add(MakeWalFormat<NoFormatOptions>(
+      format.name, format.description,
+      [format](const SourceContext& c,
+               const NoFormatOptions&) -> absl::StatusOr<std::unique_ptr<WalSource>> {
+        AppendSourceOptions so;
+        so.wal_dir = c.agent.wal_dir;
+        so.stream_id = c.agent.stream_id;
+        so.segment_pattern = format.segment_pattern;
+        so.format_name = format.name;
+        so.scanner = format.scanner;
+        so.archive_subdir = format.archive_subdir;
+        return std::make_unique<AppendSource>(c.sys, so, c.catalog, c.clock);
+      }));
+}
+
 }  // namespace walship::agent

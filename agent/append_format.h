@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "agent/format_options.h"
+#include "agent/record_scanner.h"
 #include "agent/wal_format.h"
 #include "common/flags.h"
 
@@ -27,6 +28,29 @@ struct AppendFormatOptions final : FormatOptions {
 
 // Adds the append format ("append") to `registry`.
 void RegisterAppendFormat(WalFormatRegistry& registry);
+
+// A format without flags of its own.
+struct NoFormatOptions final : FormatOptions {
+  void RegisterFlags(FlagSet& flags) override { (void)flags; }
+  absl::Status Validate(bool selected) const override {
+    (void)selected;
+    return absl::OkStatus();
+  }
+};
+
+// A format that follows a directory as the append format does, with a fixed
+// segment pattern and a record scanner that tells each segment's valid end
+// (record_scanner.h): etcd's and RocksDB's logs.
+struct ScannedFormat {
+  std::string name;
+  std::string description;
+  // The names of its segments (a SegmentPattern); other files are skipped.
+  std::string segment_pattern;
+  RecordScannerMaker scanner;
+  // AppendSourceOptions::archive_subdir.
+  std::string archive_subdir;
+};
+void RegisterScannedFormat(WalFormatRegistry& registry, ScannedFormat format);
 
 }  // namespace walship::agent
 

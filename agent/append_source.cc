@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "agent/sqlite/sqlite_wal.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
 #include "common/sys/file_util.h"
@@ -126,6 +128,7 @@ absl::StatusOr<std::string> DeriveStreamId(sys::SysCalls& sys,
 AppendSource::AppendSource(sys::SysCalls& sys, AppendSourceOptions options,
                            SegmentCatalog& catalog, Clock& clock)
     : clock_(clock), sys_(sys), options_(std::move(options)), catalog_(catalog) {
+  if (options_.scanner) scanner_ = options_.scanner();
   if (!options_.segment_pattern.empty()) {
     auto pattern = SegmentPattern::Compile(options_.segment_pattern);
     if (pattern.ok()) {
@@ -146,7 +149,7 @@ std::optional<std::string> AppendSource::Successor(const std::string& name) cons
 absl::Status AppendSource::Start() {
   if (!pattern_status_.ok()) return pattern_status_;
   if (options_.stream_id.empty()) {
-    auto id = DeriveStreamId(sys_, options_.wal_dir, "append");
+    auto id = DeriveStreamId(sys_, options_.wal_dir, options_.format_name);
     if (!id.ok()) return id.status();
     stream_id_ = *id;
   } else {
@@ -285,8 +288,42 @@ absl::StatusOr<std::map<std::string, uint64_t>> AppendSource::ListSegments() {
     it = seen.count(*it) ? std::next(it) : noted_.erase(it);
   }
   if (!unshippable.ok()) return unshippable;
+  WALSHIP_RETURN_IF_ERROR(ListArchive(sizes));
   if (!pattern_.has_value()) WALSHIP_RETURN_IF_ERROR(CheckShapes(by_shape));
   return sizes;
+}
+
+absl::Status AppendSource::ListArchive(std::map<std::string, uint64_t>& sizes) {
+  archived_.clear();
+  if (options_.archive_subdir.empty() || !pattern_.has_value()) return absl::OkStatus();
+  const std::string dir = absl::StrCat(options_.wal_dir, "/", options_.archive_subdir);
+  absl::StatusOr<std::vector<std::string>> names =
+      sys::ListDirectory(sys_, dir, "WAL archive directory");
+  if (absl::IsNotFound(names.status())) return absl::OkStatus();  // none (yet)
+  if (!names.ok()) return names.status();
+  for (const std::string& name : *names) {
+    if (name.empty() || name[0] == '.' || sizes.count(name) != 0) continue;
+    if (!pattern_->Matches(name) || !wire::ValidateSegmentName(name).ok()) continue;
+    struct stat st;
+    const std::string path = absl::StrCat(dir, "/", name);
+    if (!sys_.Lstat(path.c_str(), &st).ok() || !S_ISREG(st.st_mode)) continue;
+    sizes[name] = static_cast<uint64_t>(st.st_size);
+    archived_.insert(name);
+  }
+  return absl::OkStatus();
+}
+
+std::string AppendSource::PathOf(const std::string& name) const {
+  if (archived_.count(name) != 0) {
+    return absl::StrCat(options_.wal_dir, "/", options_.archive_subdir, "/", name);
+  }
+  return absl::StrCat(options_.wal_dir, "/", name);
+}
+
+SegmentLocator AppendSource::Segments() const {
+  if (options_.archive_subdir.empty()) return SegmentLocator(options_.wal_dir);
+  return SegmentLocator(std::vector<std::string>{
+      options_.wal_dir, absl::StrCat(options_.wal_dir, "/", options_.archive_subdir)});
 }
 
 absl::Status AppendSource::CheckShapes(
@@ -327,7 +364,7 @@ absl::Status AppendSource::RefreshTail() {
   struct stat st;
   sys::SysResult r = sys_.Fstat(tail_fd_.get(), &st);
   if (!r.ok() || st.st_nlink == 0) return Rescan();
-  std::map<std::string, uint64_t> sizes = published_;
+  std::map<std::string, uint64_t> sizes = scanner_ ? seen_sizes_ : published_;
   sizes[tail_name_] = static_cast<uint64_t>(st.st_size);
   return PublishChecked(std::move(sizes), /*tail_sized_by_fd=*/true);
 }
@@ -342,6 +379,16 @@ absl::Status AppendSource::CheckAppendOnly(const std::map<std::string, uint64_t>
           " to ", size, " bytes: the directory is not append-only"));
     }
     bool was_complete = name < published_tail_;
+    if (scanner_) {
+      auto seen = seen_sizes_.find(name);
+      if (was_complete && seen != seen_sizes_.end() && size != seen->second) {
+        return absl::DataLossError(absl::StrCat(
+            "segment ", name, " in ", options_.wal_dir, " changed size from ", seen->second,
+            " to ", size, " bytes after a later segment appeared: a complete segment must "
+            "not change"));
+      }
+      continue;
+    }
     if (was_complete && size != it->second) {
       return absl::DataLossError(absl::StrCat(
           "segment ", name, " grew from ", it->second, " to ", size,
@@ -362,12 +409,24 @@ absl::Status AppendSource::PublishChecked(std::map<std::string, uint64_t> sizes,
     auto it = published_.find(name);
     const uint64_t from = it == published_.end() ? 0 : it->second;
     const int fd = tail_sized_by_fd && name == tail_name_ ? tail_fd_.get() : -1;
+    if (scanner_) {
+      WALSHIP_ASSIGN_OR_RETURN(uint64_t end, ScanValidEnd(name, fd, from, size, name != last));
+      shippable[name] = end;
+      continue;
+    }
     WALSHIP_ASSIGN_OR_RETURN(bool written, CheckWritten(name, fd, from, size, name != last));
     if (written) {
       shippable[name] = size;
     } else if (it != published_.end()) {
       shippable[name] = from;
     }
+  }
+  if (scanner_) {
+    for (auto it = seen_sizes_.begin(); it != seen_sizes_.end();) {
+      if (sizes.count(it->first) == 0) scanner_->Forget(it->first);
+      it = sizes.count(it->first) ? std::next(it) : seen_sizes_.erase(it);
+    }
+    for (const auto& [name, size] : sizes) seen_sizes_[name] = size;
   }
   if (shippable == published_ && last == published_tail_ && !published_.empty()) {
     return absl::OkStatus();
@@ -393,14 +452,14 @@ void AppendSource::UpdateTail(const std::string& last, bool tail_sized_by_fd) {
   tail_name_ = last;
   if (last.empty()) return;
   // Not a regular file any more: the next scan logs and skips it.
-  auto fd = sys::OpenRegularFile(sys_, absl::StrCat(options_.wal_dir, "/", last));
+  auto fd = sys::OpenRegularFile(sys_, PathOf(last));
   if (fd.ok()) tail_fd_ = *std::move(fd);
 }
 
 absl::StatusOr<bool> AppendSource::CheckWritten(const std::string& name, int fd, uint64_t from,
                                                 uint64_t size, bool complete) {
   if (size <= from) return true;
-  const std::string path = absl::StrCat(options_.wal_dir, "/", name);
+  const std::string path = PathOf(name);
   sys::UniqueFd own;
   if (fd < 0) {
     absl::StatusOr<sys::UniqueFd> opened = sys::OpenRegularFile(sys_, path);
@@ -413,6 +472,7 @@ absl::StatusOr<bool> AppendSource::CheckWritten(const std::string& name, int fd,
     own = *std::move(opened);
     fd = own.get();
   }
+  if (from == 0) WALSHIP_RETURN_IF_ERROR(RefuseSqliteWal(name, fd, size));
   // A hole (sparse, or preallocated and never written) before `size`.
   sys::SysResult hole = sys_.Lseek(fd, static_cast<off_t>(from), SEEK_HOLE);
   if (hole.ok() && static_cast<uint64_t>(hole.rc) < size) {
@@ -441,6 +501,100 @@ absl::StatusOr<bool> AppendSource::CheckWritten(const std::string& name, int fd,
                 absl::FormatDuration(options_.zero_tail_grace));
   zero_tail_ = ZeroTail{name, size, now};
   return false;
+}
+
+absl::StatusOr<uint64_t> AppendSource::ScanValidEnd(const std::string& name, int fd,
+                                                    uint64_t from, uint64_t size,
+                                                    bool complete) {
+  // Published complete before: its length is final.
+  if (name < published_tail_ && published_.count(name) != 0) return from;
+  if (size < from) return from;  // the next look reports the shrink
+  const std::string path = PathOf(name);
+  sys::UniqueFd own;
+  if (fd < 0) {
+    absl::StatusOr<sys::UniqueFd> opened = sys::OpenRegularFile(sys_, path);
+    if (absl::IsNotFound(opened.status()) || absl::IsFailedPrecondition(opened.status())) {
+      return from;  // gone since it was listed: the next scan tells
+    }
+    if (!opened.ok()) return opened.status();
+    own = *std::move(opened);
+    fd = own.get();
+  }
+  SegmentBytes bytes(sys_, fd, size);
+  absl::StatusOr<ContentEnd> end = scanner_->ScanEnd(name, bytes, from);
+  if (end.status().code() == absl::StatusCode::kOutOfRange) return from;  // shrank
+  if (!end.ok()) return end.status();
+  const uint64_t valid_end = std::max(end->valid_end, from);
+  if (complete) {
+    scanner_->Forget(name);
+    if (valid_end < size) {
+      // A record failing its check in a complete file may be damage, not a
+      // torn tail: worth an operator's look.
+      spdlog::log(end->held == HeldBack::kBadChecksum ? spdlog::level::warn
+                                                      : spdlog::level::info,
+                  "segment {} is complete at its valid end, offset {}; its last {} bytes "
+                  "({}: {}) are not WAL and are not shipped",
+                  path, valid_end, size - valid_end, std::string(HeldBackName(end->held)),
+                  end->detail);
+    }
+    return valid_end;
+  }
+  absl::MutexLock lock(&held_mu_);
+  if (held_.segment != name || held_.reason != end->held) {
+    spdlog::debug("segment {}: valid to offset {} of {} bytes{}{}", path, valid_end, size,
+                  end->held == HeldBack::kNone ? "" : "; held back: ",
+                  end->held == HeldBack::kNone ? "" : end->detail);
+  }
+  held_ = HeldBackState{name, valid_end, size, end->held};
+  return valid_end;
+}
+
+HeldBackState AppendSource::held_back() const {
+  absl::MutexLock lock(&held_mu_);
+  return held_;
+}
+
+std::optional<SourceHold> AppendSource::Hold() const {
+  if (!scanner_) return std::nullopt;
+  const HeldBackState h = held_back();
+  if (h.segment.empty()) return std::nullopt;
+  return SourceHold{h.segment, h.valid_end, h.file_size, std::string(HeldBackName(h.reason))};
+}
+
+void AppendSource::DeclareMetrics(MetricsRegistry& metrics) {
+  if (!scanner_) return;
+  auto valid_end = metrics.Gauge(
+      "walship_agent_source_valid_end_bytes",
+      "The open segment's valid end: the end of its last complete, valid record (what may "
+      "be shipped of it), by segment.");
+  auto held = metrics.Gauge(
+      "walship_agent_source_held_back_bytes",
+      "Bytes of the open segment past its valid end, not shipped, by reason: partial_record "
+      "(a record still being written), preallocated (zeros past the data), recycled (an "
+      "older log's records), bad_checksum (a record failing its CRC).");
+  metrics.AddCollector([this, valid_end, held] {
+    const HeldBackState h = held_back();
+    valid_end.Clear();
+    held.Clear();
+    if (h.segment.empty()) return;
+    valid_end.Set({{"segment", h.segment}}, static_cast<double>(h.valid_end));
+    for (HeldBack r : {HeldBack::kNone, HeldBack::kPartialRecord, HeldBack::kPreallocated,
+                       HeldBack::kRecycled, HeldBack::kBadChecksum}) {
+      if (r == HeldBack::kNone) continue;
+      const double n = r == h.reason ? static_cast<double>(h.file_size - h.valid_end) : 0;
+      held.Set({{"reason", std::string(HeldBackName(r))}}, n);
+    }
+  });
+}
+
+absl::Status AppendSource::RefuseSqliteWal(const std::string& name, int fd, uint64_t size) {
+  if (!absl::EndsWith(name, "-wal") || size < 4) return absl::OkStatus();
+  char head[4];
+  if (!sys::PreadFully(sys_, fd, head, sizeof(head), 0).ok()) return absl::OkStatus();
+  if (!sqlite::IsSqliteWal(absl::string_view(head, sizeof(head)))) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("segment ", name, " in ", options_.wal_dir,
+                                                    " is a SQLite WAL: ",
+                                                    sqlite::WhyNotSqliteWal()));
 }
 
 absl::Status AppendSource::RefusePreallocated(const std::string& name, int fd, uint64_t from,

@@ -6,6 +6,15 @@
 // durable bytes; formats that need a durability horizon have their own
 // source). A segment is complete once a later segment exists.
 //
+// Formats whose records can be checked (etcd, RocksDB) give the source a
+// RecordScanner (record_scanner.h): a segment is then shipped up to the end
+// of its last valid record, not its size; the preallocation rules below do
+// not apply (preallocated and recycled files are followed, the bytes past
+// the valid end held back); a complete segment's length is its valid end
+// when it completed, so the replica's copy is the source file cut at its
+// valid end. A complete segment whose file size changes still fails the
+// source (kDataLoss).
+//
 // Which files are segments:
 //   * Only regular files: symbolic links are never followed (lstat, and
 //     O_NOFOLLOW on every open), other file types are skipped; each skipped
@@ -44,6 +53,11 @@
 // The failure is kFailedPrecondition naming the file, the offset where its
 // data ends and why; what was published of the file before stays valid.
 //
+// A SQLite WAL is refused too: a segment named "...-wal" that starts with
+// SQLite's WAL magic fails the source with kFailedPrecondition saying why
+// (SQLite rewrites it from offset 0 after each checkpoint) and what works
+// instead (agent/sqlite/sqlite_wal.h).
+//
 // Changes are followed with inotify (IN_MODIFY on the tail segment costs one
 // fstat, one lseek and a one-byte pread; creations, renames and deletions
 // trigger a directory rescan), with a slow periodic rescan as a safety net
@@ -76,6 +90,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/record_scanner.h"
 #include "agent/segment_catalog.h"
 #include "agent/wal_source.h"
 #include "common/clock.h"
@@ -142,6 +159,25 @@ struct AppendSourceOptions {
   // How long the open segment may end in kPreallocatedZeroRun zero bytes
   // without growing before it is refused as preallocated.
   absl::Duration zero_tail_grace = absl::Seconds(1);
+  // The format's name (FormatName(), the stream identity's prefix).
+  std::string format_name = "append";
+  // Set by formats whose records tell where a segment's data ends
+  // (record_scanner.h): segments are shipped up to their valid end, and the
+  // preallocation refusal above does not apply. Unset: the append rules.
+  RecordScannerMaker scanner;
+  // With a segment pattern: a subdirectory of wal_dir where the database
+  // moves old segments under the same name (RocksDB: "archive"). Its files
+  // that match the pattern are segments too (complete ones), found there by
+  // the source and by readers (Segments()). Empty: none.
+  std::string archive_subdir;
+};
+
+// What the source holds back of its open segment (for metrics and status).
+struct HeldBackState {
+  std::string segment;     // the open segment ("" before the first scan)
+  uint64_t valid_end = 0;  // its shippable end
+  uint64_t file_size = 0;  // its size
+  HeldBack reason = HeldBack::kNone;
 };
 
 class AppendSource final : public WalSource {
@@ -154,11 +190,19 @@ class AppendSource final : public WalSource {
   absl::Status Start() override;
   void Stop() override;
   std::string StreamId() const override { return stream_id_; }
-  std::string FormatName() const override { return "append"; }
+  std::string FormatName() const override { return options_.format_name; }
   std::string wal_dir() const override { return options_.wal_dir; }
   // With a segment pattern that has a group: SegmentPattern::Successor.
   // Otherwise nullopt (names alone do not tell).
   std::optional<std::string> Successor(const std::string& name) const override;
+  // With a scanner: walship_agent_source_valid_end_bytes and
+  // walship_agent_source_held_back_bytes{reason} for the open segment.
+  void DeclareMetrics(MetricsRegistry& metrics) override;
+  // The open segment's valid end and what is held back past it.
+  HeldBackState held_back() const;
+  std::optional<SourceHold> Hold() const override;
+  // wal_dir, then its archive_subdir if any.
+  SegmentLocator Segments() const override;
 
  private:
   // A segment seen ending in kPreallocatedZeroRun zero bytes.
@@ -174,6 +218,11 @@ class AppendSource final : public WalSource {
   // The segments in the directory and their sizes (see the file comment),
   // or why the directory cannot be followed.
   absl::StatusOr<std::map<std::string, uint64_t>> ListSegments();
+  // Adds the segments of the archive subdirectory (if any) to `sizes`
+  // (names in wal_dir win) and records them in archived_.
+  absl::Status ListArchive(std::map<std::string, uint64_t>& sizes);
+  // Where segment `name` was listed.
+  std::string PathOf(const std::string& name) const;
   // Without a pattern: an error unless every name is of the one shape.
   absl::Status CheckShapes(const std::map<std::string, std::vector<std::string>>& by_shape);
   // Logs `what` about `name` once (a warning, or at debug level) until the
@@ -192,8 +241,15 @@ class AppendSource final : public WalSource {
   // `fd` is an open descriptor of it, or -1 to open it here.
   absl::StatusOr<bool> CheckWritten(const std::string& name, int fd, uint64_t from,
                                     uint64_t size, bool complete);
+  // kFailedPrecondition for a "-wal" segment that starts with the SQLite
+  // WAL magic (agent/sqlite/sqlite_wal.h).
+  absl::Status RefuseSqliteWal(const std::string& name, int fd, uint64_t size);
   absl::Status RefusePreallocated(const std::string& name, int fd, uint64_t from,
                                   uint64_t size, uint64_t unwritten_from, bool hole);
+  // With a scanner: the shippable end of segment `name` (size `size`),
+  // published up to `from` so far.
+  absl::StatusOr<uint64_t> ScanValidEnd(const std::string& name, int fd, uint64_t from,
+                                        uint64_t size, bool complete);
   // Makes `last` the tail and tail_fd_ its descriptor (reopened unless
   // `tail_sized_by_fd` or it still names that file).
   void UpdateTail(const std::string& last, bool tail_sized_by_fd);
@@ -226,6 +282,14 @@ class AppendSource final : public WalSource {
   // With a pattern: the shapes of the names the last scan skipped, counted.
   std::map<std::string, int> skipped_shapes_;
   std::optional<ZeroTail> zero_tail_;
+  // With a scanner: the scanner, and the file sizes last seen (a complete
+  // segment's size must not change).
+  std::unique_ptr<RecordScanner> scanner_;
+  std::map<std::string, uint64_t> seen_sizes_;
+  // The segments the last listing found in the archive subdirectory.
+  std::set<std::string> archived_;
+  mutable absl::Mutex held_mu_;
+  HeldBackState held_ ABSL_GUARDED_BY(held_mu_);
 };
 
 // The stream identity for a directory: a hash of the host name, the

@@ -495,6 +495,11 @@ grpc::Status ControlServiceImpl::Status(grpc::ServerContext*,
   resp->set_source_format(source_.FormatName());
   resp->set_timeline(source_.Timeline());
   SetPos(endpos, resp->mutable_source_end());
+  if (std::optional<SourceHold> hold = source_.Hold();
+      hold.has_value() && hold->segment == endpos.segment) {
+    resp->set_source_file_size(hold->file_size);
+    resp->set_held_back_reason(hold->reason);
+  }
   const absl::Status readiness = source_.Readiness();
   if (!snap.source_status.ok()) {
     resp->set_source_error(snap.source_status.ToString());

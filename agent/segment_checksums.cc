@@ -10,9 +10,9 @@
 
 namespace walship::agent {
 
-SegmentChecksums::SegmentChecksums(sys::SysCalls& sys, std::string wal_dir,
+SegmentChecksums::SegmentChecksums(sys::SysCalls& sys, SegmentLocator segments,
                                    size_t capacity)
-    : sys_(sys), wal_dir_(std::move(wal_dir)), capacity_(capacity) {}
+    : sys_(sys), segments_(std::move(segments)), capacity_(capacity) {}
 
 namespace {
 int64_t MtimeNs(const struct stat& st) {
@@ -29,7 +29,7 @@ void SegmentChecksums::Remember(const std::string& name, uint64_t length, uint32
 
 absl::StatusOr<uint32_t> SegmentChecksums::Get(const std::string& name,
                                                uint64_t length) {
-  const std::string path = absl::StrCat(wal_dir_, "/", name);
+  const std::string path = segments_.Path(sys_, name);
   WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd fd, sys::OpenRegularFile(sys_, path));
   struct stat st;
   if (sys::SysResult r = sys_.Fstat(fd.get(), &st); !r.ok()) {
@@ -55,7 +55,7 @@ void SegmentChecksums::Put(const std::string& name, uint64_t length, uint32_t cr
 
 absl::StatusOr<uint32_t> SegmentChecksums::Prefix(const std::string& name,
                                                   uint64_t length) {
-  std::string path = absl::StrCat(wal_dir_, "/", name);
+  std::string path = segments_.Path(sys_, name);
   auto fd = sys::OpenRegularFile(sys_, path);
   if (!fd.ok()) return fd.status();
   return Crc32cOfFileRange(sys_, fd->get(), 0, length, path);

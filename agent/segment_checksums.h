@@ -21,13 +21,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/segment_locator.h"
 #include "common/sys/syscalls.h"
 
 namespace walship::agent {
 
 class SegmentChecksums {
  public:
-  SegmentChecksums(sys::SysCalls& sys, std::string wal_dir, size_t capacity = 4096);
+  SegmentChecksums(sys::SysCalls& sys, SegmentLocator segments, size_t capacity = 4096);
 
   // CRC32C of bytes [0, length) of segment `name`.
   absl::StatusOr<uint32_t> Get(const std::string& name, uint64_t length);
@@ -41,7 +42,7 @@ class SegmentChecksums {
 
  private:
   sys::SysCalls& sys_;
-  const std::string wal_dir_;
+  const SegmentLocator segments_;
   const size_t capacity_;
   absl::Mutex mu_;
   struct Entry {

@@ -16,14 +16,14 @@
 namespace walship::agent {
 
 Shipper::Shipper(sys::SysCalls& sys, SegmentCatalog& catalog, const StreamOrder& order,
-                 SegmentChecksums& checksums, std::string wal_dir, int data_fd,
+                 SegmentChecksums& checksums, SegmentLocator segments, int data_fd,
                  Position start, uint32_t start_prefix_crc32c, ShipperOptions options,
                  ShipperEvents* events, Clock& clock)
     : clock_(clock),
       sys_(sys),
       catalog_(catalog),
       checksums_(checksums),
-      wal_dir_(std::move(wal_dir)),
+      segments_(std::move(segments)),
       fd_(data_fd),
       pos_(std::move(start)),
       options_(options),
@@ -37,7 +37,7 @@ Shipper::Shipper(sys::SysCalls& sys, SegmentCatalog& catalog, const StreamOrder&
 }
 
 absl::Status Shipper::EnterSegment(const std::string& name) {
-  std::string path = absl::StrCat(wal_dir_, "/", name);
+  std::string path = segments_.Path(sys_, name);
   absl::StatusOr<sys::UniqueFd> opened = sys::OpenRegularFile(sys_, path);
   if (absl::IsFailedPrecondition(opened.status())) {
     // Replaced by a link or another kind of file since it was listed.
@@ -87,7 +87,7 @@ absl::Status Shipper::CheckSameFile(const std::string& path) const {
 }
 
 absl::Status Shipper::SendData(uint64_t length) {
-  const std::string context = absl::StrCat(wal_dir_, "/", pos_.segment);
+  const std::string context = segments_.Path(sys_, pos_.segment);
   // One pass: the frame's CRC, and the CRC of each piece it covers, kept for
   // the check at the segment's completion.
   uint32_t crc = 0;
@@ -141,7 +141,7 @@ absl::Status Shipper::SendData(uint64_t length) {
 }
 
 absl::StatusOr<uint32_t> Shipper::VerifySent(uint64_t length) {
-  const std::string path = absl::StrCat(wal_dir_, "/", pos_.segment);
+  const std::string path = segments_.Path(sys_, pos_.segment);
   // Before reading: a write after this shows in the modification time, so
   // the checksum cache never vouches for later contents.
   struct stat before;

@@ -57,6 +57,7 @@
 #include "absl/time/time.h"
 #include "agent/segment_catalog.h"
 #include "agent/segment_checksums.h"
+#include "agent/segment_locator.h"
 #include "agent/stream_order.h"
 #include "common/clock.h"
 #include "common/commit_trace.h"
@@ -103,7 +104,7 @@ class Shipper final : private CatalogListener {
   // verified against the source at handshake. `order` proves each step to
   // the next segment. All references must outlive the Shipper.
   Shipper(sys::SysCalls& sys, SegmentCatalog& catalog, const StreamOrder& order,
-          SegmentChecksums& checksums, std::string wal_dir, int data_fd, Position start,
+          SegmentChecksums& checksums, SegmentLocator segments, int data_fd, Position start,
           uint32_t start_prefix_crc32c, ShipperOptions options, ShipperEvents* events,
           Clock& clock = DefaultClock());
 
@@ -138,7 +139,7 @@ class Shipper final : private CatalogListener {
   // The first failure of an inline send; Run() returns it.
   absl::Status pump_status_ ABSL_GUARDED_BY(turn_);
   SegmentChecksums& checksums_;
-  const std::string wal_dir_;
+  const SegmentLocator segments_;
   const int fd_;
   Position pos_;
   const ShipperOptions options_;

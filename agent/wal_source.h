@@ -18,6 +18,7 @@
 #ifndef WALSHIP_AGENT_WAL_SOURCE_H_
 #define WALSHIP_AGENT_WAL_SOURCE_H_
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -26,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "agent/segment_locator.h"
 #include "common/metrics.h"
 #include "common/position.h"
 
@@ -49,6 +51,14 @@ struct ReplicaLink {
   std::function<void(absl::Duration)> set_ack_pacing;
 };
 
+// What a source holds back of its open segment (WalSource::Hold).
+struct SourceHold {
+  std::string segment;     // the open segment
+  uint64_t valid_end = 0;  // its shippable end
+  uint64_t file_size = 0;  // its size on disk
+  std::string reason;      // "none", "partial_record", "preallocated", ...
+};
+
 class WalSource {
  public:
   virtual ~WalSource() = default;
@@ -69,6 +79,10 @@ class WalSource {
   virtual std::string FormatName() const = 0;
   // Directory holding the segment files named in the catalog.
   virtual std::string wal_dir() const = 0;
+  // Where readers find a segment's file: wal_dir(), and for formats whose
+  // database moves old segments elsewhere under the same name (RocksDB's
+  // archive/), those directories after it (segment_locator.h).
+  virtual SegmentLocator Segments() const { return SegmentLocator(wal_dir()); }
 
   // For a replica durable at `durable` (`prefix_crc32c`: the CRC32C of its
   // bytes [0, durable.offset)) whose segment is no longer in the catalog:
@@ -111,6 +125,12 @@ class WalSource {
   // Status report it, so that a replica with several agents can refuse one
   // whose timeline is older than the newest it holds.
   virtual uint32_t Timeline() const { return 0; }
+
+  // For formats that find a segment's valid end from its content
+  // (record_scanner.h): the open segment's valid end, file size and why the
+  // bytes between them are not shipped; nullopt for other formats or before
+  // the first scan. Thread-safe, cheap.
+  virtual std::optional<SourceHold> Hold() const { return std::nullopt; }
 
   // Hooks for a source that acts on the agent's replicas or exports metrics.
 

@@ -1,7 +1,10 @@
 #include "agent/wal_source_factory.h"
 
 #include "agent/append_format.h"
+#include "agent/etcd/etcd_format.h"
 #include "agent/postgres/postgres_format.h"
+#include "agent/rocksdb/rocksdb_format.h"
+#include "agent/sqlite/sqlite_format.h"
 
 namespace walship::agent {
 
@@ -11,6 +14,9 @@ const WalFormatRegistry& KnownWalFormats() {
     // The list: each format's registration, in the order of --help.
     RegisterAppendFormat(*r);
     RegisterPostgresFormat(*r);
+    RegisterEtcdFormat(*r);
+    RegisterRocksdbFormat(*r);
+    RegisterSqliteFormat(*r);
     return r;
   }();
   return *formats;

@@ -65,6 +65,14 @@ void PrintTable(const walship::v1::StatusResponse& resp,
               resp.source_format().c_str(),
               resp.timeline() != 0 ? absl::StrCat(", timeline ", resp.timeline()).c_str() : "",
               Pos(resp.source_end()).c_str());
+  if (!resp.held_back_reason().empty() && resp.held_back_reason() != "none") {
+    std::printf("source holds back %llu bytes of %s past its valid end %llu: %s\n",
+                static_cast<unsigned long long>(resp.source_file_size() -
+                                                resp.source_end().offset()),
+                resp.source_end().segment().c_str(),
+                static_cast<unsigned long long>(resp.source_end().offset()),
+                resp.held_back_reason().c_str());
+  }
   if (!resp.source_error().empty()) {
     std::printf("SOURCE NOT SERVING: %s\n", resp.source_error().c_str());
   }

@@ -219,7 +219,7 @@ TEST(WalFormatRegistryTest, TheAgentRunsAFormatItsCoreDoesNotName) {
 // --- The formats built into walship-agent ---
 
 TEST(KnownWalFormatsTest, AppendIsTheDefaultAndListedFirst) {
-  EXPECT_EQ(KnownWalFormats().Names(), "append, postgres");
+  EXPECT_EQ(KnownWalFormats().Names(), "append, postgres, etcd, rocksdb, sqlite-wal");
   EXPECT_EQ(AgentOptions().format, KnownWalFormats().formats().front().name);
 }
 
@@ -299,7 +299,7 @@ TEST(KnownWalFormatsTest, AFlagOfAnotherFormatIsRefusedByName) {
        "--pg-query-interval-ms must be 1 to 1000"},
       {"append", {"--pg-feed-query-interval-ms=0"},
        "--pg-feed-query-interval-ms must be at least 1"},
-      {"bogus", {}, "--format=bogus is not supported (supported: append, postgres)"},
+      {"bogus", {}, "--format=bogus is not supported (supported: append, postgres, etcd, rocksdb, sqlite-wal)"},
   };
   for (const Case& c : cases) {
     absl::Status s = ValidateArgs(c.format, c.args);
