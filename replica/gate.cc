@@ -374,18 +374,25 @@ int ApplyConfiguration(Clock& clock, const GateOptions& o, absl::Time deadline) 
   agent::PgClient pg(o.pg_conninfo);
   auto names = ReloadAndReadSyncNames(clock, pg, deadline, o.poll_interval);
   if (!names.ok()) {
-    return NotReached(absl::StrCat("reloading the standby's configuration: ",
+    return NotReached(absl::StrCat("reading the standby's configuration: ",
                                    names.status().ToString()));
   }
-  if (!o.synchronous_name.empty() && !SyncStandbyNamesInclude(*names, o.synchronous_name)) {
-    return NotReached(absl::StrCat(
-        "the standby's synchronous_standby_names is '", *names, "' once its configuration is "
-        "reloaded, which does not name '", o.synchronous_name, "': promoted, it would "
-        "acknowledge commits walship does not hold (--synchronous-name asks for this check)"));
+  if (!names->reloaded) {
+    spdlog::warn("gate: the standby's configuration was not reloaded ({}); it runs with "
+                 "synchronous_standby_names = '{}'",
+                 names->why_not, names->value);
   }
-  spdlog::info("gate: configuration reloaded; the standby is promoted with "
+  if (!o.synchronous_name.empty() &&
+      !SyncStandbyNamesInclude(names->value, o.synchronous_name)) {
+    return NotReached(absl::StrCat(
+        "the standby's synchronous_standby_names is '", names->value, "'",
+        names->reloaded ? " once its configuration is reloaded" : "", ", which does not name '",
+        o.synchronous_name, "': promoted, it would acknowledge commits walship does not hold "
+        "(--synchronous-name asks for this check)"));
+  }
+  spdlog::info("gate: configuration {}; the standby is promoted with "
                "synchronous_standby_names = '{}'",
-               *names);
+               names->reloaded ? "reloaded" : "NOT reloaded", names->value);
   return kGateReached;
 }
 

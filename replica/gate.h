@@ -33,7 +33,9 @@
 //      before the end, or never followed it, replayed some other WAL;
 //   7. reloads the standby's configuration and reads the
 //      synchronous_standby_names it will be promoted with (gate_config.h:
-//      an HA manager may have written a file PostgreSQL never reloaded);
+//      an HA manager may have written a file PostgreSQL never reloaded; a
+//      reload refused or not seen within 5 s is a warning, and the value
+//      the standby runs with is the one judged);
 //      with --synchronous-name=NAME, a value that does not name NAME is
 //      refused (exit 2): the new primary would not wait for walship.
 // Everything is bounded by --timeout. Exit status:

@@ -1,5 +1,6 @@
 #include "replica/gate_config.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -44,34 +45,40 @@ bool SyncStandbyNamesInclude(absl::string_view value, absl::string_view name) {
   return false;
 }
 
-absl::StatusOr<std::string> ReloadAndReadSyncNames(Clock& clock, agent::PgClient& pg,
-                                                   absl::Time deadline, absl::Duration poll) {
-  auto before = pg.Query("SELECT pg_conf_load_time()::text, pg_reload_conf()");
+absl::StatusOr<SyncNames> ReloadAndReadSyncNames(Clock& clock, agent::PgClient& pg,
+                                                 absl::Time deadline, absl::Duration poll) {
+  SyncNames out;
+  auto before = pg.Query("SELECT pg_conf_load_time()::text");
   if (!before.ok()) return before.status();
-  if (before->size() != 1 || (*before)[0].size() != 2 || (*before)[0][1] != "t") {
-    return absl::InternalError("pg_reload_conf() did not signal the server");
+  if (before->size() != 1 || (*before)[0].size() != 1) {
+    return absl::InternalError("unexpected answer to pg_conf_load_time()");
   }
   const std::string loaded_before = (*before)[0][0];
-  absl::Status last;
+  auto signalled = pg.Query("SELECT pg_reload_conf()");
+  if (!signalled.ok()) out.why_not = signalled.status().ToString();
+  const absl::Time bound = std::min(deadline, clock.Now() + kReloadBound);
   while (true) {
     // A new session: the postmaster's settings, which change only once it
-    // has read the file.
+    // has read the file again.
     pg.Disconnect();
     auto rows = pg.Query(absl::StrCat(
         "SELECT pg_conf_load_time() > '", loaded_before,
         "'::timestamptz, current_setting('synchronous_standby_names')"));
-    if (rows.ok() && rows->size() == 1 && (*rows)[0].size() == 2) {
-      if ((*rows)[0][0] == "t") return (*rows)[0][1];
-      last = absl::OkStatus();
-    } else if (!rows.ok()) {
-      last = rows.status();
+    if (!rows.ok()) return rows.status();
+    if (rows->size() != 1 || (*rows)[0].size() != 2) {
+      return absl::InternalError("unexpected answer to the settings query");
     }
-    if (clock.Now() + poll >= deadline) break;
+    out.value = (*rows)[0][1];
+    out.reloaded = (*rows)[0][0] == "t";
+    if (out.reloaded || !out.why_not.empty() || clock.Now() + poll >= bound) break;
     clock.SleepFor(poll);
   }
-  return absl::DeadlineExceededError(absl::StrCat(
-      "the standby did not load its configuration again within the timeout (loaded at ",
-      loaded_before, ")", last.ok() ? "" : ": ", last.ok() ? "" : last.ToString()));
+  if (!out.reloaded && out.why_not.empty()) {
+    out.why_not = absl::StrCat("the server did not load its configuration again within ",
+                               absl::FormatDuration(kReloadBound),
+                               " (a file it cannot parse is left unapplied)");
+  }
+  return out;
 }
 
 }  // namespace walship::replica

@@ -31,13 +31,26 @@ namespace walship::replica {
 // removed. Handles the three forms: a list, FIRST/ANY n (list), n (list).
 bool SyncStandbyNamesInclude(absl::string_view value, absl::string_view name);
 
-// Reloads the configuration of the server behind `pg` and returns the
-// synchronous_standby_names a session started after the reload sees.
-// kDeadlineExceeded if the reload is not seen by `deadline` (polled every
-// `poll`); the server's own error (e.g. permission denied for
-// pg_reload_conf) otherwise.
-absl::StatusOr<std::string> ReloadAndReadSyncNames(Clock& clock, agent::PgClient& pg,
-                                                   absl::Time deadline, absl::Duration poll);
+// What the standby runs with after ReloadAndReadSyncNames.
+struct SyncNames {
+  std::string value;      // current_setting('synchronous_standby_names')
+  bool reloaded = false;  // a new session saw the configuration loaded again
+  std::string why_not;    // when not reloaded: why (the reload refused, timed out)
+};
+
+// How long the reload may take to show before the gate goes on with the
+// settings the standby runs with.
+inline constexpr absl::Duration kReloadBound = absl::Seconds(5);
+
+// Asks the server behind `pg` to reload its configuration (pg_reload_conf())
+// and returns the synchronous_standby_names a session started afterwards
+// sees: the value once pg_conf_load_time() has moved past the time before
+// the reload, or, when it has not within kReloadBound (or `deadline`, if
+// sooner; polled every `poll`) or the reload was refused (no privilege),
+// the current value with `reloaded` false and the reason. An error only
+// when the server cannot be queried at all.
+absl::StatusOr<SyncNames> ReloadAndReadSyncNames(Clock& clock, agent::PgClient& pg,
+                                                 absl::Time deadline, absl::Duration poll);
 
 }  // namespace walship::replica
 

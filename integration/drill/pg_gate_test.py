@@ -124,11 +124,12 @@ class PgGateTest(unittest.TestCase):
         self.assertEqual(standby.psql("SELECT pg_is_in_recovery()"), "t")
         self.assertEqual(standby.psql("SELECT coalesce(max(n), 0) FROM t"), "0")
 
-    def gate(self, standby, frm=None, extra=(), timeout_ms=60000):
+    def gate(self, standby, frm=None, extra=(), timeout_ms=60000, conninfo=None):
         """Runs the gate as the PostgreSQL OS user; returns (exit, output)."""
         argv = [self.env.binaries["walship-replica"], "gate",
                 "--from=%s" % (frm or self.serve), "--pg-data=%s" % standby.datadir,
-                "--pg-conninfo=%s" % standby.conninfo(), "--timeout-ms=%d" % timeout_ms,
+                "--pg-conninfo=%s" % (conninfo or standby.conninfo()),
+                "--timeout-ms=%d" % timeout_ms,
                 "--insecure"] + list(extra)
         r = self.env.run(argv, as_user=True, timeout=timeout_ms / 1000 + 60, check=False)
         out = r.stdout + r.stderr
@@ -193,6 +194,8 @@ class PgGateTest(unittest.TestCase):
         """A held-back standby after the primary's loss, running with
         synchronous_standby_names = '' while its configuration says `written`."""
         self.start_agent_and_replica()
+        # A role that may not reload the configuration (no superuser).
+        self.pg.psql("CREATE ROLE gatekeeper LOGIN")
         standby = self.make_standby()
         last = self.commit_rows(1, 20)
         self.lose_primary_host()
@@ -227,6 +230,17 @@ class PgGateTest(unittest.TestCase):
         self.assertEqual(rc, 2, out)
         self.assertIn("which does not name 'walship'", out)
         self.assertEqual(standby.psql("SELECT pg_is_in_recovery()"), "t")
+
+    def test_a_reload_refused_is_said_and_the_running_value_decides(self):
+        # The gate's role may not reload: it says so, and judges the value
+        # the standby runs with (empty here, though the file names walship).
+        standby, _ = self.held_back_standby_with_unloaded_sync_names("walship")
+        conninfo = standby.conninfo().replace("user=%s" % pg.SUPERUSER, "user=gatekeeper")
+        rc, out = self.gate(standby, extra=["--synchronous-name=walship"], conninfo=conninfo)
+        self.assertEqual(rc, 2, out)
+        self.assertIn("configuration was not reloaded", out)
+        self.assertIn("permission denied", out)
+        self.assertEqual(standby.psql("SHOW synchronous_standby_names"), "")
 
     # -- 2 ------------------------------------------------------------------
     def test_no_replica_reachable_refuses_unless_told_to_allow(self):
