@@ -328,17 +328,22 @@ def thread_summary(rs):
     return out
 
 
+def pgbench_init(pg, scale):
+    """pgbench's TPC-B tables at `scale`, created afresh."""
+    r = subprocess.run([pg.tool("pgbench"), "-i", "-q", "-s", str(scale),
+                        "-h", pg.sockdir, "-p", str(pg.port), "-U", SUPERUSER, "postgres"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError("pgbench -i failed: %s" % r.stdout[-2000:])
+
+
 def section_pgbench(ctx, pg):
     cfg = ctx.cfg
     pg.drop_slot("bench_hold")
     pg.drop_slot("bench_rw")
     pg.psql("DROP TABLE IF EXISTS bench_fill")
     pg.psql("CHECKPOINT")
-    r = subprocess.run([pg.tool("pgbench"), "-i", "-q", "-s", str(cfg.pgbench_scale),
-                        "-h", pg.sockdir, "-p", str(pg.port), "-U", SUPERUSER, "postgres"],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-    if r.returncode != 0:
-        raise RuntimeError("pgbench -i failed: %s" % r.stdout[-2000:])
+    pgbench_init(pg, cfg.pgbench_scale)
     variants = list(cfg.pgbench_variants)
     runs = {v: [] for v in variants}
     for rnd in range(cfg.rounds):

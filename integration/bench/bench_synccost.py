@@ -11,6 +11,7 @@ import threading
 
 from integration import harness as kit
 from integration.bench import commit_trace
+from integration.bench.bench_pgbench import pgbench_init
 from integration.bench.bench_procs import log, median_summary, rotate
 from integration.walshiptest import daemons
 from integration.walshiptest.lsn import parse_lsn
@@ -211,11 +212,7 @@ def section_synccost(ctx, pg):
     cfg = ctx.cfg
     pg.drop_slot("bench_hold")
     pg.psql("DROP TABLE IF EXISTS bench_fill")
-    r = subprocess.run([pg.tool("pgbench"), "-i", "-q", "-s", str(cfg.synccost_scale),
-                        "-h", pg.sockdir, "-p", str(pg.port), "-U", SUPERUSER, "postgres"],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-    if r.returncode != 0:
-        raise RuntimeError("pgbench -i failed: %s" % r.stdout[-2000:])
+    pgbench_init(pg, cfg.synccost_scale)
     variants = variants_of(cfg)
     recv = Receivers(ctx, pg, variants)
     runs = {v: [] for v in variants}

@@ -15,12 +15,7 @@ MIB = 1 << 20
 GIB = 1 << 30
 
 
-def _get(d, *path):
-    for p in path:
-        if not isinstance(d, dict) or p not in d or d[p] is None:
-            return None
-        d = d[p]
-    return d
+_get = report_synccost.get_path
 
 
 def med(results, section, variant, key, field="median"):

@@ -2,7 +2,8 @@
 Markdown tables. Pure functions of the results dict."""
 
 
-def _get(d, *path):
+def get_path(d, *path):
+    """d[path[0]][path[1]]..., or None where a key is missing or None."""
     for p in path:
         if not isinstance(d, dict) or p not in d or d[p] is None:
             return None
@@ -24,18 +25,18 @@ def _span(s, spec):
 
 
 def _med(sc, variant, key):
-    return _get(sc, "summary", variant, key, "median")
+    return get_path(sc, "summary", variant, key, "median")
 
 
 def target(results):
     """The issue's target for a synchronous commit through walship, or None
     when the section did not run."""
-    sc = _get(results, "sections", "synccost")
+    sc = get_path(results, "sections", "synccost")
     if not sc:
         return None
     wt, rt = _med(sc, "walship", "tps"), _med(sc, "pg_receivewal", "tps")
-    wa = _get(sc, "added_latency_ms", "walship")
-    ra = _get(sc, "added_latency_ms", "pg_receivewal")
+    wa = get_path(sc, "added_latency_ms", "walship")
+    ra = get_path(sc, "added_latency_ms", "pg_receivewal")
     ok = None
     if None not in (wt, rt, wa, ra):
         ok = wt >= rt and wa <= ra
@@ -57,7 +58,7 @@ LABELS = [("walship", "walship (agent's flush feed)"),
 
 def markdown(results):
     """The section's Markdown lines ([] when it did not run)."""
-    sc = _get(results, "sections", "synccost")
+    sc = get_path(results, "sections", "synccost")
     if not sc:
         return []
     L = ["### Synchronous commit cost (pgbench TPC-B scale %d, %d clients, %d s rounds; "
@@ -70,7 +71,7 @@ def markdown(results):
         if v not in sc["summary"]:
             continue
         s = sc["summary"][v]
-        added = _get(sc, "added_latency_ms", v)
+        added = get_path(sc, "added_latency_ms", v)
         lag = "–"
         if v != "none":
             lag = "%s / %s" % (_span(s.get("%s_lag_p50_ms" % v), "%.2f"),
@@ -81,8 +82,8 @@ def markdown(results):
     L.append("")
     L.append("walship adds %s ms to each commit where pg_receivewal adds %s (%sx). Medians "
              "over %d interleaved, rotated rounds; %s." % (
-                 _fmt(_get(sc, "added_latency_ms", "walship"), "%.3f"),
-                 _fmt(_get(sc, "added_latency_ms", "pg_receivewal"), "%.3f"),
+                 _fmt(get_path(sc, "added_latency_ms", "walship"), "%.3f"),
+                 _fmt(get_path(sc, "added_latency_ms", "pg_receivewal"), "%.3f"),
                  _fmt(sc.get("added_ratio"), "%.2f"), sc["rounds"], sc["method"]))
     L.append("")
     every = sc.get("lag_all_rounds")

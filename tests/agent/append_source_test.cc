@@ -19,6 +19,7 @@
 #include "agent/segment_catalog.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/log_capture.h"
+#include "tests/fakes/catalog_wait.h"
 #include "tests/fakes/temp_dir.h"
 
 namespace walship::agent {
@@ -39,17 +40,7 @@ void Append(const std::string& path, size_t n, char c = 'x') {
   f << std::string(n, c);
 }
 
-// Waits (bounded) until `pred(snapshot)` holds; returns the last snapshot.
-template <typename Pred>
-CatalogSnapshot WaitFor(const SegmentCatalog& catalog, Pred pred) {
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  CatalogSnapshot s = catalog.Get();
-  while (!pred(s) && absl::Now() < deadline) {
-    catalog.WaitForChange(s.version, absl::Now() + absl::Milliseconds(100));
-    s = catalog.Get();
-  }
-  return s;
-}
+using ::walship::testing::WaitForCatalog;
 
 TEST(AppendSourceTest, FollowsGrowthAndNewSegments) {
   std::string dir = testing::FreshTempDir("follow");
@@ -71,14 +62,14 @@ TEST(AppendSourceTest, FollowsGrowthAndNewSegments) {
   EXPECT_FALSE((*s.segments)[0].complete);
 
   Append(dir + "/seg-001", 50);
-  s = WaitFor(catalog, [](const CatalogSnapshot& c) {
+  s = WaitForCatalog(catalog, [](const CatalogSnapshot& c) {
     return !c.segments->empty() && (*c.segments)[0].shippable == 150;
   });
   EXPECT_EQ((*s.segments)[0].shippable, 150u);
 
   Append(dir + "/seg-002", 7);
   // (The file may be seen empty first, between its creation and the write.)
-  s = WaitFor(catalog, [](const CatalogSnapshot& c) { return c.End().offset == 7; });
+  s = WaitForCatalog(catalog, [](const CatalogSnapshot& c) { return c.End().offset == 7; });
   ASSERT_EQ(s.segments->size(), 2u);
   EXPECT_TRUE((*s.segments)[0].complete);
   EXPECT_FALSE((*s.segments)[1].complete);
@@ -98,7 +89,7 @@ TEST(AppendSourceTest, ShrinkingSegmentFailsTheSource) {
   ASSERT_TRUE(source.Start().ok());
   ASSERT_EQ(truncate((dir + "/seg-001").c_str(), 10), 0);
   CatalogSnapshot s =
-      WaitFor(catalog, [](const CatalogSnapshot& c) { return !c.source_status.ok(); });
+      WaitForCatalog(catalog, [](const CatalogSnapshot& c) { return !c.source_status.ok(); });
   EXPECT_EQ(s.source_status.code(), absl::StatusCode::kDataLoss) << s.source_status;
   source.Stop();
 }
@@ -115,7 +106,7 @@ TEST(AppendSourceTest, CompleteSegmentThatGrowsFailsTheSource) {
   ASSERT_TRUE(source.Start().ok());
   Append(dir + "/seg-001", 10);
   CatalogSnapshot s =
-      WaitFor(catalog, [](const CatalogSnapshot& c) { return !c.source_status.ok(); });
+      WaitForCatalog(catalog, [](const CatalogSnapshot& c) { return !c.source_status.ok(); });
   EXPECT_EQ(s.source_status.code(), absl::StatusCode::kDataLoss) << s.source_status;
   source.Stop();
 }
@@ -241,7 +232,7 @@ TEST(AppendSourceTest, SegmentPreallocatedAfterItsBeginningWasPublishedIsRefused
   Append(dir + "/seg-001", 200, 'y');
   PreallocateInOneStep(dir + "/seg-001", 4 << 20);
   CatalogSnapshot s =
-      WaitFor(catalog, [](const CatalogSnapshot& c) { return !c.source_status.ok(); });
+      WaitForCatalog(catalog, [](const CatalogSnapshot& c) { return !c.source_status.ok(); });
   EXPECT_EQ(s.source_status.code(), absl::StatusCode::kFailedPrecondition) << s.source_status;
   EXPECT_NE(s.source_status.message().find("seg-001"), std::string::npos);
   EXPECT_NE(s.source_status.message().find("data ends at offset 300"), std::string::npos)
@@ -312,7 +303,7 @@ TEST(AppendSourceTest, SymlinksAreNotFollowed) {
   // A link made later is skipped too; the real segment after it is followed.
   ASSERT_EQ(symlink((outside + "/hostname").c_str(), (dir + "/seg-003").c_str()), 0);
   Append(dir + "/seg-004", 7);
-  s = WaitFor(catalog, [](const CatalogSnapshot& c) { return c.Find("seg-004") >= 0; });
+  s = WaitForCatalog(catalog, [](const CatalogSnapshot& c) { return c.Find("seg-004") >= 0; });
   EXPECT_EQ(s.Find("seg-002"), -1);
   EXPECT_EQ(s.Find("seg-003"), -1);
   ASSERT_EQ(s.segments->size(), 2u);
@@ -344,10 +335,10 @@ TEST(AppendSourceTest, AFileOfAnotherShapeFailsTheSourceWithoutAPattern) {
   AppendSource source(sys::DefaultSysCalls(), o, catalog);
   ASSERT_TRUE(source.Start().ok());
   Append(dir + "/000005.log", 10);
-  WaitFor(catalog, [](const CatalogSnapshot& c) { return c.segments->size() == 2; });
+  WaitForCatalog(catalog, [](const CatalogSnapshot& c) { return c.segments->size() == 2; });
   Append(dir + "/LOG", 10);  // RocksDB's info log
   CatalogSnapshot s =
-      WaitFor(catalog, [](const CatalogSnapshot& c) { return !c.source_status.ok(); });
+      WaitForCatalog(catalog, [](const CatalogSnapshot& c) { return !c.source_status.ok(); });
   EXPECT_EQ(s.source_status.code(), absl::StatusCode::kFailedPrecondition) << s.source_status;
   EXPECT_NE(s.source_status.message().find("LOG (1 file"), std::string::npos)
       << s.source_status;
@@ -399,7 +390,7 @@ TEST(AppendSourceTest, OpenSegmentEndingInZerosIsHeldUntilDataFollows) {
   EXPECT_TRUE(s.source_status.ok()) << s.source_status;
   // The record ends: the zeros were data after all.
   Append(dir + "/seg-002", 10);
-  s = WaitFor(catalog, [](const CatalogSnapshot& c) { return c.Find("seg-002") >= 0; });
+  s = WaitForCatalog(catalog, [](const CatalogSnapshot& c) { return c.Find("seg-002") >= 0; });
   ASSERT_GE(s.Find("seg-002"), 0);
   EXPECT_EQ(Entry(s, "seg-002")->shippable, DataThenZeros().size() + 10);
   EXPECT_TRUE(s.source_status.ok()) << s.source_status;
@@ -417,7 +408,7 @@ TEST(AppendSourceTest, OpenSegmentStillEndingInZerosAfterTheGraceIsRefused) {
   AppendSource source(sys::DefaultSysCalls(), o, catalog);
   ASSERT_TRUE(source.Start().ok());  // the first look holds it back
   CatalogSnapshot s =
-      WaitFor(catalog, [](const CatalogSnapshot& c) { return !c.source_status.ok(); });
+      WaitForCatalog(catalog, [](const CatalogSnapshot& c) { return !c.source_status.ok(); });
   EXPECT_EQ(s.source_status.code(), absl::StatusCode::kFailedPrecondition) << s.source_status;
   EXPECT_NE(s.source_status.message().find("data ends at offset 1000"), std::string::npos)
       << s.source_status;
@@ -436,7 +427,7 @@ TEST(AppendSourceTest, ZerosAtTheEndOfTheOpenSegmentAreRefusedWhenItCompletes) {
   ASSERT_TRUE(source.Start().ok());
   Append(dir + "/seg-002", 10);
   CatalogSnapshot s =
-      WaitFor(catalog, [](const CatalogSnapshot& c) { return !c.source_status.ok(); });
+      WaitForCatalog(catalog, [](const CatalogSnapshot& c) { return !c.source_status.ok(); });
   EXPECT_EQ(s.source_status.code(), absl::StatusCode::kFailedPrecondition) << s.source_status;
   EXPECT_NE(s.source_status.message().find("seg-001"), std::string::npos) << s.source_status;
   EXPECT_EQ(s.Find("seg-001"), -1);
@@ -529,7 +520,7 @@ TEST(AppendSourceTest, APatternSelectsTheSegments) {
   EXPECT_FALSE((*s.segments)[1].complete);
   Append(dir + "/mysql-bin.state", 10);  // written at shutdown: not a segment
   Append(dir + "/mysql-bin.000002", 5);
-  s = WaitFor(catalog, [](const CatalogSnapshot& c) { return c.End().offset == 55; });
+  s = WaitForCatalog(catalog, [](const CatalogSnapshot& c) { return c.End().offset == 55; });
   ASSERT_EQ(s.segments->size(), 2u);
   EXPECT_FALSE((*s.segments)[1].complete);
   EXPECT_TRUE(s.source_status.ok()) << s.source_status;

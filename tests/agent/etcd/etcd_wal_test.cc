@@ -15,6 +15,7 @@
 #include "common/sys/unique_fd.h"
 #include "gtest/gtest.h"
 #include "tests/agent/etcd/etcd_wal_builder.h"
+#include "tests/fakes/catalog_wait.h"
 #include "tests/fakes/temp_dir.h"
 
 namespace walship::agent::etcd {
@@ -184,17 +185,7 @@ TEST(EtcdWalTest, ANewFileMustContinueThePreviousFilesChain) {
   EXPECT_EQ(end.held, HeldBack::kBadChecksum) << end.detail;
 }
 
-// Waits (bounded) until `pred(snapshot)` holds; returns the last snapshot.
-template <typename Pred>
-CatalogSnapshot WaitFor(const SegmentCatalog& catalog, Pred pred) {
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  CatalogSnapshot s = catalog.Get();
-  while (!pred(s) && absl::Now() < deadline) {
-    catalog.WaitForChange(s.version, absl::Now() + absl::Milliseconds(100));
-    s = catalog.Get();
-  }
-  return s;
-}
+using ::walship::testing::WaitForCatalog;
 
 AppendSourceOptions EtcdOptions(const std::string& dir) {
   AppendSourceOptions o;
@@ -229,7 +220,7 @@ TEST(EtcdSourceTest, PreallocatedFilesAreShippedToTheirValidEnd) {
   std::string more = b.Add(2, std::string(3000, 'e'));
   WriteAt(first, data.size(), more);
   data += more;
-  s = WaitFor(catalog, [&](const CatalogSnapshot& c) {
+  s = WaitForCatalog(catalog, [&](const CatalogSnapshot& c) {
     return (*c.segments)[0].shippable == data.size();
   });
   EXPECT_EQ((*s.segments)[0].shippable, data.size());
@@ -243,7 +234,7 @@ TEST(EtcdSourceTest, PreallocatedFilesAreShippedToTheirValidEnd) {
   std::string second = next.StartFile();
   second += next.Add(1, "meta");
   Preallocated(dir + "/0000000000000001-0000000000000005.wal", second, 1 << 20);
-  s = WaitFor(catalog, [&](const CatalogSnapshot& c) {
+  s = WaitForCatalog(catalog, [&](const CatalogSnapshot& c) {
     return c.segments->size() == 2 && (*c.segments)[1].shippable == second.size();
   });
   ASSERT_EQ(s.segments->size(), 2u);
@@ -286,7 +277,7 @@ TEST(EtcdSourceTest, ACompleteFileThatChangesSizeFailsTheSource) {
   ASSERT_TRUE(source.Start().ok());
   ASSERT_TRUE((*catalog.Get().segments)[0].complete);
   WriteAt(first, data.size(), b.Add(2, "written after the next file appeared"));
-  CatalogSnapshot s = WaitFor(catalog, [](const CatalogSnapshot& c) {
+  CatalogSnapshot s = WaitForCatalog(catalog, [](const CatalogSnapshot& c) {
     return !c.source_status.ok();
   });
   EXPECT_EQ(s.source_status.code(), absl::StatusCode::kDataLoss) << s.source_status;
