@@ -69,11 +69,28 @@ class PatroniGuide(object):
         text = text if text is not None else read_guide()
         self.dcs = block(text, "dcs")
         self.pre_promote = self._folded(block(text, "pre-promote"), "pre_promote")
+        self.node_parameters = self._mapping(block(text, "pre-promote"), "parameters")
         self.agent = command(block(text, "agent"))
         self.replica = command(block(text, "replica"))
         for argv, program in [(self.agent, "walship-agent"), (self.replica, "walship-replica")]:
             if argv[0] != program:
                 raise GuideError("the %s block does not run %s" % (GUIDE, program))
+
+    @staticmethod
+    def _mapping(yaml_text, key):
+        """The `name: value` lines indented under `key:`, as a dict."""
+        lines = yaml_text.splitlines()
+        for i, line in enumerate(lines):
+            if line.strip() == "%s:" % key:
+                indent = len(line) - len(line.lstrip())
+                out = {}
+                for cont in lines[i + 1:]:
+                    if len(cont) - len(cont.lstrip()) <= indent:
+                        break
+                    name, _, value = cont.strip().partition(":")
+                    out[name.strip()] = value.strip().strip('"')
+                return out
+        raise GuideError("no %s in the pre-promote block of %s" % (key, GUIDE))
 
     @staticmethod
     def _folded(yaml_text, key):

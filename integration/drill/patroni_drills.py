@@ -86,7 +86,10 @@ class PatroniWorld(object):
         self.agent_ports = None  # after the cluster exists (one per node)
         self.guide = PatroniGuide()
         self.sync = sync
-        extra = (lambda node: {"pre_promote": self.gate_command(node)}) if gate else {}
+        # The guide's node block: the gate, and walship named in the node's
+        # own parameters (with walship synchronous only).
+        extra = (lambda node: {"pre_promote": self.gate_command(node),
+                               "parameters": self.guide.node_parameters}) if gate else {}
         self.cluster = PatroniCluster(self.env, area, extra_postgresql=extra)
         self.agent_ports = [ports.free_port() for _ in self.cluster.nodes]
         self.agents = {}

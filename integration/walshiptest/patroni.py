@@ -109,6 +109,11 @@ class PatroniNode(object):
     def write_config(self, etcd_port, dcs_parameters, extra_postgresql):
         env = self.cluster.env
         pgpass = os.path.join(self.dir, "pgpass")
+        extra = dict(extra_postgresql(self) if callable(extra_postgresql) else extra_postgresql)
+        # The node's own parameters: its socket directory, and any the
+        # caller adds.
+        extra["parameters"] = dict({"unix_socket_directories": self.sockdir},
+                                   **extra.get("parameters", {}))
         cfg = {
             "scope": SCOPE,
             "namespace": "/service/",
@@ -136,11 +141,10 @@ class PatroniNode(object):
                     "replication": {"username": "replicator", "password": "drill"},
                     "rewind": {"username": SUPERUSER, "password": "drill"},
                 },
-                "parameters": {"unix_socket_directories": self.sockdir},
                 "pg_hba": ["local all all trust",
                            "host all all 127.0.0.1/32 trust",
                            "host replication all 127.0.0.1/32 trust"],
-            }, **(extra_postgresql(self) if callable(extra_postgresql) else extra_postgresql)),
+            }, **extra),
             "watchdog": {"mode": "off"},
             "tags": {"nofailover": False, "noloadbalance": False, "clonefrom": False},
         }
