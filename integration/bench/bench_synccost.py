@@ -81,17 +81,43 @@ def lag_sampler(pg, stop, lags, load_from):
         stop.wait(0.02)
 
 
+def cpu_seconds(pids):
+    """utime + stime of `pids` (processes gone count 0), in seconds."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # stat fields 14 and 15
+    return total / float(tick)
+
+
+def walsender_pids(pg):
+    """Each application_name's walsender pid (pg_stat_replication)."""
+    out = pg.session().fetch(
+        "SELECT coalesce(string_agg(application_name || '=' || pid, ','), '') "
+        "FROM pg_stat_replication")
+    return {k: int(v) for k, v in (x.split("=", 1) for x in out.split(",") if x)}
+
+
 def pct(vals, p):
     s = sorted(vals)
     return s[min(len(s) - 1, int(p / 100.0 * len(s)))] if s else None
 
 
-def run_round(ctx, pg, variant, variants=VARIANTS):
+def run_round(ctx, pg, variant, variants=VARIANTS, recv=None):
     """One round: `variant` synchronous, CHECKPOINT, pgbench; TPS, average
-    latency and each receiver's flush lag p50 / p90 during it."""
+    latency, each receiver's flush lag p50 / p90 during it and, with `recv`,
+    the CPU each receiver's processes (its daemons and its walsender) used
+    per transaction."""
     cfg = ctx.cfg
     set_sync(pg, variant, variants)
     pg.psql("CHECKPOINT")
+    pids = recv.pids() if recv is not None else {}
+    cpu0 = {(r, part): cpu_seconds(p) for r, parts in pids.items() for part, p in parts.items()}
     lags = {APP[r]: [] for r in receivers(variants)}
     stop = threading.Event()
     th = threading.Thread(target=lag_sampler, args=(pg, stop, lags, pg.flush_lsn()),
@@ -107,11 +133,19 @@ def run_round(ctx, pg, variant, variants=VARIANTS):
     finally:
         stop.set()
         th.join(10)
+    cpu1 = {k: cpu_seconds(pids[k[0]][k[1]]) for k in cpu0}
     m = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out.stdout)
     lat = re.search(r"latency average = ([0-9.]+) ms", out.stdout)
-    if out.returncode != 0 or not m or not lat:
+    n = re.search(r"number of transactions actually processed: ([0-9]+)", out.stdout)
+    if out.returncode != 0 or not m or not lat or not n:
         raise RuntimeError("pgbench failed: %s" % out.stdout[-2000:])
     res = {"tps": float(m.group(1)), "latency_ms": float(lat.group(1))}
+    xacts = max(1, int(n.group(1)))
+    for r, parts in pids.items():
+        us = {part: (cpu1[(r, part)] - cpu0[(r, part)]) * 1e6 / xacts for part in parts}
+        res["%s_cpu_us_per_xact" % r] = sum(us.values())
+        for part, v in us.items():
+            res["%s_cpu_%s_us_per_xact" % (r, part)] = v
     for r in receivers(variants):
         res["%s_lag_p50_ms" % r] = pct(lags[APP[r]], 50)
         res["%s_lag_p90_ms" % r] = pct(lags[APP[r]], 90)
@@ -130,6 +164,21 @@ class Receivers(object):
         self.ctx, self.pg, self.variants = ctx, pg, variants
         self.agent = self.replica = self.rw = None
         self.agent_b = self.replica_b = None
+
+    def pids(self):
+        """Each receiver's processes by part: its daemons and its walsender."""
+        ws = walsender_pids(self.pg)
+        parts_of = {"walship": (("agent", self.agent), ("replica", self.replica)),
+                    "walship-b": (("agent", self.agent_b), ("replica", self.replica_b)),
+                    "pg_receivewal": (("pg_receivewal", self.rw),)}
+        out = {}
+        for r in receivers(self.variants):
+            parts = {part: [d.pid] for part, d in parts_of[r]
+                     if d is not None and d.pid is not None}
+            if APP[r] in ws:
+                parts["walsender"] = [ws[APP[r]]]
+            out[r] = parts
+        return out
 
     def start(self):
         ctx, pg = self.ctx, self.pg
@@ -221,7 +270,7 @@ def section_synccost(ctx, pg):
         recv.start()
         for rnd in range(cfg.rounds):
             for v in rotate(variants, rnd):
-                res = run_round(ctx, pg, v, variants)
+                res = run_round(ctx, pg, v, variants, recv)
                 runs[v].append(res)
                 log("synccost round %d %-13s tps %.0f latency %.3f ms; flush lag p50 %s",
                     rnd + 1, v, res["tps"], res["latency_ms"], " ".join(
@@ -246,7 +295,10 @@ def section_synccost(ctx, pg):
 def summarize(cfg, runs, traced):
     """The section's results: runs, medians, added latency and the ratio."""
     rs_ = receivers(list(runs))
-    keys = ["tps", "latency_ms"] + ["%s_lag_p%d_ms" % (r, q) for r in rs_ for q in (50, 90)]
+    keys = (["tps", "latency_ms"] + ["%s_lag_p%d_ms" % (r, q) for r in rs_ for q in (50, 90)]
+            + ["%s_cpu_us_per_xact" % r for r in rs_]
+            + ["%s_cpu_%s_us_per_xact" % (r, part) for r in rs_
+               for part in ("agent", "replica", "pg_receivewal", "walsender")])
     summary = {v: {k: median_summary([r.get(k) for r in rs]) for k in keys}
                for v, rs in runs.items()}
 

@@ -65,20 +65,25 @@ def markdown(results):
          "walship and pg_receivewal --synchronous both connected)" % (
              sc["scale"], sc["clients"], sc["seconds"]), ""]
     L.append("| synchronous standby | TPS | average latency ms | added per commit ms | "
-             "its flush lag p50 / p90 ms |")
-    L.append("|---|---:|---:|---:|---:|")
+             "its flush lag p50 / p90 ms | its CPU per transaction µs |")
+    L.append("|---|---:|---:|---:|---:|---:|")
     for v, label in LABELS:
         if v not in sc["summary"]:
             continue
         s = sc["summary"][v]
         added = get_path(sc, "added_latency_ms", v)
-        lag = "–"
+        lag = cpu = "–"
         if v != "none":
+            parts = [(part, s.get("%s_cpu_%s_us_per_xact" % (v, part)))
+                     for part in ("agent", "replica", "walsender")]
+            cpu = _span(s.get("%s_cpu_us_per_xact" % v), "%.0f") + "".join(
+                [" (" + ", ".join("%s %.0f" % (part, x["median"]) for part, x in parts if x)
+                 + ")"] if any(x for _, x in parts) else [])
             lag = "%s / %s" % (_span(s.get("%s_lag_p50_ms" % v), "%.2f"),
                                _span(s.get("%s_lag_p90_ms" % v), "%.2f"))
-        L.append("| %s | %s | %s | %s | %s |" % (
+        L.append("| %s | %s | %s | %s | %s | %s |" % (
             label, _span(s.get("tps"), "%.0f"), _span(s.get("latency_ms"), "%.3f"),
-            "–" if v == "none" else "+" + _fmt(added, "%.3f"), lag))
+            "–" if v == "none" else "+" + _fmt(added, "%.3f"), lag, cpu))
     L.append("")
     L.append("walship adds %s ms to each commit where pg_receivewal adds %s (%sx). Medians "
              "over %d interleaved, rotated rounds; %s." % (
@@ -86,6 +91,14 @@ def markdown(results):
                  _fmt(get_path(sc, "added_latency_ms", "pg_receivewal"), "%.3f"),
                  _fmt(sc.get("added_ratio"), "%.2f"), sc["rounds"], sc["method"]))
     L.append("")
+    cpu = [(label, s_) for v, label in LABELS if v != "none"
+           for s_ in [get_path(sc, "summary", "none", "%s_cpu_us_per_xact" % v)] if s_]
+    if cpu:
+        L.append("CPU each receiver used per transaction (its daemons and its "
+                 "walsender, as in the table's last column) in the rounds where nobody "
+                 "waited for anyone, so every receiver saw the same load: %s." % "; ".join(
+                     "%s %s µs" % (label, _span(s_, "%.0f")) for label, s_ in cpu))
+        L.append("")
     every = sc.get("lag_all_rounds")
     if every:
         L.append("Flush lag p50 / p90 of each receiver over every round, synchronous or not "

@@ -213,11 +213,18 @@ def fake_synccost(walship_tps=1544.0, walship_latency=2.59):
             "summary": {
                 "walship": {"tps": s(walship_tps, walship_tps - 20, walship_tps + 30),
                             "latency_ms": s(walship_latency),
-                            "walship_lag_p50_ms": s(0.41), "walship_lag_p90_ms": s(0.9)},
+                            "walship_lag_p50_ms": s(0.41), "walship_lag_p90_ms": s(0.9),
+                            "walship_cpu_us_per_xact": s(300.0),
+                            "walship_cpu_agent_us_per_xact": s(120.0),
+                            "walship_cpu_replica_us_per_xact": s(150.0),
+                            "walship_cpu_walsender_us_per_xact": s(30.0)},
                 "pg_receivewal": {"tps": s(1637.0), "latency_ms": s(2.44),
                                   "pg_receivewal_lag_p50_ms": s(0.25),
-                                  "pg_receivewal_lag_p90_ms": s(0.6)},
-                "none": {"tps": s(1814.0), "latency_ms": s(2.21)}},
+                                  "pg_receivewal_lag_p90_ms": s(0.6),
+                                  "pg_receivewal_cpu_us_per_xact": s(100.0)},
+                "none": {"tps": s(1814.0), "latency_ms": s(2.21),
+                         "walship_cpu_us_per_xact": s(250.0, 240.0, 260.0),
+                         "pg_receivewal_cpu_us_per_xact": s(90.0)}},
             "added_latency_ms": {"walship": walship_latency - 2.21,
                                  "pg_receivewal": 2.44 - 2.21},
             "added_ratio": (walship_latency - 2.21) / (2.44 - 2.21),
@@ -249,10 +256,14 @@ class SyncCostReportTest(unittest.TestCase):
         self.assertIn("### Synchronous commit cost (pgbench TPC-B scale 10, 4 clients, 15 s "
                       "rounds;", md)
         self.assertIn("| walship (agent's flush feed) | 1544 (1524–1574) | 2.590 | +0.380 | "
-                      "0.41 / 0.90 |", md)
-        self.assertIn("| pg_receivewal --synchronous | 1637 | 2.440 | +0.230 | 0.25 / 0.60 |",
+                      "0.41 / 0.90 | 300 (agent 120, replica 150, walsender 30) |", md)
+        self.assertIn("| pg_receivewal --synchronous | 1637 | 2.440 | +0.230 | 0.25 / 0.60 | "
+                      "100 |", md)
+        self.assertIn("| nobody (both connected, asynchronous) | 1814 | 2.210 | – | – | – |",
                       md)
-        self.assertIn("| nobody (both connected, asynchronous) | 1814 | 2.210 | – | – |", md)
+        self.assertIn("in the rounds where nobody waited for anyone, so every receiver saw the "
+                      "same load: walship (agent's flush feed) 250 (240–260) µs; "
+                      "pg_receivewal --synchronous 90 µs.", md)
         self.assertIn("walship adds 0.380 ms to each commit where pg_receivewal adds 0.230 "
                       "(1.65x)", md)
         self.assertIn("over every round, synchronous or not (all connected, sampled at the "
