@@ -23,134 +23,21 @@ WALSHIP_ETCD_TEST_FORMAT=append runs the same test with the generic format,
 which refuses etcd's preallocated files at start-up.
 """
 
-import base64
-import hashlib
-import http.client
-import json
 import os
 import shutil
 import subprocess
-import threading
 import unittest
 
 from integration import etcdwal
 from integration import harness as h
 from integration.walshiptest import binaries
-from integration.walshiptest import ports
 from integration.walshiptest import procs
 from integration.walshiptest import waits
+from integration.walshiptest.etcd import SEGMENT_BYTES, Etcd, Loader, value_of, wal_files
 
-ETCD = "/usr/bin/etcd"
 FORMAT = os.environ.get("WALSHIP_ETCD_TEST_FORMAT", "etcd")
-VALUE_BYTES = 400 << 10
-SEGMENT_BYTES = 64 * 1000 * 1000
 ROLLOVERS = 2
 log = procs.log
-
-
-class Etcd(object):
-    """A one-member etcd over `data_dir` on loopback ports of its own."""
-
-    def __init__(self, cluster, data_dir, label):
-        self.cluster = cluster
-        self.data_dir = data_dir
-        self.label = label
-        self.client_port = ports.free_port()
-        self.peer_port = ports.free_port()
-        self.proc = None
-
-    def start(self):
-        peer = "http://127.0.0.1:%d" % self.peer_port
-        client = "http://127.0.0.1:%d" % self.client_port
-        self.proc = procs.Proc(procs.Launcher(), self.label, [
-            ETCD, "--name", "m0", "--data-dir", self.data_dir,
-            "--listen-client-urls", client, "--advertise-client-urls", client,
-            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", "m0=" + peer, "--initial-cluster-state", "new",
-            "--snapshot-count", "100", "--logger", "zap", "--log-outputs", "stderr"],
-            os.path.join(self.cluster.logdir, self.label + ".log"))
-        self.cluster.on_close(self.stop)
-
-        def healthy():
-            if not self.proc.alive():
-                raise AssertionError("%s exited %s:\n%s" % (self.label, self.proc.returncode(),
-                                                           self.proc.tail(30)))
-            try:
-                return json.loads(self._call("GET", "/health")).get("health") == "true"
-            except (OSError, ValueError, http.client.HTTPException):
-                return False
-        waits.wait_until(healthy, 30, "%s to be healthy" % self.label, interval=0.1)
-        return self
-
-    def stop(self):
-        if self.proc is not None and self.proc.alive():
-            self.proc.stop()
-
-    def kill(self):
-        self.proc.kill9()
-
-    def _call(self, method, path, body=None, timeout=10):
-        c = http.client.HTTPConnection("127.0.0.1", self.client_port, timeout=timeout)
-        try:
-            c.request(method, path, body=body)
-            r = c.getresponse()
-            data = r.read().decode()
-            if r.status != 200:
-                raise http.client.HTTPException("%s %s: %d %s" % (method, path, r.status, data))
-            return data
-        finally:
-            c.close()
-
-    def put(self, key, value):
-        """True once etcd acknowledged the put (raises otherwise)."""
-        body = json.dumps({"key": base64.b64encode(key).decode(),
-                           "value": base64.b64encode(value).decode()})
-        return "header" in json.loads(self._call("POST", "/v3/kv/put", body))
-
-    def get(self, key):
-        body = json.dumps({"key": base64.b64encode(key).decode()})
-        kvs = json.loads(self._call("POST", "/v3/kv/range", body)).get("kvs") or []
-        return base64.b64decode(kvs[0]["value"]) if kvs else None
-
-
-def value_of(i):
-    seed = hashlib.sha256(b"v%d" % i).digest()
-    return (seed * (VALUE_BYTES // len(seed) + 1))[:VALUE_BYTES]
-
-
-def wal_files(wal_dir):
-    return sorted(n for n in os.listdir(wal_dir) if n.endswith(".wal"))
-
-
-class Loader(object):
-    """Puts key-000001, key-000002, ... on its own thread until stopped;
-    `acked` holds the numbers etcd acknowledged."""
-
-    def __init__(self, etcd):
-        self.etcd = etcd
-        self.acked = []
-        self.error = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        i = len(self.acked)
-        while not self._stop.is_set():
-            i += 1
-            try:
-                if self.etcd.put(b"key-%06d" % i, value_of(i)):
-                    self.acked.append(i)
-            except (OSError, http.client.HTTPException, ValueError) as e:
-                self.error = e
-                return
-
-    def start(self):
-        self._thread.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join(60)
 
 
 class EtcdTest(h.ClusterTestCase):
@@ -179,7 +66,7 @@ class EtcdTest(h.ClusterTestCase):
         c = self.cluster
         data = c.dir("etcd")
         wal_dir = os.path.join(data, "member", "wal")
-        etcd = Etcd(c, data, "etcd").start()
+        etcd = Etcd(c.logdir, data, "etcd", c.on_close).start()
         for i in range(1, 21):
             etcd.put(b"base-%02d" % i, b"before the backup")
         # The base backup: member/snap of a cleanly stopped member.
@@ -267,7 +154,7 @@ class EtcdTest(h.ClusterTestCase):
             if n.endswith(".wal") or n.endswith(".wal" + h.PARTIAL):
                 shutil.copy(os.path.join(dest, n), os.path.join(wal, n.replace(h.PARTIAL, "")))
         log("restoring from the base member/snap and %s", sorted(os.listdir(wal)))
-        restored = Etcd(c, data, "etcd-restored").start()
+        restored = Etcd(c.logdir, data, "etcd-restored", c.on_close).start()
         missing = []
         for i in acked:
             if restored.get(b"key-%06d" % i) != value_of(i):

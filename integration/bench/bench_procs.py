@@ -53,6 +53,8 @@ class Config(object):
             self.synccost_seconds = 3
             self.synccost_trace = True
             self.synccost_compare_bin = None
+            self.formats_etcd_files = 1
+            self.formats_rocksdb_keys = 30000
         else:
             self.rounds = rounds or 3
             self.segment_bytes = 16 * MIB
@@ -93,6 +95,10 @@ class Config(object):
             self.synccost_seconds = 15
             self.synccost_trace = True
             self.synccost_compare_bin = None
+            # formats: etcd WAL files filled before the last (64 MB each),
+            # and RocksDB's fillseq keys (about 1 KiB of log each).
+            self.formats_etcd_files = 3
+            self.formats_rocksdb_keys = 200000
 
     def to_json(self):
         return dict(self.__dict__)

@@ -41,6 +41,10 @@ class BenchSmokeTest(unittest.TestCase):
         self.assertIn("fanout-reads-once", ids)
         for t in results["targets"]:
             self.assertIn(t["pass"], (True, False, None))
+        fm = results["sections"]["formats"]["summary"]
+        for v in ("etcd", "append-etcd", "rocksdb", "append-rocksdb"):
+            self.assertGreater(fm[v]["mb_s"]["median"], 0, v)
+        self.assertIn("### Database logs: catch-up with each format", md)
         catchup = results["sections"]["catchup"]["summary"]
         for v in ("raw-zerocopy", "walship-zerocopy", "walship-copy"):
             self.assertGreater(catchup[v]["mb_s"]["median"], 0)

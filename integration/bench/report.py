@@ -9,6 +9,7 @@ import json
 import os
 import re
 
+from integration.bench import report_formats
 from integration.bench import report_synccost
 
 MIB = 1 << 20
@@ -483,6 +484,7 @@ def markdown(results):
                  "lag: %s. Byte lag: %s." % (m["both"], m["walship_state"], m["bytes"]))
         L.append("")
     L += report_synccost.markdown(results)
+    L += report_formats.markdown(results)
     f = _get(results, "sections", "fanout")
     if f:
         L.append("### Fan-out (%d MiB backlog evicted from the page cache before each run)" %

@@ -15,7 +15,7 @@ def _fmt(v, spec):
     return "n/a" if v is None else spec % v
 
 
-def _span(s, spec):
+def span(s, spec):
     """A median_summary as "median (min–max)" ("n/a" when missing)."""
     if not s:
         return "n/a"
@@ -76,13 +76,13 @@ def markdown(results):
         if v != "none":
             parts = [(part, s.get("%s_cpu_%s_us_per_xact" % (v, part)))
                      for part in ("agent", "replica", "walsender")]
-            cpu = _span(s.get("%s_cpu_us_per_xact" % v), "%.0f") + "".join(
+            cpu = span(s.get("%s_cpu_us_per_xact" % v), "%.0f") + "".join(
                 [" (" + ", ".join("%s %.0f" % (part, x["median"]) for part, x in parts if x)
                  + ")"] if any(x for _, x in parts) else [])
-            lag = "%s / %s" % (_span(s.get("%s_lag_p50_ms" % v), "%.2f"),
-                               _span(s.get("%s_lag_p90_ms" % v), "%.2f"))
+            lag = "%s / %s" % (span(s.get("%s_lag_p50_ms" % v), "%.2f"),
+                               span(s.get("%s_lag_p90_ms" % v), "%.2f"))
         L.append("| %s | %s | %s | %s | %s | %s |" % (
-            label, _span(s.get("tps"), "%.0f"), _span(s.get("latency_ms"), "%.3f"),
+            label, span(s.get("tps"), "%.0f"), span(s.get("latency_ms"), "%.3f"),
             "–" if v == "none" else "+" + _fmt(added, "%.3f"), lag, cpu))
     L.append("")
     L.append("walship adds %s ms to each commit where pg_receivewal adds %s (%sx). Medians "
@@ -97,14 +97,14 @@ def markdown(results):
         L.append("CPU each receiver used per transaction (its daemons and its "
                  "walsender, as in the table's last column) in the rounds where nobody "
                  "waited for anyone, so every receiver saw the same load: %s." % "; ".join(
-                     "%s %s µs" % (label, _span(s_, "%.0f")) for label, s_ in cpu))
+                     "%s %s µs" % (label, span(s_, "%.0f")) for label, s_ in cpu))
         L.append("")
     every = sc.get("lag_all_rounds")
     if every:
         L.append("Flush lag p50 / p90 of each receiver over every round, synchronous or not "
                  "(all connected, sampled at the same instants: a pairwise comparison): %s." %
-                 "; ".join("%s %s / %s ms" % (v, _span(every[v]["p50"], "%.2f"),
-                                               _span(every[v]["p90"], "%.2f"))
+                 "; ".join("%s %s / %s ms" % (v, span(every[v]["p50"], "%.2f"),
+                                               span(every[v]["p90"], "%.2f"))
                            for v, _ in LABELS if v in every))
         L.append("")
     tr = sc.get("traced")

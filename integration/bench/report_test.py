@@ -286,5 +286,22 @@ class SyncCostReportTest(unittest.TestCase):
         self.assertNotIn("Where a synchronous commit's time goes", md)
 
 
+class FormatsReportTest(unittest.TestCase):
+
+    def test_table(self):
+        r = fake()
+        self.assertNotIn("### Database logs", report.markdown(r))
+        run = {"mb_s": s(200.0), "agent_cpu_s_per_gib": s(0.6), "replica_cpu_s_per_gib": s(1.1)}
+        twin = {"mb_s": s(160.0, 150.0, 170.0), "agent_cpu_s_per_gib": s(0.8),
+                "replica_cpu_s_per_gib": s(1.4)}
+        r["sections"]["formats"] = {
+            "bytes": {"etcd": 192 << 20, "rocksdb": 200 << 20}, "files": {"etcd": 4, "rocksdb": 7},
+            "summary": {"etcd": run, "append-etcd": twin}, "method": "m"}
+        md = report.markdown(r)
+        self.assertIn("| etcd 3.4 WAL (`--format=etcd`) | 192 (4) | 200 | 160 (150–170) | 1.25 | "
+                      "0.60 / 0.80 | 1.10 / 1.40 |", md)
+        self.assertNotIn("RocksDB 7.8 logs", md)  # not run: no row
+
+
 if __name__ == "__main__":
     unittest.main()

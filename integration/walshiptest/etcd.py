@@ -1,0 +1,127 @@
+"""A private etcd member for tests and the benchmark (Debian's etcd-server),
+and a put load through its v3 JSON gateway."""
+
+import base64
+import hashlib
+import http.client
+import json
+import os
+import threading
+
+from integration.walshiptest import ports
+from integration.walshiptest import procs
+from integration.walshiptest import waits
+
+ETCD = "/usr/bin/etcd"
+# etcd 3.4's WAL segment size (fixed).
+SEGMENT_BYTES = 64 * 1000 * 1000
+VALUE_BYTES = 400 << 10
+
+
+class Etcd(object):
+    """A one-member etcd over `data_dir` on loopback ports of its own, its
+    log in `logdir`; `on_close(fn)`, when given, is told how to stop it."""
+
+    def __init__(self, logdir, data_dir, label, on_close=None):
+        self.logdir = logdir
+        self.on_close = on_close
+        self.data_dir = data_dir
+        self.label = label
+        self.client_port = ports.free_port()
+        self.peer_port = ports.free_port()
+        self.proc = None
+
+    def start(self):
+        peer = "http://127.0.0.1:%d" % self.peer_port
+        client = "http://127.0.0.1:%d" % self.client_port
+        self.proc = procs.Proc(procs.Launcher(), self.label, [
+            ETCD, "--name", "m0", "--data-dir", self.data_dir,
+            "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", "m0=" + peer, "--initial-cluster-state", "new",
+            "--snapshot-count", "100", "--logger", "zap", "--log-outputs", "stderr"],
+            os.path.join(self.logdir, self.label + ".log"))
+        if self.on_close is not None:
+            self.on_close(self.stop)
+
+        def healthy():
+            if not self.proc.alive():
+                raise AssertionError("%s exited %s:\n%s" % (self.label, self.proc.returncode(),
+                                                           self.proc.tail(30)))
+            try:
+                return json.loads(self._call("GET", "/health")).get("health") == "true"
+            except (OSError, ValueError, http.client.HTTPException):
+                return False
+        waits.wait_until(healthy, 30, "%s to be healthy" % self.label, interval=0.1)
+        return self
+
+    def stop(self):
+        if self.proc is not None and self.proc.alive():
+            self.proc.stop()
+
+    def kill(self):
+        self.proc.kill9()
+
+    def _call(self, method, path, body=None, timeout=10):
+        c = http.client.HTTPConnection("127.0.0.1", self.client_port, timeout=timeout)
+        try:
+            c.request(method, path, body=body)
+            r = c.getresponse()
+            data = r.read().decode()
+            if r.status != 200:
+                raise http.client.HTTPException("%s %s: %d %s" % (method, path, r.status, data))
+            return data
+        finally:
+            c.close()
+
+    def put(self, key, value):
+        """True once etcd acknowledged the put (raises otherwise)."""
+        body = json.dumps({"key": base64.b64encode(key).decode(),
+                           "value": base64.b64encode(value).decode()})
+        return "header" in json.loads(self._call("POST", "/v3/kv/put", body))
+
+    def get(self, key):
+        body = json.dumps({"key": base64.b64encode(key).decode()})
+        kvs = json.loads(self._call("POST", "/v3/kv/range", body)).get("kvs") or []
+        return base64.b64decode(kvs[0]["value"]) if kvs else None
+
+
+def value_of(i, size=VALUE_BYTES):
+    seed = hashlib.sha256(b"v%d" % i).digest()
+    return (seed * (size // len(seed) + 1))[:size]
+
+
+def wal_files(wal_dir):
+    return sorted(n for n in os.listdir(wal_dir) if n.endswith(".wal"))
+
+
+class Loader(object):
+    """Puts key-000001, key-000002, ... on its own thread until stopped;
+    `acked` holds the numbers etcd acknowledged."""
+
+    def __init__(self, etcd, value_bytes=VALUE_BYTES):
+        self.etcd = etcd
+        self.value_bytes = value_bytes
+        self.acked = []
+        self.error = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        i = len(self.acked)
+        while not self._stop.is_set():
+            i += 1
+            try:
+                if self.etcd.put(b"key-%06d" % i, value_of(i, self.value_bytes)):
+                    self.acked.append(i)
+            except (OSError, http.client.HTTPException, ValueError) as e:
+                self.error = e
+                return
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(60)
