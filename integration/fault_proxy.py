@@ -147,7 +147,7 @@ class _FrameParser(object):
             self.broken = "frame at stream offset %d: %s" % (self.hdr_pos, e)
             return raw
         out = bytearray(raw)
-        if h["type"] == wirelib.DATA:
+        if h["type"] in (wirelib.DATA, wirelib.ZDATA):
             segment = self.names.get(h["segment_id"])
             spec = self.proxy._take_frame_fault(h)
             if spec is not None:
