@@ -10,7 +10,7 @@ until a fault is injected:
     proxy.corrupt_at(1000)             # flip byte 1000 of the next
                                        # server->client stream to reach it
     proxy.corrupt_next_data_payload()  # flip one payload byte of the next
-                                       # walship DATA frame (needs
+                                       # walship DATA or ZDATA frame (needs
                                        # walship_frames=True)
     proxy.corrupt_next_data_header(0)  # flip header byte 0 (magic)
     proxy.cut()                        # close every open connection
@@ -153,6 +153,7 @@ class _FrameParser(object):
             if spec is not None:
                 kind, index, xor = spec
                 record = {"kind": kind, "conn": self.conn.id, "segment": segment,
+                          "type": wirelib.TYPE_NAMES[h["type"]],
                           "frame_offset": h["offset"], "frame_length": h["payload_length"],
                           "time": time.time()}
                 if kind == "stall":
