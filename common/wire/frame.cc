@@ -57,6 +57,27 @@ std::string Describe(const FrameHeader& h) {
                       h.segment_id, ", offset ", h.offset, ")");
 }
 
+// DecodeFrameHeader step 5: `flags` and `reserved` are 0, except in ZDATA,
+// where `flags` names a codec (and `reserved` is checked with the lengths).
+absl::Status CheckFlagsAndReserved(bool zdata, uint16_t flags, uint32_t reserved) {
+  if (zdata && flags != static_cast<uint16_t>(Codec::kZstd) &&
+      flags != static_cast<uint16_t>(Codec::kLz4)) {
+    return absl::DataLossError(absl::StrCat(
+        "ZDATA frame names codec ", flags, " (known: 1 zstd, 2 lz4)"));
+  }
+  if (!zdata && flags != 0) {
+    return absl::DataLossError(absl::StrCat(
+        "non-zero frame flags 0x", absl::Hex(flags, absl::kZeroPad4),
+        " (reserved, must be 0)"));
+  }
+  if (!zdata && reserved != 0) {
+    return absl::DataLossError(absl::StrCat(
+        "non-zero reserved frame header field ", Hex32(reserved),
+        " (must be 0)"));
+  }
+  return absl::OkStatus();
+}
+
 // ZDATA's length rules (DecodeFrameHeader step 7): the uncompressed length
 // is bounded before anyone sizes a buffer from it or decompresses.
 absl::Status CheckCompressedLengths(const FrameHeader& h, uint32_t limit) {
@@ -180,22 +201,8 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> bytes,
   // 5. Reserved bits (ZDATA: the codec and the uncompressed length).
   const bool zdata = raw_type == static_cast<uint8_t>(FrameType::kCompressedData);
   const uint16_t flags = LoadLe16(p + fl::kFlagsOffset);
-  if (zdata && flags != static_cast<uint16_t>(Codec::kZstd) &&
-      flags != static_cast<uint16_t>(Codec::kLz4)) {
-    return absl::DataLossError(absl::StrCat(
-        "ZDATA frame names codec ", flags, " (known: 1 zstd, 2 lz4)"));
-  }
-  if (!zdata && flags != 0) {
-    return absl::DataLossError(absl::StrCat(
-        "non-zero frame flags 0x", absl::Hex(flags, absl::kZeroPad4),
-        " (reserved, must be 0)"));
-  }
   const uint32_t reserved = LoadLe32(p + fl::kReservedOffset);
-  if (!zdata && reserved != 0) {
-    return absl::DataLossError(absl::StrCat(
-        "non-zero reserved frame header field ", Hex32(reserved),
-        " (must be 0)"));
-  }
+  WALSHIP_RETURN_IF_ERROR(CheckFlagsAndReserved(zdata, flags, reserved));
 
   FrameHeader h;
   h.type = static_cast<FrameType>(raw_type);

@@ -53,6 +53,9 @@ class Config(object):
             self.synccost_seconds = 3
             self.synccost_trace = True
             self.synccost_compare_bin = None
+            self.compress_scale = 1
+            self.compress_wal_bytes = 24 * MIB
+            self.compress_link_bytes_per_sec = 20e6
         else:
             self.rounds = rounds or 3
             self.segment_bytes = 16 * MIB
@@ -93,6 +96,12 @@ class Config(object):
             self.synccost_seconds = 15
             self.synccost_trace = True
             self.synccost_compare_bin = None
+            # compress: pgbench's WAL (its initialisation at this scale, then
+            # TPC-B until this much WAL), shipped by each codec
+            # (bench_compress.py), also through a link of this bandwidth.
+            self.compress_scale = 20
+            self.compress_wal_bytes = 384 * MIB
+            self.compress_link_bytes_per_sec = 20e6
 
     def to_json(self):
         return dict(self.__dict__)

@@ -9,6 +9,7 @@ import json
 import os
 import re
 
+from integration.bench import report_compress
 from integration.bench import report_synccost
 
 MIB = 1 << 20
@@ -168,6 +169,7 @@ def evaluate(results):
     sync = report_synccost.target(results)
     if sync is not None:
         t.append(sync)
+    t += report_compress.targets(results)
     for side in ("agent", "replica"):
         small = med(results, "catchup", "walship-zerocopy-small", side + "_hwm", "max")
         big = med(results, "catchup", "walship-zerocopy", side + "_hwm", "max")
@@ -483,6 +485,7 @@ def markdown(results):
                  "lag: %s. Byte lag: %s." % (m["both"], m["walship_state"], m["bytes"]))
         L.append("")
     L += report_synccost.markdown(results)
+    L += report_compress.markdown(results)
     f = _get(results, "sections", "fanout")
     if f:
         L.append("### Fan-out (%d MiB backlog evicted from the page cache before each run)" %

@@ -257,7 +257,7 @@ TEST(FrameTest, EncodesAndDecodesZdata) {
   h.type = FrameType::kCompressedData;
   h.segment_id = 7;
   h.offset = 4096;
-  h.payload_length = 0x100;
+  h.payload_length = 256;
   h.payload_crc32c = 0xA1B2C3D4u;
   h.codec = Codec::kLz4;
   h.raw_length = 0x10000;
@@ -266,6 +266,9 @@ TEST(FrameTest, EncodesAndDecodesZdata) {
   EXPECT_EQ(raw[frame_layout::kFlagsOffset], 2);
   EXPECT_EQ(raw[frame_layout::kFlagsOffset + 1], 0);
   EXPECT_EQ(raw[frame_layout::kReservedOffset + 2], 1);  // 0x10000 little-endian
+  // wire_format.md section 9.5 shows this header; its checksum:
+  EXPECT_EQ(raw[frame_layout::kHeaderCrcOffset], 0xa7);
+  EXPECT_EQ(raw[frame_layout::kHeaderCrcOffset + 3], 0x36);
   absl::StatusOr<FrameHeader> got = DecodeFrameHeader(raw, kNoLimit);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, h);
