@@ -22,6 +22,7 @@
 #include "common/status_macros.h"
 #include "common/sys/file_util.h"
 #include "common/tls.h"
+#include "common/wire/frame.h"
 #include "proto/walship.grpc.pb.h"
 #include "spdlog/spdlog.h"
 
@@ -212,6 +213,8 @@ absl::Status Agent::Start() {
                                       const std::atomic<bool>& stop) mutable {
     ship.compression = start.compression;
     ship.compression_level = start.compression_level;
+    // Compressing takes CPU no publisher's thread may spend on one replica.
+    if (start.compression != wire::Codec::kNone) ship.inline_sends = false;
     MeteredEvents metered(events, *metrics_, replica);
     events = &metered;
     std::optional<RateLimiter> limiter;

@@ -42,7 +42,9 @@
 // With `compression` (agreed at handshake, compression.h), every DATA frame
 // takes the copy path through a CompressedSender: pread, compress, write a
 // ZDATA frame (or plain DATA when the bytes do not shrink); the transport
-// option then only names what an uncompressed session would use.
+// option then only names what an uncompressed session would use. The agent
+// turns inline sends off for such a session (compressing is no work for a
+// publisher's thread).
 //
 // Memory: one copy buffer for the copy transport, and 16 bytes per
 // kPieceBytes of the segment being sent; with compression, two buffers of
