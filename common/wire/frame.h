@@ -27,6 +27,10 @@
 //   EncodeFrameHeader(h, raw);
 //   ... write raw, then the len payload bytes ...
 //
+// ZDATA, a DATA frame whose payload is compressed (wire_format.md section 9),
+// is decoded here like any frame; its payload is expanded and verified by
+// compress.h's DecompressPayload instead of VerifyPayload.
+//
 // Thread-safety: every function here is pure and may be called concurrently.
 
 #ifndef WALSHIP_COMMON_WIRE_FRAME_H_
