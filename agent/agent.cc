@@ -22,6 +22,7 @@
 #include "common/status_macros.h"
 #include "common/sys/file_util.h"
 #include "common/tls.h"
+#include "common/wire/frame.h"
 #include "proto/walship.grpc.pb.h"
 #include "spdlog/spdlog.h"
 
@@ -36,6 +37,7 @@ class MeteredEvents final : public ShipperEvents {
         bytes_(m.Counter("walship_agent_bytes_shipped_total", "")),
         frames_(m.Counter("walship_agent_frames_shipped_total", "")),
         segments_(m.Counter("walship_agent_segments_completed_total", "")),
+        compressed_(m.Counter("walship_agent_compression_bytes_total", "")),
         replica_(std::move(replica)) {}
   void OnCheckpoint(const std::string& segment, uint64_t length, uint32_t crc32c) override {
     inner_->OnCheckpoint(segment, length, crc32c);
@@ -47,10 +49,15 @@ class MeteredEvents final : public ShipperEvents {
                static_cast<double>(bytes));
     frames_.Add({{"replica", replica_}}, 1);
   }
+  void OnCompressed(uint64_t raw, uint64_t wire) override {
+    inner_->OnCompressed(raw, wire);
+    compressed_.Add({{"replica", replica_}, {"bytes", "uncompressed"}}, static_cast<double>(raw));
+    compressed_.Add({{"replica", replica_}, {"bytes", "wire"}}, static_cast<double>(wire));
+  }
 
  private:
   ShipperEvents* const inner_;
-  const MetricsRegistry::Family bytes_, frames_, segments_;
+  const MetricsRegistry::Family bytes_, frames_, segments_, compressed_;
   const std::string replica_;
 };
 
@@ -74,6 +81,9 @@ void Agent::DeclareMetrics() {
             "Payload bytes written to replicas' data sockets, by replica and transport "
             "path (zerocopy = sendfile, copy = pread/write).");
   m.Counter("walship_agent_frames_shipped_total", "DATA frames written, by replica.");
+  m.Counter("walship_agent_compression_bytes_total",
+            "Of the copy path's bytes, those shipped in compressed (ZDATA) frames, by replica: "
+            "bytes=uncompressed (segment bytes) and bytes=wire (what carried them).");
   m.Counter("walship_agent_segments_completed_total",
             "Segments fully sent and checkpointed, by replica.");
   m.Counter("walship_agent_data_connections_rejected_total",
@@ -200,7 +210,11 @@ absl::Status Agent::Start() {
   ship.trace = options_.commit_trace;
   ShipperRunner runner = [this, ship](int fd, const std::string& replica,
                                       const ShipStart& start, ShipperEvents* events,
-                                      const std::atomic<bool>& stop) {
+                                      const std::atomic<bool>& stop) mutable {
+    ship.compression = start.compression;
+    ship.compression_level = start.compression_level;
+    // Compressing takes CPU no publisher's thread may spend on one replica.
+    if (start.compression != wire::Codec::kNone) ship.inline_sends = false;
     MeteredEvents metered(events, *metrics_, replica);
     events = &metered;
     std::optional<RateLimiter> limiter;

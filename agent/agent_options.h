@@ -54,6 +54,9 @@ struct AgentOptions {
   // Most payload bytes per second shipped to each replica (a token bucket in
   // its shipper thread); 0 is unlimited.
   uint64_t max_rate_bytes_per_sec = 0;
+  // Whether replicas that ask for compressed DATA frames get them
+  // (compression.h); false declines, and they are shipped plain DATA.
+  bool allow_compression = true;
   // HOST:PORT of the Prometheus /metrics endpoint; empty disables it.
   std::string metrics_listen;
   // Mutual TLS on the control port, or plaintext when tls.insecure is set;

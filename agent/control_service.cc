@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "agent/compression.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
@@ -277,6 +278,10 @@ grpc::Status ControlServiceImpl::Handshake(grpc::ServerContext* ctx,
     if (!wire::ValidateSegmentName(h.name()).ok()) continue;
     start->held.push_back(HeldSegment{h.name(), h.length(), h.crc32c(), h.unrecorded()});
   }
+  const CompressionChoice compression =
+      NegotiateCompression(*req, options_.allow_compression);
+  start->compression = compression.codec;
+  start->compression_level = compression.level;
   std::string token;
   auto session = registry_.Create(req->replica_name(), *start, req->transport(),
                                   options_.token_ttl, &token);
@@ -292,12 +297,18 @@ grpc::Status ControlServiceImpl::Handshake(grpc::ServerContext* ctx,
   resp->set_data_port(data_port_);
   resp->set_source_format(source_.FormatName());
   resp->set_timeline(source_.Timeline());
+  SetCompression(compression, resp);
+  if (!compression.declined.empty()) {
+    spdlog::warn("replica {}: compression declined, shipping uncompressed: {}",
+                 req->replica_name(), compression.declined);
+  }
   if (metrics_ != nullptr) {
     metrics_->Counter("walship_agent_handshakes_total", "")
         .Add({{"replica", req->replica_name()}}, 1);
   }
-  spdlog::info("replica {} (session {}) from {}: shipping from {}", req->replica_name(),
-               session->id(), ctx->peer(), start->position.ToString());
+  spdlog::info("replica {} (session {}) from {}: shipping from {}, compression {}",
+               req->replica_name(), session->id(), ctx->peer(), start->position.ToString(),
+               CompressionLabel(compression.codec, compression.level));
   return grpc::Status::OK;
 }
 

@@ -79,7 +79,12 @@ void RegisterServingFlags(walship::FlagSet& flags, walship::agent::AgentOptions&
                "Comma-separated replica names allowed to subscribe; empty allows all. "
                "Others are refused at handshake with PERMISSION_DENIED.");
   flags.Uint("max-rate", &o.max_rate_bytes_per_sec,
-             "Most payload bytes per second shipped to each replica; 0 is unlimited.");
+             "Most payload bytes per second shipped to each replica; 0 is unlimited. "
+             "Counts segment bytes, before any compression.");
+  flags.Bool("allow-compression", &o.allow_compression,
+             "Compress DATA frames for replicas that ask (walship-replica --compress=zstd|lz4): "
+             "pread, compress, write, i.e. the copy path instead of sendfile for them. false: "
+             "decline (logged on both sides), and those replicas get plain frames.");
   flags.String("metrics-listen", &o.metrics_listen,
                "HOST:PORT serving Prometheus metrics at /metrics; empty disables it; "
                "port 0 picks a free port (logged).");

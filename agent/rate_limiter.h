@@ -52,6 +52,7 @@ class ThrottledEvents final : public ShipperEvents {
                   Clock& clock = DefaultClock());
   void OnCheckpoint(const std::string& segment, uint64_t length, uint32_t crc32c) override;
   void OnSent(const Position& sent, uint64_t bytes, bool zerocopy) override;
+  void OnCompressed(uint64_t raw, uint64_t wire) override { inner_->OnCompressed(raw, wire); }
 
  private:
   Clock& clock_;

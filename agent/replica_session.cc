@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "agent/compression.h"
 #include "absl/strings/str_cat.h"
 #include "common/reason.h"
 #include "spdlog/spdlog.h"
@@ -209,6 +210,7 @@ walship::v1::ReplicaStatus ReplicaSession::Snapshot() const {
   s.set_session_id(id_);
   s.set_connected(!finished_ && data_fd_.valid());
   s.set_transport(replica_transport_);
+  s.set_compression(CompressionLabel(start_.compression, start_.compression_level));
   ToProto(sent_, s.mutable_sent());
   ToProto(written_, s.mutable_written());
   ToProto(flushed_, s.mutable_flushed());
@@ -246,6 +248,12 @@ void ReplicaSession::OnSent(const Position& sent, uint64_t bytes, bool zerocopy)
   } else {
     agent_counters_.set_bytes_copy(agent_counters_.bytes_copy() + bytes);
   }
+}
+
+void ReplicaSession::OnCompressed(uint64_t raw, uint64_t wire) {
+  absl::MutexLock lock(&mu_);
+  agent_counters_.set_bytes_compressed_raw(agent_counters_.bytes_compressed_raw() + raw);
+  agent_counters_.set_bytes_compressed_wire(agent_counters_.bytes_compressed_wire() + wire);
 }
 
 std::shared_ptr<ReplicaSession> SessionRegistry::Create(

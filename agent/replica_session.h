@@ -33,6 +33,7 @@
 #include "agent/held_segments.h"
 #include "agent/replica_state.h"
 #include "agent/shipper.h"
+#include "common/wire/frame.h"
 #include "common/clock.h"
 #include "common/position.h"
 #include "common/sys/syscalls.h"
@@ -48,6 +49,9 @@ struct ShipStart {
   uint32_t prefix_crc32c = 0;
   // The complete segments the replica presented (held_segments.h).
   std::vector<HeldSegment> held;
+  // Agreed at handshake (compression.h): kNone ships plain DATA frames.
+  wire::Codec compression = wire::Codec::kNone;
+  int compression_level = 0;
 };
 
 // Builds and runs the shipper for a session's data socket; `replica` is the
@@ -106,6 +110,7 @@ class ReplicaSession final : public ShipperEvents {
   void OnCheckpoint(const std::string& segment, uint64_t length,
                     uint32_t crc32c) override;
   void OnSent(const Position& sent, uint64_t bytes, bool zerocopy) override;
+  void OnCompressed(uint64_t raw, uint64_t wire) override;
 
  private:
   void Push(walship::v1::SessionEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -12,6 +12,7 @@
 #include "common/sys/errors.h"
 #include "common/sys/file_util.h"
 #include "common/wire/frame.h"
+#include "spdlog/spdlog.h"
 
 namespace walship::agent {
 
@@ -33,6 +34,14 @@ Shipper::Shipper(sys::SysCalls& sys, SegmentCatalog& catalog, const StreamOrder&
       crc_reader_(sys) {
   if (options_.transport == Transport::kCopy) {
     copy_buffer_.resize(options_.copy_buffer_bytes);
+  }
+  if (options_.compression != wire::Codec::kNone) {
+    auto sender = CompressedSender::Create(sys_, options_.compression, options_.compression_level);
+    if (sender.ok()) {
+      compressed_ = std::move(*sender);
+    } else {  // the handshake validated it; plain DATA is always understood
+      spdlog::error("compression: {}; sending uncompressed", sender.status().ToString());
+    }
   }
 }
 
@@ -118,16 +127,17 @@ absl::Status Shipper::SendData(uint64_t length) {
   h.offset = pos_.offset;
   h.payload_length = static_cast<uint32_t>(length);
   h.payload_crc32c = crc;
-  uint8_t header[wire::kFrameHeaderSize];
-  wire::EncodeFrameHeader(h, header);
-  // MSG_MORE keeps the header in the same TCP segment as the payload.
-  WALSHIP_RETURN_IF_ERROR(
-      sys::SendFully(sys_, fd_, header, sizeof(header), MSG_MORE, options_.io));
-  const bool zerocopy = options_.transport == Transport::kZeroCopy;
-  if (zerocopy) {
+  const bool zerocopy = options_.transport == Transport::kZeroCopy && compressed_ == nullptr;
+  if (compressed_ != nullptr) {
+    WALSHIP_ASSIGN_OR_RETURN(const uint32_t on_wire,
+                             compressed_->Send(fd_, segment_file_.get(), h, options_.io));
+    if (on_wire < length) events_->OnCompressed(length, on_wire);
+  } else if (zerocopy) {
+    WALSHIP_RETURN_IF_ERROR(SendHeader(h));
     WALSHIP_RETURN_IF_ERROR(sys::SendFileFully(sys_, fd_, segment_file_.get(),
                                                pos_.offset, length, options_.io));
   } else {
+    WALSHIP_RETURN_IF_ERROR(SendHeader(h));
     WALSHIP_RETURN_IF_ERROR(sys::CopyFileToSocket(
         sys_, fd_, segment_file_.get(), pos_.offset, length,
         absl::MakeSpan(copy_buffer_), options_.io));
@@ -138,6 +148,13 @@ absl::Status Shipper::SendData(uint64_t length) {
   }
   events_->OnSent(pos_, length, zerocopy);
   return absl::OkStatus();
+}
+
+absl::Status Shipper::SendHeader(const wire::FrameHeader& h) {
+  uint8_t header[wire::kFrameHeaderSize];
+  wire::EncodeFrameHeader(h, header);
+  // MSG_MORE keeps the header in the same TCP segment as the payload.
+  return sys::SendFully(sys_, fd_, header, sizeof(header), MSG_MORE, options_.io);
 }
 
 absl::StatusOr<uint32_t> Shipper::VerifySent(uint64_t length) {

@@ -39,13 +39,22 @@
 // publication. One lock (`turn_`) gives the shipping state to one thread at
 // a time.
 //
+// With `compression` (agreed at handshake, compression.h), every DATA frame
+// takes the copy path through a CompressedSender: pread, compress, write a
+// ZDATA frame (or plain DATA when the bytes do not shrink); the transport
+// option then only names what an uncompressed session would use. The agent
+// turns inline sends off for such a session (compressing is no work for a
+// publisher's thread).
+//
 // Memory: one copy buffer for the copy transport, and 16 bytes per
-// kPieceBytes of the segment being sent.
+// kPieceBytes of the segment being sent; with compression, two buffers of
+// up to max_payload bytes.
 #ifndef WALSHIP_AGENT_SHIPPER_H_
 #define WALSHIP_AGENT_SHIPPER_H_
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +64,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/compression.h"
 #include "agent/segment_catalog.h"
 #include "agent/segment_checksums.h"
 #include "agent/segment_locator.h"
@@ -79,6 +89,9 @@ struct ShipperOptions {
   bool inline_sends = false;
   // Records each DATA frame sent (TraceStage::kSent); null: off. Borrowed.
   CommitTrace* trace = nullptr;
+  // Compression agreed at handshake (compression.h); kNone: plain DATA.
+  wire::Codec compression = wire::Codec::kNone;
+  int compression_level = 0;
 };
 
 class ShipperEvents {
@@ -89,6 +102,9 @@ class ShipperEvents {
                             uint32_t crc32c) = 0;
   // `bytes` payload bytes were written; `sent` is the new send position.
   virtual void OnSent(const Position& sent, uint64_t bytes, bool zerocopy) = 0;
+  // Before OnSent of a frame that went out compressed (ZDATA): its `raw`
+  // segment bytes took `wire` bytes on the socket.
+  virtual void OnCompressed(uint64_t raw, uint64_t wire) {}
 };
 
 class Shipper final : private CatalogListener {
@@ -121,6 +137,7 @@ class Shipper final : private CatalogListener {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(turn_);
   absl::Status EnterSegment(const std::string& name);
   absl::Status SendData(uint64_t length);
+  absl::Status SendHeader(const wire::FrameHeader& h);
   // The segment's name still points at the file being sent (kAborted if not).
   absl::Status CheckSameFile(const std::string& path) const;
   // After the last byte of the current segment went out: the file holds
@@ -164,6 +181,8 @@ class Shipper final : private CatalogListener {
   uint64_t segment_ino_ = 0;
   std::vector<char> copy_buffer_;
   FileCrcReader crc_reader_;
+  // Set when the session compresses (ShipperOptions::compression).
+  std::unique_ptr<CompressedSender> compressed_;
 };
 
 }  // namespace walship::agent

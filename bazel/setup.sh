@@ -8,7 +8,7 @@ PACKAGES=(
   bazel-bootstrap bazel-platforms bazel-skylib bazel-rules-java
   g++ protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev
   libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
-  libpq-dev zlib1g-dev libssl-dev libcpp-httplib-dev libtomlplusplus-dev
+  libpq-dev zlib1g-dev libzstd-dev liblz4-dev libssl-dev libcpp-httplib-dev libtomlplusplus-dev
   python3 iproute2 procps openssl nftables
   postgresql-15 postgresql-client-15
   patroni etcd-server rocksdb-tools sqlite3

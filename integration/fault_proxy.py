@@ -10,12 +10,13 @@ until a fault is injected:
     proxy.corrupt_at(1000)             # flip byte 1000 of the next
                                        # server->client stream to reach it
     proxy.corrupt_next_data_payload()  # flip one payload byte of the next
-                                       # walship DATA frame (needs
+                                       # walship DATA or ZDATA frame (needs
                                        # walship_frames=True)
     proxy.corrupt_next_data_header(0)  # flip header byte 0 (magic)
     proxy.cut()                        # close every open connection
     proxy.refuse_for(2.0)              # close new connections at once, 2 s
     proxy.set_delay(0.3, "c2s")        # hold bytes 0.3 s in one direction
+    proxy.set_rate(20e6, "s2c")        # a link of 20 MB/s, per connection
     proxy.stall_next_data_payload()    # stop forwarding s2c mid-frame ...
     proxy.release()                    # ... until released
     proxy.clear()                      # pass everything through again
@@ -38,6 +39,7 @@ prints "listening HOST:PORT", then reads commands on stdin, one per line,
 and answers each with one line starting "ok" or "error":
 
     pass | cut [reset] | refuse SECONDS | delay SECONDS [c2s|s2c|both]
+    rate BYTES_PER_SEC [c2s|s2c|both]
     corrupt-offset N [s2c|c2s] | corrupt-data | corrupt-header BYTE
     stall-offset N [s2c|c2s] | stall-data | release
     faults | connections | quit
@@ -147,12 +149,13 @@ class _FrameParser(object):
             self.broken = "frame at stream offset %d: %s" % (self.hdr_pos, e)
             return raw
         out = bytearray(raw)
-        if h["type"] == wirelib.DATA:
+        if h["type"] in (wirelib.DATA, wirelib.ZDATA):
             segment = self.names.get(h["segment_id"])
             spec = self.proxy._take_frame_fault(h)
             if spec is not None:
                 kind, index, xor = spec
                 record = {"kind": kind, "conn": self.conn.id, "segment": segment,
+                          "type": wirelib.TYPE_NAMES[h["type"]],
                           "frame_offset": h["offset"], "frame_length": h["payload_length"],
                           "time": time.time()}
                 if kind == "stall":
@@ -292,13 +295,32 @@ class Connection(object):
                     time.sleep(min(wait, 0.1))
                 if self._aborted:
                     return
-                try:
-                    dst.sendall(data)
-                except OSError:
+                if not self._send_paced(direction, dst, data):
                     self.abort(reset=True)
                     return
         finally:
             self._thread_done()
+
+    def _send_paced(self, direction, dst, data):
+        """sendall, at most at the proxy's rate for `direction`: each piece
+        occupies the link for len/rate seconds. False on a socket error."""
+        try:
+            rate = self.proxy._rate(direction)
+            if not rate:
+                dst.sendall(data)
+                return True
+            view = memoryview(data)
+            for i in range(0, len(view), 64 << 10):
+                piece = view[i:i + (64 << 10)]
+                dst.sendall(piece)
+                now = time.monotonic()
+                free = self.__dict__.setdefault("_link_free", {})  # per direction
+                free[direction] = max(free.get(direction, now), now) + len(piece) / rate
+                if free[direction] > now:
+                    time.sleep(free[direction] - now)
+            return True
+        except OSError:
+            return False
 
     def _thread_done(self):
         with self._lock:
@@ -364,6 +386,7 @@ class FaultProxy(object):
         self.refused = 0
         self._refuse_until = 0.0
         self._delays = {C2S: 0.0, S2C: 0.0}
+        self._rates = {C2S: 0.0, S2C: 0.0}  # bytes/s per connection; 0: unlimited
         self._offset_faults = []  # [direction, offset, xor]
         self._frame_faults = []   # (kind, index or None, xor)
         self._stalls = []         # [conn or None, direction, offset, record]
@@ -461,6 +484,13 @@ class FaultProxy(object):
             for d in ((C2S, S2C) if direction == "both" else (direction,)):
                 self._delays[d] = float(seconds)
 
+    def set_rate(self, bytes_per_sec, direction="both"):
+        """Forwards at most `bytes_per_sec` per connection in `direction`
+        (a thin link; 0: unlimited), in pieces of 64 KiB."""
+        with self._lock:
+            for d in ((C2S, S2C) if direction == "both" else (direction,)):
+                self._rates[d] = float(bytes_per_sec)
+
     def corrupt_at(self, offset, direction=S2C, xor=None):
         """Flips the byte at stream `offset` (counted from the start of a
         connection's stream in `direction`) of the first connection whose
@@ -545,6 +575,10 @@ class FaultProxy(object):
     def _delay(self, direction):
         with self._lock:
             return self._delays[direction]
+
+    def _rate(self, direction):
+        with self._lock:
+            return self._rates[direction]
 
     def _take_frame_fault(self, header):
         with self._lock:
@@ -632,6 +666,8 @@ def _command(proxy, line):
         proxy.refuse_for(float(args[0]))
     elif cmd == "delay":
         proxy.set_delay(float(args[0]), args[1] if len(args) > 1 else "both")
+    elif cmd == "rate":
+        proxy.set_rate(float(args[0]), args[1] if len(args) > 1 else "both")
     elif cmd == "corrupt-offset":
         proxy.corrupt_at(int(args[0]), args[1] if len(args) > 1 else S2C)
     elif cmd == "corrupt-data":

@@ -295,6 +295,23 @@ class FaultProxyTest(unittest.TestCase):
         self.assertGreaterEqual(first_arrival - t_first, 0.45)
         self.assertLess(server.arrivals[-1][0] - t0, 3.0, "delay throttled bandwidth")
 
+    def test_rate_limits_bandwidth_and_keeps_bytes(self):
+        payload = self.rng.randbytes(2 << 20)
+        server = Server(payload)
+        p = self.proxy(server)
+        p.set_rate(4e6, fault_proxy.S2C)
+        s = connect(p.address)
+        t0 = time.monotonic()
+        s.shutdown(socket.SHUT_WR)
+        got, how = read_all(s)
+        elapsed = time.monotonic() - t0
+        s.close()
+        self.assertEqual(how, "eof")
+        self.assertEqual(got, payload)
+        # A limit, so a lower bound: 2 MiB at 4 MB/s cannot arrive in less
+        # than ~0.52 s (the first 64 KiB piece goes at once).
+        self.assertGreaterEqual(elapsed, 0.45)
+
     def test_command_line(self):
         stream, _ = self.frames()
         server = Server(stream)

@@ -407,7 +407,7 @@ class WalGenerator(object):
     """
 
     def __init__(self, wal_dir, seed=None, rate=5e6, segment_size=4 << 20,
-                 min_record=100, max_record=64 << 10, first_index=1):
+                 min_record=100, max_record=64 << 10, first_index=1, compressible=0.0):
         if seed is None:
             text = os.environ.get("WALSHIP_GEN_SEED")
             seed = int(text) if text else random.SystemRandom().randrange(1 << 32)
@@ -419,6 +419,10 @@ class WalGenerator(object):
         self.segment_size = segment_size
         self.min_record = min_record
         self.max_record = max_record
+        # The fraction of records that look like WAL (row images: text,
+        # counters, zero padding) and compress several times; the others
+        # are random bytes, which do not compress at all.
+        self.compressible = compressible
         self._rng = random.Random(seed)
         self._index = first_index - 1
         self._fd = None
@@ -446,7 +450,7 @@ class WalGenerator(object):
         """Appends one record (random length unless `nbytes`); returns its size."""
         with self._lock:
             n = nbytes or self._rng.randint(self.min_record, self.max_record)
-            data = memoryview(self._rng.randbytes(n))
+            data = memoryview(self._record(n))
             while data:
                 if self._fd is None or self._size >= self.segment_size:
                     self._roll()
@@ -459,6 +463,20 @@ class WalGenerator(object):
             self.total_bytes += n
             self.records += 1
             return n
+
+    def _record(self, n):
+        if self.compressible <= 0 or self._rng.random() >= self.compressible:
+            return self._rng.randbytes(n)
+        rows = []
+        size = 0
+        while size < n:
+            row = b"%s|aid=%08d|bid=%04d|abalance=%+09d|%s" % (
+                self._rng.randbytes(8).hex().encode(), self._rng.randrange(10 ** 8),
+                self._rng.randrange(100), self._rng.randrange(-10 ** 6, 10 ** 6),
+                bytes(self._rng.choice((0, 16, 48, 84))))
+            rows.append(row)
+            size += len(row)
+        return b"".join(rows)[:n]
 
     def _run(self):
         try:

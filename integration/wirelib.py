@@ -25,7 +25,14 @@ MAX_PAYLOAD_LENGTH = 16 << 20
 HELLO = 1
 SEGMENT = 2
 DATA = 3
-TYPE_NAMES = {HELLO: "HELLO", SEGMENT: "SEGMENT", DATA: "DATA"}
+ZDATA = 4  # compressed DATA (wire_format.md section 9)
+TYPE_NAMES = {HELLO: "HELLO", SEGMENT: "SEGMENT", DATA: "DATA", ZDATA: "ZDATA"}
+
+# ZDATA codecs (its `flags` field), as the handshake's Compression enum.
+CODEC_NONE = 0
+CODEC_ZSTD = 1
+CODEC_LZ4 = 2
+CODEC_NAMES = {CODEC_ZSTD: "zstd", CODEC_LZ4: "lz4"}
 
 HELLO_PAYLOAD_RANGE = (16, 64)
 SEGMENT_PAYLOAD_RANGE = (1, 255)
@@ -98,7 +105,9 @@ def decode_header(b, max_payload_length=MAX_PAYLOAD_LENGTH):
     """Decodes the header in the first 40 bytes of `b`.
 
     Returns a dict with keys type, segment_id, offset, payload_length,
-    payload_crc32c. Raises FrameError (a ValueError) on any failed check.
+    payload_crc32c, codec and raw_length (the last two 0 except for ZDATA,
+    whose `flags` carry the codec and `reserved` the uncompressed length).
+    Raises FrameError (a ValueError) on any failed check.
     """
     b = bytes(b)
     if len(b) < HEADER_SIZE:
@@ -120,9 +129,12 @@ def decode_header(b, max_payload_length=MAX_PAYLOAD_LENGTH):
                          "unsupported protocol version %d" % version)
     if type_ not in TYPE_NAMES:
         raise FrameError("UNIMPLEMENTED", "unknown frame type %d" % type_)
-    if flags != 0:
+    zdata = type_ == ZDATA
+    if zdata and flags not in CODEC_NAMES:
+        raise FrameError("DATA_LOSS", "ZDATA frame names codec %d" % flags)
+    if not zdata and flags != 0:
         raise FrameError("DATA_LOSS", "non-zero frame flags 0x%04x" % flags)
-    if reserved != 0:
+    if not zdata and reserved != 0:
         raise FrameError("DATA_LOSS", "non-zero reserved frame header field "
                          "0x%08x" % reserved)
     limit = min(max_payload_length, MAX_PAYLOAD_LENGTH)
@@ -141,6 +153,8 @@ def decode_header(b, max_payload_length=MAX_PAYLOAD_LENGTH):
         if not lo <= payload_length <= hi:
             raise FrameError("DATA_LOSS", "SEGMENT payload length %d outside "
                              "[%d, %d]" % (payload_length, lo, hi))
+    elif zdata:
+        _check_zdata_lengths(offset, payload_length, reserved, limit)
     elif offset + payload_length > 0xFFFFFFFFFFFFFFFF:
         raise FrameError("DATA_LOSS", "DATA offset %d + payload length %d "
                          "overflows 64 bits" % (offset, payload_length))
@@ -150,15 +164,44 @@ def decode_header(b, max_payload_length=MAX_PAYLOAD_LENGTH):
         "offset": offset,
         "payload_length": payload_length,
         "payload_crc32c": payload_crc,
+        "codec": flags if zdata else 0,
+        "raw_length": reserved if zdata else 0,
     }
 
 
+def _check_zdata_lengths(offset, payload_length, raw_length, limit):
+    if not 1 <= raw_length <= limit:
+        raise FrameError("DATA_LOSS", "ZDATA uncompressed length %d outside "
+                         "[1, %d]" % (raw_length, limit))
+    if not 1 <= payload_length < raw_length:
+        raise FrameError("DATA_LOSS", "ZDATA payload length %d outside "
+                         "[1, %d)" % (payload_length, raw_length))
+    if offset + raw_length > 0xFFFFFFFFFFFFFFFF:
+        raise FrameError("DATA_LOSS", "ZDATA offset %d + uncompressed length "
+                         "%d overflows 64 bits" % (offset, raw_length))
+
+
+def encode_zdata_header(segment_id, offset, compressed_len, raw, codec, **kw):
+    """A ZDATA header for `compressed_len` compressed bytes of `raw`: the
+    CRC32C is of the uncompressed bytes, `flags` the codec, `reserved` the
+    uncompressed length. Keyword arguments as encode_header's."""
+    kw.setdefault("flags", codec)
+    kw.setdefault("reserved", len(raw))
+    return encode_header(ZDATA, segment_id, offset, compressed_len,
+                         crc32c(raw), **kw)
+
+
 def verify_payload(header, payload):
-    """Raises FrameError unless `payload` matches the decoded `header`."""
+    """Raises FrameError unless `payload` matches the decoded `header`.
+
+    For ZDATA, `payload` is the uncompressed bytes (as in the C++
+    VerifyPayload): their length must be raw_length."""
     payload = bytes(payload)
-    if len(payload) != header["payload_length"]:
+    want = (header["raw_length"] if header.get("type") == ZDATA
+            else header["payload_length"])
+    if len(payload) != want:
         raise FrameError("DATA_LOSS", "payload is %d bytes, header says %d"
-                         % (len(payload), header["payload_length"]))
+                         % (len(payload), want))
     crc = crc32c(payload)
     if crc != header["payload_crc32c"]:
         raise FrameError("DATA_LOSS", "payload checksum mismatch: header says "

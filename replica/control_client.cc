@@ -113,6 +113,9 @@ grpc::Status ControlClient::Call(const std::string& stream_id,
     m->set_unrecorded(h.unrecorded);
   }
   req.set_transport(TransportName(options_.transport));
+  // The compression asked for (compressed_frames.h); none: plain DATA.
+  req.set_compression(static_cast<walship::v1::Compression>(options_.compression));
+  req.set_compression_level(options_.compression_level);
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(clock_.Now() + options_.connect_timeout));
   return stub_->Handshake(&ctx, req, out);

@@ -80,6 +80,12 @@ Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* me
                    "Divergent history detected (the replica's bytes differ from the agent's).");
   metrics_.Counter("walship_replica_disk_full_total", "Sessions ended by a full disk.");
   metrics_.Counter("walship_replica_bytes_received_total", "Payload bytes written, by path.");
+  metrics_.Counter("walship_replica_compression_bytes_total",
+                   "Of the copy path's bytes, those received in compressed (ZDATA) frames: "
+                   "bytes=uncompressed (written) and bytes=wire (what carried them).");
+  metrics_.Gauge("walship_replica_compression",
+                 "1 for the compression the replica asked for (--compress) and the one the "
+                 "agent agreed to (none when it declined: the replica ships uncompressed).");
   metrics_.Counter("walship_replica_segments_completed_total",
                    "Segments verified, fdatasync'ed and renamed to their final name.");
   metrics_.Histogram("walship_replica_flush_seconds",

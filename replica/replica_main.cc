@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -19,6 +20,7 @@
 #include "common/sys/transfer.h"
 #include "common/metrics.h"
 #include "common/net.h"
+#include "common/wire/compress.h"
 #include "replica/agent_list.h"
 #include "replica/replica.h"
 #include "replica/fetch.h"
@@ -187,6 +189,8 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
   std::string serve_listen;
   replica::ReplicaOptions o;
   std::string transport = "zerocopy";
+  std::string compress = "none";
+  int64_t compress_level = 0;
   std::string log_level = "info";
   uint64_t pipe_bytes = o.pipe_bytes;
   int64_t flush_interval_us = absl::ToInt64Microseconds(o.flush_interval);
@@ -220,6 +224,15 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
                "zerocopy: splice(2) socket -> pipe -> file; copy: read/pwrite through one "
                "buffer, for kernels or filesystems where splice misbehaves.");
   flags.Uint("pipe-bytes", &pipe_bytes, "Pipe capacity for the zerocopy transport.");
+  flags.String("compress", &compress,
+               "zstd, lz4 or none: ask the agent to compress DATA frames (for thin links). "
+               "Compressed frames take the copy path on both sides (agent: pread, compress, "
+               "write; replica: read, decompress, verify, pwrite), whatever --transport says; "
+               "segments are stored uncompressed. An agent that declines is logged as a "
+               "warning and shipping goes on uncompressed.");
+  flags.Int("compress-level", &compress_level,
+            "Compression level: zstd 1..19, lz4 1..12 (1: LZ4's fast mode; 2..12: LZ4 HC); "
+            "0: the codec's default (zstd 1, lz4 1).");
   flags.Bool("drop-behind", &o.drop_behind,
              "Drop each segment's pages from the page cache once it is published (durable "
              "and renamed); false keeps them cached, e.g. for a standby that replays them "
@@ -262,6 +275,13 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
     return 1;
   }
   o.transport = *t;
+  auto codec = wire::ParseCodec(compress);
+  if (!codec.ok()) {
+    spdlog::error("--compress: {}", std::string(codec.status().message()));
+    return 1;
+  }
+  o.compression = *codec;
+  o.compression_level = static_cast<int>(std::clamp<int64_t>(compress_level, -1, 1000));
   o.pipe_bytes = pipe_bytes;
   o.flush_interval = absl::Microseconds(flush_interval_us);
   o.io_timeout = absl::Milliseconds(io_timeout_ms);
@@ -299,9 +319,10 @@ int RunReplica(sys::SysCalls& sys, ReplicaOptions& o, const std::string& serve_l
     spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     replica.Stop();
   }).detach();
-  spdlog::info("replica {} following {} into {} (transport {}, control {})", o.name, o.agent,
-               o.dest, TransportName(o.transport),
-               o.tls.insecure ? "plaintext" : "mutual TLS");
+  spdlog::info("replica {} following {} into {} (transport {}, compression {}, control {})",
+               o.name, o.agent, o.dest,
+               o.compression == wire::Codec::kNone ? TransportName(o.transport) : "copy",
+               wire::CodecName(o.compression), o.tls.insecure ? "plaintext" : "mutual TLS");
   absl::Status s = replica.Run();
   if (trace != nullptr) DumpCommitTrace(sys, *trace, trace_commits);
   if (!s.ok()) {

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/net.h"
+#include "common/wire/compress.h"
 #include "replica/agent_list.h"
 
 namespace walship::replica {
@@ -43,6 +44,14 @@ absl::Status ReplicaOptions::Validate() const {
     return absl::InvalidArgumentError("--record-interval-ms must be > 0");
   }
   if (pipe_bytes < 4096) return absl::InvalidArgumentError("--pipe-bytes must be >= 4096");
+  if (compression == wire::Codec::kNone && compression_level != 0) {
+    return absl::InvalidArgumentError("--compress-level needs --compress=zstd or lz4");
+  }
+  if (compression != wire::Codec::kNone && compression_level != 0) {
+    if (absl::Status s = wire::ValidateLevel(compression, compression_level); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--compress-level: ", s.message()));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -10,6 +10,7 @@
 #include "common/commit_trace.h"
 #include "common/tls.h"
 #include "common/transport.h"
+#include "common/wire/frame.h"
 
 namespace walship::replica {
 
@@ -59,6 +60,10 @@ struct ReplicaOptions {
   // (common/commit_trace.h); null: off, at no cost. Borrowed: it must
   // outlive the replica.
   CommitTrace* commit_trace = nullptr;
+  // --compress, --compress-level: the compression asked for at handshake
+  // (compressed_frames.h); level 0 is the codec's default.
+  wire::Codec compression = wire::Codec::kNone;
+  int compression_level = 0;
 
   absl::Status Validate() const;
 };

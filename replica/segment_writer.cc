@@ -185,28 +185,9 @@ absl::Status SegmentWriter::EnsurePipe() {
 }
 
 absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h) {
-  FrameTarget t;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!failed_.ok()) return failed_;
-    if (h.segment_id != handle_ || handle_ == 0) {
-      return absl::DataLossError(absl::StrCat("DATA for segment handle ", h.segment_id,
-                                              " but the current handle is ", handle_));
-    }
-    if (handle_complete_) {
-      return WithReason(absl::FailedPreconditionError(absl::StrCat(
-          "divergent history: agent sends bytes past the end of complete segment ",
-          last_begun_)), Reason::kDivergent);
-    }
-    const Segment& seg = open_.back();
-    t = FrameTarget{seg.name, seg.fd, seg.written, seg.written_crc};
-  }
+  WALSHIP_ASSIGN_OR_RETURN(const FrameTarget t, TargetOf(h));
   const uint64_t off = h.offset;
   const uint64_t len = h.payload_length;
-  if (off > t.written) {
-    return absl::OutOfRangeError(absl::StrCat("gap in ", t.name, ": frame at offset ", off,
-                                            " but only ", t.written, " bytes written"));
-  }
   uint32_t crc = 0;
   // Bytes already on disk are compared, never overwritten.
   const uint64_t overlap = std::min(len, t.written - off);
@@ -284,39 +265,8 @@ absl::Status SegmentWriter::LandNew(int sock, const wire::FrameHeader& h, const 
       }
     }
   }
-  if (!s.ok()) {
-    // Nothing of a failed or corrupt frame stays on disk.
-    sys::SysResult r = sys_.Ftruncate(t.fd->get(), static_cast<off_t>(written));
-    if (!r.ok()) {
-      s = absl::DataLossError(absl::StrCat(
-          s.message(), "; and removing the frame's bytes from ", path, " failed: ",
-          sys::ErrnoToStatus(r.err, "ftruncate").message()));
-      CutBackAfterFailure(s);
-    }
-    return s;
-  }
-  uint64_t cut_to = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    Segment* seg = FindOpen(t.name);
-    if (failed_.ok() && seg != nullptr) {
-      seg->written = written + rest;
-      seg->written_crc = new_crc;
-      (zerocopy ? counters_.bytes_zerocopy : counters_.bytes_copy) += rest;
-      return absl::OkStatus();
-    }
-    s = failed_.ok() ? absl::InternalError(absl::StrCat(t.name, " is no longer open")) : failed_;
-    if (seg == nullptr) return s;
-    cut_to = seg->flushed;
-  }
-  // A failed flush cut the file back while this frame was landing: its
-  // bytes past the durable offset go as well.
-  if (sys::SysResult r = sys_.Ftruncate(t.fd->get(), static_cast<off_t>(cut_to)); !r.ok()) {
-    spdlog::error("{}: cutting back to {} failed: {}; the next session resumes from the "
-                  "recorded position",
-                  path, cut_to, sys::ErrnoToStatus(r.err, "ftruncate").ToString());
-  }
-  return s;
+  if (!s.ok()) return DiscardLanded(t, s);
+  return CommitLanded(t, rest, new_crc, zerocopy);
 }
 
 void SegmentWriter::AddCheckpoint(const std::string& name, uint64_t length,

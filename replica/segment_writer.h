@@ -57,6 +57,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/commit_trace.h"
@@ -136,6 +137,12 @@ class SegmentWriter {
   // DATA frame whose header has been read and validated; reads exactly
   // h.payload_length bytes from `sock`.
   absl::Status WriteData(int sock, const wire::FrameHeader& h);
+  // ZDATA frame (segment_writer_bytes.cc): `bytes` are its h.raw_length
+  // uncompressed bytes, already verified against h.payload_crc32c
+  // (wire::DecompressPayload). The same stream rules as WriteData (gap,
+  // overlapping resend compared byte for byte, nothing of a failed frame
+  // left on disk); the new bytes are pwritten (the copy path).
+  absl::Status WriteBytes(const wire::FrameHeader& h, absl::Span<const uint8_t> bytes);
   // Checkpoint from the agent: `name` is complete at `length` with `crc32c`.
   void AddCheckpoint(const std::string& name, uint64_t length, uint32_t crc32c);
 
@@ -282,6 +289,15 @@ class SegmentWriter {
                              uint32_t* crc);
   absl::Status LandNew(int sock, const wire::FrameHeader& h, const FrameTarget& t,
                        uint64_t rest, uint32_t resent_crc);
+  // segment_writer_bytes.cc: the frame's target after the handle, complete
+  // segment and gap checks; after `rest` new bytes landed at t.written with
+  // the segment's CRC32C now `new_crc`, counts them (or cuts them back if a
+  // failed flush intervened); after a failure `why`, truncates the file back
+  // to t.written and returns `why`.
+  absl::StatusOr<FrameTarget> TargetOf(const wire::FrameHeader& h) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status CommitLanded(const FrameTarget& t, uint64_t rest, uint32_t new_crc,
+                            bool zerocopy) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status DiscardLanded(const FrameTarget& t, absl::Status why);
 
   absl::StatusOr<DurablePoint> FlushCycle(const PersistFn& persist);
   DataRound PlanDataRound(bool persisting) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -183,6 +183,7 @@ absl::Status Session::Run() {
                                         ? handshake_.max_payload_bytes()
                                         : wire::kMaxPayloadLength,
                                     wire::kMaxPayloadLength);
+  compressed_ = std::make_unique<CompressedFrames>(options_, handshake_, metrics_);
   {
     absl::MutexLock lock(&save_mu_);
     saved_ = StateOf(stream_id_, durable_);
@@ -286,14 +287,17 @@ bool Session::ReceiveFrame(std::string& name) {
       }
     }
     if (s.ok()) s = writer_.BeginSegment(name, h->segment_id, h->offset);
-  } else if (h->type == wire::FrameType::kData) {
+  } else if (h->type == wire::FrameType::kData || h->type == wire::FrameType::kCompressedData) {
+    const uint32_t length = wire::SegmentBytesOf(*h);
     if (options_.commit_trace != nullptr) {
       // The segment the last SEGMENT frame began: the agent sends a DATA
       // frame only for the segment it is in.
-      options_.commit_trace->Record(TraceStage::kHeader, name, h->offset + h->payload_length);
+      options_.commit_trace->Record(TraceStage::kHeader, name, h->offset + length);
     }
-    s = writer_.WriteData(sock_.get(), *h);
-    if (s.ok() && !AfterData(h->payload_length)) return false;  // the cycle recorded why
+    s = h->type == wire::FrameType::kData
+            ? writer_.WriteData(sock_.get(), *h)
+            : compressed_->Receive(sys_, sock_.get(), *h, io_, writer_);  // copy path
+    if (s.ok() && !AfterData(length)) return false;  // the cycle recorded why
   } else {
     s = absl::DataLossError(
         absl::StrCat("unexpected ", wire::FrameTypeName(h->type), " frame from the agent"));
@@ -440,6 +444,8 @@ bool Session::SendAck(const DurablePoint& dp) {
   WriterCounters c = writer_.counters();
   msg.mutable_ack()->mutable_counters()->set_bytes_zerocopy(c.bytes_zerocopy);
   msg.mutable_ack()->mutable_counters()->set_bytes_copy(c.bytes_copy);
+  msg.mutable_ack()->mutable_counters()->set_bytes_compressed_raw(compressed_->raw_bytes());
+  msg.mutable_ack()->mutable_counters()->set_bytes_compressed_wire(compressed_->wire_bytes());
   CommitTrace* const trace = options_.commit_trace;
   if (trace != nullptr) {
     trace->Record(TraceStage::kAckSent, dp.position.segment, dp.position.offset);

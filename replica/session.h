@@ -65,6 +65,7 @@
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
 #include "common/sys/unique_fd.h"
+#include "replica/compressed_frames.h"
 #include "replica/control_client.h"
 #include "replica/replica_options.h"
 #include "replica/segment_writer.h"
@@ -161,6 +162,8 @@ class Session {
   sys::UniqueFd sock_;
   sys::TransferOptions io_;
   uint32_t max_payload_ = 0;
+  // Set by Run() before the threads start: the compression agreed.
+  std::unique_ptr<CompressedFrames> compressed_;
 
   // Set by Run() before the threads start: the control stream. ReadControl()
   // reads it; flush cycles (serialized by flush_mu_) write it; Run() finishes

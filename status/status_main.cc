@@ -76,17 +76,20 @@ void PrintTable(const walship::v1::StatusResponse& resp,
   if (!resp.source_error().empty()) {
     std::printf("SOURCE NOT SERVING: %s\n", resp.source_error().c_str());
   }
-  std::printf("%-16s %-32s %-9s %-9s %-28s %-28s %12s %9s %14s %14s", "REPLICA", "STATE",
-              "CONNECTED", "TRANSPORT", "SENT", "FLUSHED", "LAG_BYTES", "LAG_MS",
+  std::printf("%-16s %-32s %-9s %-9s %-11s %-28s %-28s %12s %9s %14s %14s", "REPLICA", "STATE",
+              "CONNECTED", "TRANSPORT", "COMPRESSION", "SENT", "FLUSHED", "LAG_BYTES", "LAG_MS",
               "ZEROCOPY_BYTES", "COPY_BYTES");
   if (progress) std::printf(" %12s", "THROUGHPUT");
   std::printf("  %s\n", "LAST_ERROR");
   for (const auto& r : resp.replicas()) {
     const std::string state =
         r.state_reason().empty() ? r.state() : r.state() + " (" + r.state_reason() + ")";
-    std::printf("%-16s %-32s %-9s %-9s %-28s %-28s %12llu %9llu %14llu %14llu",
-                r.name().c_str(), state.c_str(),
-                r.connected() ? "yes" : "no", r.transport().c_str(), Pos(r.sent()).c_str(),
+    // A compressing session ships on the copy path whatever its transport.
+    const bool compressing = !r.compression().empty() && r.compression() != "none";
+    std::printf("%-16s %-32s %-9s %-9s %-11s %-28s %-28s %12llu %9llu %14llu %14llu",
+                r.name().c_str(), state.c_str(), r.connected() ? "yes" : "no",
+                compressing ? "copy" : r.transport().c_str(),
+                r.compression().empty() ? "none" : r.compression().c_str(), Pos(r.sent()).c_str(),
                 Pos(r.flushed()).c_str(), static_cast<unsigned long long>(r.lag_bytes()),
                 static_cast<unsigned long long>(r.lag_ms()),
                 static_cast<unsigned long long>(r.agent_counters().bytes_zerocopy()),

@@ -10,6 +10,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/reason.h"
+#include "common/status_macros.h"
 #include "common/wire/crc32c.h"
 
 namespace walship::wire {
@@ -56,6 +57,48 @@ std::string Describe(const FrameHeader& h) {
                       h.segment_id, ", offset ", h.offset, ")");
 }
 
+// DecodeFrameHeader step 5: `flags` and `reserved` are 0, except in ZDATA,
+// where `flags` names a codec (and `reserved` is checked with the lengths).
+absl::Status CheckFlagsAndReserved(bool zdata, uint16_t flags, uint32_t reserved) {
+  if (zdata && flags != static_cast<uint16_t>(Codec::kZstd) &&
+      flags != static_cast<uint16_t>(Codec::kLz4)) {
+    return absl::DataLossError(absl::StrCat(
+        "ZDATA frame names codec ", flags, " (known: 1 zstd, 2 lz4)"));
+  }
+  if (!zdata && flags != 0) {
+    return absl::DataLossError(absl::StrCat(
+        "non-zero frame flags 0x", absl::Hex(flags, absl::kZeroPad4),
+        " (reserved, must be 0)"));
+  }
+  if (!zdata && reserved != 0) {
+    return absl::DataLossError(absl::StrCat(
+        "non-zero reserved frame header field ", Hex32(reserved),
+        " (must be 0)"));
+  }
+  return absl::OkStatus();
+}
+
+// ZDATA's length rules (DecodeFrameHeader step 7): the uncompressed length
+// is bounded before anyone sizes a buffer from it or decompresses.
+absl::Status CheckCompressedLengths(const FrameHeader& h, uint32_t limit) {
+  if (h.raw_length == 0 || h.raw_length > limit) {
+    return absl::DataLossError(absl::StrCat("ZDATA uncompressed length ", h.raw_length,
+                                            " outside [1, ", limit, "]"));
+  }
+  if (h.payload_length == 0 || h.payload_length >= h.raw_length) {
+    return absl::DataLossError(absl::StrCat("ZDATA payload length ", h.payload_length,
+                                            " outside [1, ", h.raw_length,
+                                            ") (its uncompressed length; a frame that does not "
+                                            "shrink is sent as DATA)"));
+  }
+  if (h.offset > std::numeric_limits<uint64_t>::max() - h.raw_length) {
+    return absl::DataLossError(absl::StrCat("ZDATA offset ", h.offset,
+                                            " + uncompressed length ", h.raw_length,
+                                            " overflows 64 bits"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const char* FrameTypeName(FrameType type) {
@@ -66,26 +109,41 @@ const char* FrameTypeName(FrameType type) {
       return "SEGMENT";
     case FrameType::kData:
       return "DATA";
+    case FrameType::kCompressedData:
+      return "ZDATA";
   }
   return "UNKNOWN";
+}
+
+const char* CodecName(Codec codec) {
+  switch (codec) {
+    case Codec::kNone:
+      return "none";
+    case Codec::kZstd:
+      return "zstd";
+    case Codec::kLz4:
+      return "lz4";
+  }
+  return "unknown";
 }
 
 bool operator==(const FrameHeader& a, const FrameHeader& b) {
   return a.type == b.type && a.segment_id == b.segment_id &&
          a.offset == b.offset && a.payload_length == b.payload_length &&
-         a.payload_crc32c == b.payload_crc32c;
+         a.payload_crc32c == b.payload_crc32c && a.codec == b.codec &&
+         a.raw_length == b.raw_length;
 }
 
 void EncodeFrameHeader(const FrameHeader& h, uint8_t out[kFrameHeaderSize]) {
   StoreLe32(out + fl::kMagicOffset, kFrameMagic);
   out[fl::kVersionOffset] = kFrameVersion;
   out[fl::kTypeOffset] = static_cast<uint8_t>(h.type);
-  StoreLe16(out + fl::kFlagsOffset, 0);
+  StoreLe16(out + fl::kFlagsOffset, static_cast<uint16_t>(h.codec));
   StoreLe64(out + fl::kSegmentIdOffset, h.segment_id);
   StoreLe64(out + fl::kOffsetOffset, h.offset);
   StoreLe32(out + fl::kPayloadLengthOffset, h.payload_length);
   StoreLe32(out + fl::kPayloadCrcOffset, h.payload_crc32c);
-  StoreLe32(out + fl::kReservedOffset, 0);
+  StoreLe32(out + fl::kReservedOffset, h.raw_length);
   StoreLe32(out + fl::kHeaderCrcOffset, Crc32c(out, fl::kHeaderCrcOffset));
 }
 
@@ -133,25 +191,18 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> bytes,
   const uint8_t raw_type = p[fl::kTypeOffset];
   if (raw_type != static_cast<uint8_t>(FrameType::kHello) &&
       raw_type != static_cast<uint8_t>(FrameType::kSegment) &&
-      raw_type != static_cast<uint8_t>(FrameType::kData)) {
+      raw_type != static_cast<uint8_t>(FrameType::kData) &&
+      raw_type != static_cast<uint8_t>(FrameType::kCompressedData)) {
     return absl::UnimplementedError(absl::StrCat(
         "unknown frame type ", raw_type,
-        " (known: 1 HELLO, 2 SEGMENT, 3 DATA)"));
+        " (known: 1 HELLO, 2 SEGMENT, 3 DATA, 4 ZDATA)"));
   }
 
-  // 5. Reserved bits.
+  // 5. Reserved bits (ZDATA: the codec and the uncompressed length).
+  const bool zdata = raw_type == static_cast<uint8_t>(FrameType::kCompressedData);
   const uint16_t flags = LoadLe16(p + fl::kFlagsOffset);
-  if (flags != 0) {
-    return absl::DataLossError(absl::StrCat(
-        "non-zero frame flags 0x", absl::Hex(flags, absl::kZeroPad4),
-        " (reserved, must be 0)"));
-  }
   const uint32_t reserved = LoadLe32(p + fl::kReservedOffset);
-  if (reserved != 0) {
-    return absl::DataLossError(absl::StrCat(
-        "non-zero reserved frame header field ", Hex32(reserved),
-        " (must be 0)"));
-  }
+  WALSHIP_RETURN_IF_ERROR(CheckFlagsAndReserved(zdata, flags, reserved));
 
   FrameHeader h;
   h.type = static_cast<FrameType>(raw_type);
@@ -159,6 +210,10 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> bytes,
   h.offset = LoadLe64(p + fl::kOffsetOffset);
   h.payload_length = LoadLe32(p + fl::kPayloadLengthOffset);
   h.payload_crc32c = LoadLe32(p + fl::kPayloadCrcOffset);
+  if (zdata) {
+    h.codec = static_cast<Codec>(flags);
+    h.raw_length = reserved;
+  }
 
   // 6. Length limit, before anyone allocates or reads the payload.
   const uint32_t limit = std::min(max_payload_length, kMaxPayloadLength);
@@ -199,16 +254,21 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> bytes,
             " overflows 64 bits"));
       }
       break;
+    case FrameType::kCompressedData:
+      WALSHIP_RETURN_IF_ERROR(CheckCompressedLengths(h, limit));
+      break;
   }
   return h;
 }
 
 absl::Status VerifyPayload(const FrameHeader& h,
                            absl::Span<const uint8_t> payload) {
-  if (payload.size() != h.payload_length) {
+  const uint32_t want = SegmentBytesOf(h);
+  if (payload.size() != want) {
     return absl::DataLossError(absl::StrCat(
-        "payload of ", Describe(h), " is ", payload.size(),
-        " bytes, header payload_length says ", h.payload_length));
+        "payload of ", Describe(h), " is ", payload.size(), " bytes, header ",
+        h.type == FrameType::kCompressedData ? "uncompressed length" : "payload_length",
+        " says ", want));
   }
   const uint32_t crc = Crc32c(payload.data(), payload.size());
   if (crc != h.payload_crc32c) {

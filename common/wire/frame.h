@@ -27,6 +27,10 @@
 //   EncodeFrameHeader(h, raw);
 //   ... write raw, then the len payload bytes ...
 //
+// ZDATA, a DATA frame whose payload is compressed (wire_format.md section 9),
+// is decoded here like any frame; its payload is expanded and verified by
+// compress.h's DecompressPayload instead of VerifyPayload.
+//
 // Thread-safety: every function here is pure and may be called concurrently.
 
 #ifndef WALSHIP_COMMON_WIRE_FRAME_H_
@@ -106,9 +110,27 @@ enum class FrameType : uint8_t {
   // agent -> replica. payload: bytes of segment `segment_id` starting at byte
   // `offset` within that segment.
   kData = 3,
+  // agent -> replica, only to a replica that agreed compression in the
+  // handshake (wire_format.md section 9). Like DATA, but the payload is the
+  // segment bytes [offset, offset + raw_length) compressed with `codec`;
+  // payload_crc32c is the CRC32C of those uncompressed bytes. On the wire,
+  // `flags` carries the codec and `reserved` the uncompressed length.
+  kCompressedData = 4,
 };
 
-// Returns "HELLO", "SEGMENT", "DATA", or "UNKNOWN" for any other value.
+// The codec of a ZDATA frame (its `flags` field) and of the handshake's
+// Compression enum (proto/walship.proto), with the same numbers.
+enum class Codec : uint8_t {
+  kNone = 0,  // plain DATA frames; never in a ZDATA frame
+  kZstd = 1,
+  kLz4 = 2,
+};
+
+// "none", "zstd", "lz4", or "unknown". Static storage duration.
+const char* CodecName(Codec codec);
+
+// Returns "HELLO", "SEGMENT", "DATA", "ZDATA", or "UNKNOWN" for any other
+// value.
 // The returned string has static storage duration.
 const char* FrameTypeName(FrameType type);
 
@@ -123,17 +145,30 @@ struct FrameHeader {
   uint64_t offset = 0;
   // Number of payload bytes following the header.
   uint32_t payload_length = 0;
-  // CRC32C (crc32c.h) of those payload bytes.
+  // CRC32C (crc32c.h) of those payload bytes; for ZDATA, of the
+  // uncompressed bytes (the segment's bytes, as for DATA).
   uint32_t payload_crc32c = 0;
+  // ZDATA only (0 otherwise): the codec (wire field `flags`) and the
+  // number of uncompressed bytes (wire field `reserved`), 1..the payload
+  // limit, and more than payload_length.
+  Codec codec = Codec::kNone;
+  uint32_t raw_length = 0;
 };
+
+// The number of segment bytes a DATA or ZDATA frame carries: payload_length
+// for DATA, raw_length for ZDATA.
+inline uint32_t SegmentBytesOf(const FrameHeader& h) {
+  return h.type == FrameType::kCompressedData ? h.raw_length : h.payload_length;
+}
 
 bool operator==(const FrameHeader& a, const FrameHeader& b);
 inline bool operator!=(const FrameHeader& a, const FrameHeader& b) {
   return !(a == b);
 }
 
-// Writes the 40-byte wire form of `h` to `out`: magic, version 1, flags 0,
-// reserved 0, and the header checksum computed over bytes [0, 36). Does not
+// Writes the 40-byte wire form of `h` to `out`: magic, version 1, flags
+// (h.codec; 0 except in ZDATA), reserved (h.raw_length; 0 except in ZDATA),
+// and the header checksum computed over bytes [0, 36). Does not
 // validate `h`: a header that breaks a rule (e.g. a HELLO with a 3-byte
 // payload) is encoded as given and rejected by DecodeFrameHeader.
 void EncodeFrameHeader(const FrameHeader& h, uint8_t out[kFrameHeaderSize]);
@@ -147,13 +182,20 @@ void EncodeFrameHeader(const FrameHeader& h, uint8_t out[kFrameHeaderSize]);
 //   header checksum mismatch     kDataLoss
 //   version != 1                 kFailedPrecondition "unsupported protocol
 //                                                     version N"
-//   type not HELLO/SEGMENT/DATA  kUnimplemented
-//   flags != 0, reserved != 0    kDataLoss
+//   type not HELLO/SEGMENT/DATA/ZDATA
+//                                kUnimplemented
+//   flags != 0, reserved != 0    kDataLoss (HELLO, SEGMENT, DATA)
+//   ZDATA: flags not a codec (1 zstd, 2 lz4)
+//                                kDataLoss
 //   payload_length > min(max_payload_length, kMaxPayloadLength)
 //                                kDataLoss           "payload length N exceeds
 //                                                     limit M"
 //   HELLO: payload 16..64 bytes and offset 0; SEGMENT: payload 1..255 bytes;
-//   DATA: offset + payload_length does not overflow 64 bits
+//   DATA: offset + payload_length does not overflow 64 bits;
+//   ZDATA: raw_length 1..min(max_payload_length, kMaxPayloadLength) (the
+//   bound on what decompression may produce, checked before any buffer is
+//   sized from it), payload_length 1..raw_length - 1, offset + raw_length
+//   does not overflow 64 bits
 //                                kDataLoss
 //
 // Every message names the field and the values seen. On error the connection
@@ -162,7 +204,9 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> bytes,
                                               uint32_t max_payload_length);
 
 // Checks that `payload` is the payload `h` describes: its size equals
-// h.payload_length and its CRC32C equals h.payload_crc32c. Returns kDataLoss
+// h.payload_length and its CRC32C equals h.payload_crc32c. For ZDATA,
+// `payload` is the uncompressed bytes (compress.h's DecompressPayload calls
+// this): their size must equal h.raw_length. Returns kDataLoss
 // otherwise (the message names the frame type, segment_id and offset). A
 // payload must not be used, written or acknowledged before this returns OK.
 absl::Status VerifyPayload(const FrameHeader& h,

@@ -25,6 +25,9 @@ Sections (each a module beside this one; --sections picks some):
   fanout    1, 2 and 4 replicas of one agent from an evicted backlog:
             aggregate durable throughput; the agent's storage reads
             (/proc/PID/io read_bytes) against the bytes shipped.
+  compress  pgbench's WAL shipped plain (zerocopy, copy) and compressed
+            (--compress=zstd, lz4): MB/s, CPU s/GiB per side, the ratio;
+            then none/zstd/lz4 through a 20 MB/s link (fault_proxy).
 
 Timing-critical helpers are in benchtool (benchtool.cc). Every time is
 CLOCK_MONOTONIC (time.monotonic() here, clock_gettime in benchtool).
@@ -41,6 +44,7 @@ import time
 import traceback
 
 from integration.bench import report
+from integration.bench.bench_compress import section_compress
 from integration.bench.bench_catchup import (
     busy_processes, machine_info, make_backlogs, section_catchup)
 from integration.bench.bench_fanout import section_fanout
@@ -56,8 +60,8 @@ from integration.bench.bench_synccost import section_synccost
 # ---------------------------------------------------------------------------
 
 
-SECTIONS = ["catchup", "pg", "live", "pgbench", "synccost", "fanout", "formats"]
-PG_SECTIONS = ("pg", "pgbench", "synccost")
+SECTIONS = ["catchup", "pg", "live", "pgbench", "synccost", "fanout", "formats", "compress"]
+PG_SECTIONS = ("pg", "pgbench", "synccost", "compress")
 
 
 def main(argv=None):
@@ -124,7 +128,8 @@ def main(argv=None):
                         pg = Pg(ctx, cfg.pg_segsize_mb)
                         pg.setup()
                     results["sections"][name] = {"pg": section_pg, "pgbench": section_pgbench,
-                                                 "synccost": section_synccost}[name](ctx, pg)
+                                                 "synccost": section_synccost,
+                                                 "compress": section_compress}[name](ctx, pg)
                 results["sections"].setdefault(name, {})["elapsed_s"] = time.monotonic() - t
                 log("section %s done in %.0fs", name, time.monotonic() - t)
             except Exception as e:  # record, go on with the next section

@@ -199,11 +199,14 @@ def read_watch_log(path):
     return out
 
 
-def run_walship_catchup(ctx, src, transport, until, agent_args=(), extra=None):
+def run_walship_catchup(ctx, src, transport, until, agent_args=(), extra=None,
+                        replica_args=(), data_address=None):
     """Agent + one replica over `src` until the replica is durable at `until`.
 
     Returns throughput, CPU and RSS of both daemons. `extra(agent)` may add
-    more to the result (the PostgreSQL backends' CPU)."""
+    more to the result (the PostgreSQL backends' CPU). `replica_args` are
+    more replica flags; `data_address(agent)`, if given, says where the
+    replica connects for the data socket (a proxy in front of the agent's)."""
     dest = ctx.fresh_dir("dest-ws")
     agent = daemons.Agent(src, ctx.logdir, label="agent-%s" % os.path.basename(dest),
                           transport=transport, extra_args=agent_args).start()
@@ -212,7 +215,9 @@ def run_walship_catchup(ctx, src, transport, until, agent_args=(), extra=None):
         before = extra(agent, None) if extra else None
         watch = start_watch(ctx, dest, until)
         t0 = time.monotonic()
-        replica = daemons.Replica(agent, dest, "r1", ctx.logdir, transport=transport).start()
+        replica = daemons.Replica(agent, dest, "r1", ctx.logdir, transport=transport,
+                                  extra_args=replica_args,
+                                  data_address=data_address and data_address(agent)).start()
         rc, _ = watch.wait_rusage(900)
         w = read_json_line(watch.log_path)
         a1, r1 = snapshot(agent.pid), snapshot(replica.pid)

@@ -55,6 +55,9 @@ class Config(object):
             self.synccost_compare_bin = None
             self.formats_etcd_files = 1
             self.formats_rocksdb_keys = 30000
+            self.compress_scale = 1
+            self.compress_wal_bytes = 24 * MIB
+            self.compress_link_bytes_per_sec = 20e6
         else:
             self.rounds = rounds or 3
             self.segment_bytes = 16 * MIB
@@ -99,6 +102,12 @@ class Config(object):
             # and RocksDB's fillseq keys (about 1 KiB of log each).
             self.formats_etcd_files = 3
             self.formats_rocksdb_keys = 200000
+            # compress: pgbench's WAL (its initialisation at this scale, then
+            # TPC-B until this much WAL), shipped by each codec
+            # (bench_compress.py), also through a link of this bandwidth.
+            self.compress_scale = 20
+            self.compress_wal_bytes = 384 * MIB
+            self.compress_link_bytes_per_sec = 20e6
 
     def to_json(self):
         return dict(self.__dict__)

@@ -90,6 +90,17 @@ class BenchSmokeTest(unittest.TestCase):
             self.assertGreater(total["p50_us"], 0)
             self.assertIn("### Synchronous commit cost", md)
 
+        if "compress" in sections:
+            # Every variant shipped the pgbench WAL; the codecs shrank it.
+            zs = results["sections"]["compress"]["summary"]
+            for v in ("walship-zerocopy", "walship-copy", "walship-zstd", "walship-lz4",
+                      "link-none", "link-zstd", "link-lz4"):
+                self.assertGreater(zs[v]["mb_s"]["median"], 0, v)
+            for v in ("walship-zstd", "walship-lz4", "link-zstd", "link-lz4"):
+                self.assertGreater(zs[v]["ratio"]["median"], 1.0, v)
+            self.assertIn("compress-link-zstd", ids)
+            self.assertIn("### Compression on the wire", md)
+
         self.assertIn("### Targets", md)
         self.assertIn("| walship `--transport=zerocopy` |", md)
         root = ET.parse(os.path.join(out, "chart.svg")).getroot()

@@ -10,6 +10,7 @@ import os
 import re
 
 from integration.bench import report_formats
+from integration.bench import report_compress
 from integration.bench import report_synccost
 
 MIB = 1 << 20
@@ -169,6 +170,7 @@ def evaluate(results):
     sync = report_synccost.target(results)
     if sync is not None:
         t.append(sync)
+    t += report_compress.targets(results)
     for side in ("agent", "replica"):
         small = med(results, "catchup", "walship-zerocopy-small", side + "_hwm", "max")
         big = med(results, "catchup", "walship-zerocopy", side + "_hwm", "max")
@@ -485,6 +487,7 @@ def markdown(results):
         L.append("")
     L += report_synccost.markdown(results)
     L += report_formats.markdown(results)
+    L += report_compress.markdown(results)
     f = _get(results, "sections", "fanout")
     if f:
         L.append("### Fan-out (%d MiB backlog evicted from the page cache before each run)" %

@@ -6,7 +6,8 @@
 //   frame_dump decode HEX [MAX_PAYLOAD_LENGTH]
 //                          decodes the header in HEX and prints either
 //                          "OK type segment_id offset payload_length
-//                          payload_crc32c" or "ERROR CODE_NAME message".
+//                          payload_crc32c codec raw_length" or
+//                          "ERROR CODE_NAME message".
 
 #include <cstdint>
 #include <cstdio>
@@ -38,10 +39,10 @@ int Decode(const std::string& hex, uint32_t limit) {
                 std::string(h.status().message()).c_str());
     return 0;
   }
-  std::printf("OK %d %llu %llu %u %u\n", static_cast<int>(h->type),
+  std::printf("OK %d %llu %llu %u %u %d %u\n", static_cast<int>(h->type),
               static_cast<unsigned long long>(h->segment_id),
               static_cast<unsigned long long>(h->offset), h->payload_length,
-              h->payload_crc32c);
+              h->payload_crc32c, static_cast<int>(h->codec), h->raw_length);
   return 0;
 }
 

@@ -239,7 +239,7 @@ TEST(FrameTest, RejectsUnsupportedVersion) {
 }
 
 TEST(FrameTest, RejectsUnknownType) {
-  for (uint8_t type : {0, 4, 127, 255}) {
+  for (uint8_t type : {0, 5, 127, 255}) {
     SCOPED_TRACE(+type);
     Header raw = Encode(SampleData());
     raw[frame_layout::kTypeOffset] = type;
@@ -248,6 +248,94 @@ TEST(FrameTest, RejectsUnknownType) {
                 absl::StatusCode::kUnimplemented,
                 "unknown frame type " + std::to_string(type));
   }
+}
+
+// ZDATA: flags carry the codec and reserved the uncompressed length; the
+// CRC is of the uncompressed bytes. Byte for byte, so the layout is pinned.
+TEST(FrameTest, EncodesAndDecodesZdata) {
+  FrameHeader h;
+  h.type = FrameType::kCompressedData;
+  h.segment_id = 7;
+  h.offset = 4096;
+  h.payload_length = 256;
+  h.payload_crc32c = 0xA1B2C3D4u;
+  h.codec = Codec::kLz4;
+  h.raw_length = 0x10000;
+  const Header raw = Encode(h);
+  EXPECT_EQ(raw[frame_layout::kTypeOffset], 4);
+  EXPECT_EQ(raw[frame_layout::kFlagsOffset], 2);
+  EXPECT_EQ(raw[frame_layout::kFlagsOffset + 1], 0);
+  EXPECT_EQ(raw[frame_layout::kReservedOffset + 2], 1);  // 0x10000 little-endian
+  // wire_format.md section 9.5 shows this header; its checksum:
+  EXPECT_EQ(raw[frame_layout::kHeaderCrcOffset], 0xa7);
+  EXPECT_EQ(raw[frame_layout::kHeaderCrcOffset + 3], 0x36);
+  absl::StatusOr<FrameHeader> got = DecodeFrameHeader(raw, kNoLimit);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, h);
+  EXPECT_EQ(SegmentBytesOf(*got), 0x10000u);
+  EXPECT_EQ(std::string(FrameTypeName(got->type)), "ZDATA");
+}
+
+TEST(FrameTest, RejectsBadZdataHeaders) {
+  FrameHeader good;
+  good.type = FrameType::kCompressedData;
+  good.segment_id = 1;
+  good.offset = 0;
+  good.payload_length = 10;
+  good.codec = Codec::kZstd;
+  good.raw_length = 100;
+  ASSERT_TRUE(DecodeFrameHeader(Encode(good), 100).ok());
+  struct Case {
+    const char* name;
+    FrameHeader h;
+    uint32_t limit;
+    const char* message;
+  };
+  std::vector<Case> cases;
+  FrameHeader h = good;
+  h.codec = Codec::kNone;
+  cases.push_back({"no codec", h, kNoLimit, "ZDATA frame names codec 0"});
+  h = good;
+  h.codec = static_cast<Codec>(3);
+  cases.push_back({"unknown codec", h, kNoLimit, "ZDATA frame names codec 3"});
+  h = good;
+  h.raw_length = 0;
+  cases.push_back({"empty", h, kNoLimit, "ZDATA uncompressed length 0 outside [1, "});
+  h = good;
+  cases.push_back({"over the limit", h, 99, "ZDATA uncompressed length 100 outside [1, 99]"});
+  h = good;
+  h.raw_length = kMaxPayloadLength + 1;
+  cases.push_back({"over the hard limit", h, kNoLimit, "uncompressed length 16777217"});
+  h = good;
+  h.payload_length = 100;
+  cases.push_back({"does not shrink", h, kNoLimit, "ZDATA payload length 100 outside [1, 100)"});
+  h = good;
+  h.payload_length = 0;
+  cases.push_back({"no payload", h, kNoLimit, "ZDATA payload length 0 outside"});
+  h = good;
+  h.offset = std::numeric_limits<uint64_t>::max() - 99;
+  cases.push_back({"overflow", h, kNoLimit, "overflows 64 bits"});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ExpectError(DecodeFrameHeader(Encode(c.h), c.limit), absl::StatusCode::kDataLoss,
+                c.message);
+  }
+  // A DATA frame carrying ZDATA's fields is still refused.
+  h = SampleData();
+  h.codec = Codec::kZstd;
+  ExpectError(DecodeFrameHeader(Encode(h), kNoLimit), absl::StatusCode::kDataLoss,
+              "non-zero frame flags");
+}
+
+// VerifyPayload on a ZDATA header checks the uncompressed bytes.
+TEST(FrameTest, VerifyPayloadOfZdataChecksUncompressedBytes) {
+  const std::string raw(300, 'w');
+  FrameHeader h{FrameType::kCompressedData, 1, 0, 20, Crc32c(raw.data(), raw.size()),
+                Codec::kZstd, 300};
+  EXPECT_TRUE(VerifyPayload(h, Bytes(raw)).ok());
+  const absl::Status s = VerifyPayload(h, Bytes(absl::string_view(raw).substr(1)));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("header uncompressed length says 300"));
 }
 
 TEST(FrameTest, RejectsNonZeroFlags) {

@@ -24,8 +24,8 @@ def _cpp_decode(header, max_payload_length=wirelib.MAX_PAYLOAD_LENGTH):
     words = out.split()
     if words[0] == "OK":
         keys = ("type", "segment_id", "offset", "payload_length",
-                "payload_crc32c")
-        return "OK", dict(zip(keys, (int(w) for w in words[1:6])))
+                "payload_crc32c", "codec", "raw_length")
+        return "OK", dict(zip(keys, (int(w) for w in words[1:8])))
     return "ERROR", words[1]
 
 
@@ -78,10 +78,26 @@ class FrameTest(unittest.TestCase):
             self.assertEqual(h, {"type": type_, "segment_id": 2**64 - 2,
                                  "offset": offset,
                                  "payload_length": len(payload),
-                                 "payload_crc32c": wirelib.crc32c(payload)})
+                                 "payload_crc32c": wirelib.crc32c(payload),
+                                 "codec": 0, "raw_length": 0})
             wirelib.verify_payload(h, frame[wirelib.HEADER_SIZE:])
             with self.assertRaises(ValueError):
                 wirelib.verify_payload(h, frame[wirelib.HEADER_SIZE:] + b"x")
+
+    def test_zdata_round_trip(self):
+        raw = b"walship " * 512
+        header = wirelib.encode_zdata_header(3, 8192, 100, raw,
+                                             wirelib.CODEC_ZSTD)
+        h = wirelib.decode_header(header)
+        self.assertEqual(h, {"type": wirelib.ZDATA, "segment_id": 3,
+                             "offset": 8192, "payload_length": 100,
+                             "payload_crc32c": wirelib.crc32c(raw),
+                             "codec": wirelib.CODEC_ZSTD,
+                             "raw_length": len(raw)})
+        self.assertEqual(_cpp_decode(header), ("OK", h))
+        wirelib.verify_payload(h, raw)  # the uncompressed bytes
+        with self.assertRaises(wirelib.FrameError):
+            wirelib.verify_payload(h, raw[1:])
 
     def test_truncated_and_flipped_headers_rejected(self):
         good = wirelib.encode_header(wirelib.DATA, 1, 2, 3, 4)
@@ -98,6 +114,7 @@ class FrameTest(unittest.TestCase):
     def test_agrees_with_cpp_decoder(self):
         h = wirelib.encode_header
         d, s, hl = wirelib.DATA, wirelib.SEGMENT, wirelib.HELLO
+        z = wirelib.ZDATA
         max_len = wirelib.MAX_PAYLOAD_LENGTH
         cases = [
             (h(d, 1, 2, 3, 4), max_len, "OK"),
@@ -108,8 +125,23 @@ class FrameTest(unittest.TestCase):
             (h(d, 1, 2, 3, 4, version=2), max_len, "FAILED_PRECONDITION"),
             (h(d, 1, 2, 3, 4, version=0), max_len, "FAILED_PRECONDITION"),
             (h(0, 1, 2, 3, 4), max_len, "UNIMPLEMENTED"),
-            (h(4, 1, 2, 3, 4), max_len, "UNIMPLEMENTED"),
+            (h(5, 1, 2, 3, 4), max_len, "UNIMPLEMENTED"),
             (h(4, 1, 2, 3, 4, version=2), max_len, "FAILED_PRECONDITION"),
+            # ZDATA: flags = codec, reserved = uncompressed length.
+            (h(z, 1, 2, 3, 4, flags=1, reserved=10), max_len, "OK"),
+            (h(z, 1, 2, 3, 4, flags=2, reserved=max_len), max_len, "OK"),
+            (h(z, 1, 2, 3, 4, flags=0, reserved=10), max_len, "DATA_LOSS"),
+            (h(z, 1, 2, 3, 4, flags=3, reserved=10), max_len, "DATA_LOSS"),
+            (h(z, 1, 2, 3, 4, flags=1, reserved=0), max_len, "DATA_LOSS"),
+            (h(z, 1, 2, 3, 4, flags=1, reserved=1001), 1000, "DATA_LOSS"),
+            (h(z, 1, 2, 3, 4, flags=1, reserved=max_len + 1), 2**32 - 1,
+             "DATA_LOSS"),
+            (h(z, 1, 2, 0, 4, flags=1, reserved=10), max_len, "DATA_LOSS"),
+            (h(z, 1, 2, 10, 4, flags=1, reserved=10), max_len, "DATA_LOSS"),
+            (h(z, 1, 2**64 - 11, 3, 4, flags=1, reserved=10), max_len, "OK"),
+            (h(z, 1, 2**64 - 10, 3, 4, flags=1, reserved=10), max_len,
+             "DATA_LOSS"),
+            (h(d, 1, 2, 3, 4, flags=1, reserved=10), max_len, "DATA_LOSS"),
             (h(d, 1, 2, 3, 4, flags=1), max_len, "DATA_LOSS"),
             (h(d, 1, 2, 3, 4, reserved=1), max_len, "DATA_LOSS"),
             (h(d, 1, 2, max_len, 4), max_len, "OK"),
