@@ -31,9 +31,10 @@ Shipper::Shipper(sys::SysCalls& sys, SegmentCatalog& catalog, const StreamOrder&
       order_(order),
       start_prefix_crc_(start_prefix_crc32c),
       crc_reader_(sys) {
-  if (options_.transport == Transport::kCopy) {
-    copy_buffer_.resize(options_.copy_buffer_bytes);
+  if (options_.conn == nullptr) {
+    own_conn_ = net::MakePlainConn(sys, data_fd, options_.transport, options_.copy_buffer_bytes);
   }
+  conn_ = options_.conn != nullptr ? options_.conn : own_conn_.get();
 }
 
 absl::Status Shipper::EnterSegment(const std::string& name) {
@@ -60,7 +61,7 @@ absl::Status Shipper::EnterSegment(const std::string& name) {
   std::string frame = wire::EncodeFrame(wire::FrameType::kSegment, ++handle_,
                                         pos_.offset, name);
   WALSHIP_RETURN_IF_ERROR(
-      sys::SendFully(sys_, fd_, frame.data(), frame.size(), 0, options_.io));
+      conn_->SendFully(frame.data(), frame.size(), /*more=*/false, options_.io));
   entered_ = true;
   return absl::OkStatus();
 }
@@ -122,16 +123,10 @@ absl::Status Shipper::SendData(uint64_t length) {
   wire::EncodeFrameHeader(h, header);
   // MSG_MORE keeps the header in the same TCP segment as the payload.
   WALSHIP_RETURN_IF_ERROR(
-      sys::SendFully(sys_, fd_, header, sizeof(header), MSG_MORE, options_.io));
-  const bool zerocopy = options_.transport == Transport::kZeroCopy;
-  if (zerocopy) {
-    WALSHIP_RETURN_IF_ERROR(sys::SendFileFully(sys_, fd_, segment_file_.get(),
-                                               pos_.offset, length, options_.io));
-  } else {
-    WALSHIP_RETURN_IF_ERROR(sys::CopyFileToSocket(
-        sys_, fd_, segment_file_.get(), pos_.offset, length,
-        absl::MakeSpan(copy_buffer_), options_.io));
-  }
+      conn_->SendFully(header, sizeof(header), /*more=*/true, options_.io));
+  const bool zerocopy = conn_->zerocopy();
+  WALSHIP_RETURN_IF_ERROR(
+      conn_->SendFile(segment_file_.get(), pos_.offset, length, options_.io));
   pos_.offset += length;
   if (options_.trace != nullptr) {
     options_.trace->Record(TraceStage::kSent, pos_.segment, pos_.offset);
@@ -286,7 +281,9 @@ absl::Status Shipper::PumpLocked(const CatalogSnapshot& snap, bool* caught_up) {
   const uint64_t n = seg.shippable - pos_.offset;
   if (n > kMaxInlineBytes || n > options_.max_payload) return absl::OkStatus();
   const sys::SysResult room = sys_.SendRoom(fd_);
-  if (!room.ok() || static_cast<uint64_t>(room.rc) < n + wire::kFrameHeaderSize) {
+  // TLS adds at most 22 bytes per 16 KiB record (and the header its own).
+  const uint64_t tls = conn_->path() == net::DataPath::kPlain ? 0 : (n / 16384 + 2) * 64;
+  if (!room.ok() || static_cast<uint64_t>(room.rc) < n + wire::kFrameHeaderSize + tls) {
     return absl::OkStatus();
   }
   WALSHIP_RETURN_IF_ERROR(SendData(n));

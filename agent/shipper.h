@@ -39,7 +39,7 @@
 // publication. One lock (`turn_`) gives the shipping state to one thread at
 // a time.
 //
-// Memory: one copy buffer for the copy transport, and 16 bytes per
+// Memory: one copy buffer for the copy transport or userspace TLS, and 16 bytes per
 // kPieceBytes of the segment being sent.
 #ifndef WALSHIP_AGENT_SHIPPER_H_
 #define WALSHIP_AGENT_SHIPPER_H_
@@ -62,6 +62,7 @@
 #include "common/clock.h"
 #include "common/commit_trace.h"
 #include "common/file_crc.h"
+#include "common/net/data_conn.h"
 #include "common/position.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
@@ -79,6 +80,9 @@ struct ShipperOptions {
   bool inline_sends = false;
   // Records each DATA frame sent (TraceStage::kSent); null: off. Borrowed.
   CommitTrace* trace = nullptr;
+  // The data socket's TLS session (common/net/tls_conn.h), borrowed; null:
+  // the plain socket `data_fd`, with `transport`.
+  net::DataConn* conn = nullptr;
 };
 
 class ShipperEvents {
@@ -162,7 +166,9 @@ class Shipper final : private CatalogListener {
   // The open file's identity, to compare with what its name points at.
   uint64_t segment_dev_ = 0;
   uint64_t segment_ino_ = 0;
-  std::vector<char> copy_buffer_;
+  // How bytes reach the socket: options_.conn, or a plain one of our own.
+  std::unique_ptr<net::DataConn> own_conn_;
+  net::DataConn* conn_;
   FileCrcReader crc_reader_;
 };
 

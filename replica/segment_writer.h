@@ -65,6 +65,7 @@
 #include "common/sys/pipe.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
+#include "common/net/data_conn.h"
 #include "common/sys/unique_fd.h"
 #include "common/transport.h"
 #include "common/wire/frame.h"
@@ -134,8 +135,10 @@ class SegmentWriter {
   absl::Status BeginSegment(const std::string& name, uint64_t handle,
                             uint64_t start_offset);
   // DATA frame whose header has been read and validated; reads exactly
-  // h.payload_length bytes from `sock`.
-  absl::Status WriteData(int sock, const wire::FrameHeader& h);
+  // h.payload_length bytes from `sock`, or, when `tls` is set, from that TLS
+  // session over it (common/net/tls_conn.h: decrypted through one buffer
+  // and pwritten, or spliced with kernel TLS; verified the same way).
+  absl::Status WriteData(int sock, const wire::FrameHeader& h, net::DataConn* tls = nullptr);
   // Checkpoint from the agent: `name` is complete at `length` with `crc32c`.
   void AddCheckpoint(const std::string& name, uint64_t length, uint32_t crc32c);
 
@@ -278,10 +281,10 @@ class SegmentWriter {
   // WriteData's parts: compares the `overlap` resent bytes at `off` with the
   // file, extending *crc over them; lands `rest` new bytes at t.written and
   // verifies the frame (`resent_crc`: CRC32C of its resent part).
-  absl::Status CompareResent(int sock, const FrameTarget& t, uint64_t off, uint64_t overlap,
-                             uint32_t* crc);
-  absl::Status LandNew(int sock, const wire::FrameHeader& h, const FrameTarget& t,
-                       uint64_t rest, uint32_t resent_crc);
+  absl::Status CompareResent(int sock, net::DataConn* tls, const FrameTarget& t, uint64_t off,
+                             uint64_t overlap, uint32_t* crc);
+  absl::Status LandNew(int sock, net::DataConn* tls, const wire::FrameHeader& h,
+                       const FrameTarget& t, uint64_t rest, uint32_t resent_crc);
 
   absl::StatusOr<DurablePoint> FlushCycle(const PersistFn& persist);
   DataRound PlanDataRound(bool persisting) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

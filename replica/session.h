@@ -64,6 +64,7 @@
 #include "common/position.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
+#include "common/net/data_conn.h"
 #include "common/sys/unique_fd.h"
 #include "replica/control_client.h"
 #include "replica/replica_options.h"
@@ -159,6 +160,8 @@ class Session {
   std::unique_ptr<ControlClient> control_;
   walship::v1::HandshakeResponse handshake_;
   sys::UniqueFd sock_;
+  // How frames come off sock_ (plain, or TLS: replica/data_tls.h).
+  std::unique_ptr<net::DataConn> conn_;
   sys::TransferOptions io_;
   uint32_t max_payload_ = 0;
 
