@@ -16,6 +16,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/sys/file_util.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
 #include "common/sys/transfer.h"
@@ -25,6 +27,7 @@ namespace {
 
 constexpr size_t kBufferBytes = 256u << 10;
 constexpr size_t kPipeBytes = 1u << 20;
+constexpr size_t kReadAheadBytes = 256u << 10;
 // AES-GCM first: the cheapest on CPUs with AES instructions, and what
 // kernel TLS offloads.
 constexpr char kTls13Suites[] =
@@ -136,10 +139,27 @@ absl::StatusOr<std::shared_ptr<DataTlsContext>> DataTlsContext::ForClient(
   WALSHIP_ASSIGN_OR_RETURN(TlsPems pems, LoadTlsPems(sys, clock, tls));
   WALSHIP_ASSIGN_OR_RETURN(SSL_CTX * ctx, NewContext(TLS_client_method(), pems));
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  // Userspace TLS reads whole batches of records per read(2), not a header
+  // and a body each; not where kernel TLS may take the receive side
+  // (OpenSSL does not hand it over with read-ahead data pending).
+  if (!KernelOffersTlsUlp(sys)) {
+    SSL_CTX_set_read_ahead(ctx, 1);
+    SSL_CTX_set_default_read_buffer_len(ctx, kReadAheadBytes);
+  }
   return std::shared_ptr<DataTlsContext>(new DataTlsContext(ctx, false, tls.server_name));
 }
 
 DataTlsContext::~DataTlsContext() { SSL_CTX_free(ctx_); }
+
+bool KernelOffersTlsUlp(sys::SysCalls& sys) {
+  absl::StatusOr<std::string> ulps =
+      sys::ReadFileToString(sys, "/proc/sys/net/ipv4/tcp_available_ulp");
+  if (!ulps.ok()) return false;
+  for (absl::string_view ulp : absl::StrSplit(*ulps, absl::ByAnyChar(" \n"))) {
+    if (ulp == "tls") return true;
+  }
+  return false;
+}
 
 bool OpenSslHasKtls() {
 #ifdef OPENSSL_NO_KTLS
@@ -269,7 +289,12 @@ std::string TlsConn::Describe() const {
   return absl::StrCat(SSL_get_version(ssl_), " ", SSL_get_cipher_name(ssl_));
 }
 
-size_t TlsConn::Buffered() const { return static_cast<size_t>(SSL_pending(ssl_)); }
+size_t TlsConn::Buffered() const {
+  // Decrypted bytes of the current record, or (read-ahead) records not yet
+  // decrypted: either way the socket's queue does not show them.
+  const size_t pending = static_cast<size_t>(SSL_pending(ssl_));
+  return pending > 0 ? pending : (SSL_has_pending(ssl_) ? 1 : 0);
+}
 
 // ---- TlsConn: the I/O loops ----
 

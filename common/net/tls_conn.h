@@ -85,6 +85,9 @@ class DataTlsContext {
 // True when this OpenSSL was built with kernel TLS support (the kernel is
 // asked at each handshake).
 bool OpenSslHasKtls();
+// True when the running kernel lists the "tls" ULP as available
+// (/proc/sys/net/ipv4/tcp_available_ulp, read through `sys`).
+bool KernelOffersTlsUlp(sys::SysCalls& sys);
 
 // "sha256:" and the lowercase hex SHA-256 of a PEM certificate's DER bytes;
 // empty if `pem` holds no certificate.

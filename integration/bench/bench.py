@@ -8,6 +8,9 @@ Sections (each a module beside this one; --sections picks some):
   catchup   append-format backlog of full segments: raw (zerocopy, copy),
             walship --transport=zerocopy and copy; MB/s, CPU s/GiB per side,
             peak RSS; walship also on a small backlog (RSS must not grow).
+  datatls   the same backlog with the data socket plaintext (zerocopy,
+            copy) and under userspace TLS (--data-tls=on): MB/s and CPU
+            s/GiB per side in the same rounds (bench_datatls.py).
   pg        the same PostgreSQL backlog (a big INSERT, receivers started
             afterwards) caught up by walship (--format=postgres) and by
             pg_receivewal --synchronous with a replication slot.
@@ -41,6 +44,7 @@ import traceback
 from integration.bench import report
 from integration.bench.bench_catchup import (
     busy_processes, machine_info, make_backlogs, section_catchup)
+from integration.bench.bench_datatls import section_datatls
 from integration.bench.bench_fanout import section_fanout
 from integration.bench.bench_live import section_live
 from integration.bench.bench_pg import Pg, section_pg
@@ -53,7 +57,7 @@ from integration.bench.bench_synccost import section_synccost
 # ---------------------------------------------------------------------------
 
 
-SECTIONS = ["catchup", "pg", "live", "pgbench", "synccost", "fanout"]
+SECTIONS = ["catchup", "datatls", "pg", "live", "pgbench", "synccost", "fanout"]
 PG_SECTIONS = ("pg", "pgbench", "synccost")
 
 
@@ -103,13 +107,15 @@ def main(argv=None):
     pg = None
     try:
         big = small = fan = None
-        if any(s in sections for s in ("catchup", "fanout")):
+        if any(s in sections for s in ("catchup", "datatls", "fanout")):
             big, small, fan = make_backlogs(ctx)
         for name in sections:
             t = time.monotonic()
             try:
                 if name == "catchup":
                     results["sections"][name] = section_catchup(ctx, big, small)
+                elif name == "datatls":
+                    results["sections"][name] = section_datatls(ctx, big)
                 elif name == "live":
                     results["sections"][name] = section_live(ctx)
                 elif name == "fanout":

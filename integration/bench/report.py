@@ -9,6 +9,7 @@ import json
 import os
 import re
 
+from integration.bench import report_datatls
 from integration.bench import report_synccost
 
 MIB = 1 << 20
@@ -168,6 +169,7 @@ def evaluate(results):
     sync = report_synccost.target(results)
     if sync is not None:
         t.append(sync)
+    t += report_datatls.targets(results)
     for side in ("agent", "replica"):
         small = med(results, "catchup", "walship-zerocopy-small", side + "_hwm", "max")
         big = med(results, "catchup", "walship-zerocopy", side + "_hwm", "max")
@@ -482,6 +484,7 @@ def markdown(results):
         L.append("Flush lag: %s (without the feed walship has no row there). Replica-side "
                  "lag: %s. Byte lag: %s." % (m["both"], m["walship_state"], m["bytes"]))
         L.append("")
+    L += report_datatls.markdown(results)
     L += report_synccost.markdown(results)
     f = _get(results, "sections", "fanout")
     if f:
