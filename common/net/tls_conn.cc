@@ -247,6 +247,27 @@ void TlsConn::ChoosePath() {
                                      : BIO_get_ktls_recv(SSL_get_rbio(ssl_));
   path_ = kernel ? DataPath::kKernelTls : DataPath::kUserspaceTls;
   buffer_.resize(kBufferBytes);
+  if (ctx_->server() && !kernel) {
+    // Userspace TLS on the sending side: records (16 KiB each) are gathered
+    // in memory and sent in one send(2) per buffer (Drain), not one write
+    // per record. The socket BIO stays the read side.
+    BIO* mem = BIO_new(BIO_s_mem());
+    if (mem != nullptr) {
+      SSL_set0_wbio(ssl_, mem);
+      gathered_ = true;
+    }
+  }
+}
+
+absl::Status TlsConn::Drain(const sys::TransferOptions& io) {
+  if (!gathered_) return absl::OkStatus();
+  BIO* w = SSL_get_wbio(ssl_);
+  char* data = nullptr;
+  const long n = BIO_get_mem_data(w, &data);
+  if (n <= 0) return absl::OkStatus();
+  absl::Status s = sys::SendFully(sys_, fd_, data, static_cast<size_t>(n), 0, io);
+  (void)BIO_reset(w);  // a memory BIO: always succeeds, keeps its allocation
+  return s;
 }
 
 absl::Status TlsConn::AcceptStep(bool* done, bool* want_write) {
@@ -358,7 +379,7 @@ absl::StatusOr<size_t> TlsConn::ReadSome(void* buf, size_t count) {
   return Failure(rc, "reading");
 }
 
-absl::Status TlsConn::SendFully(const void* buf, size_t count, bool /*more*/,
+absl::Status TlsConn::SendFully(const void* buf, size_t count, bool more,
                                 const sys::TransferOptions& io) {
   const char* p = static_cast<const char*>(buf);
   for (size_t done = 0; done < count;) {
@@ -369,7 +390,7 @@ absl::Status TlsConn::SendFully(const void* buf, size_t count, bool /*more*/,
     if (ok == 0) return absl::UnavailableError("the peer closed the TLS stream");
     done += n;
   }
-  return absl::OkStatus();
+  return more ? absl::OkStatus() : Drain(io);
 }
 
 absl::Status TlsConn::ReadFully(void* buf, size_t count, const sys::TransferOptions& io) {
@@ -421,7 +442,7 @@ absl::Status TlsConn::SendFile(int in_fd, off_t offset, size_t count,
     WALSHIP_RETURN_IF_ERROR(SendFully(buffer_.data(), n, false, io));
     done += n;
   }
-  return absl::OkStatus();
+  return Drain(io);  // a header sent with `more` and no payload after it
 }
 
 absl::Status TlsConn::ReceiveToFile(int out_fd, off_t out_offset, size_t count,
@@ -439,6 +460,17 @@ absl::Status TlsConn::ReceiveToFile(int out_fd, off_t out_offset, size_t count,
     if (ok == 0) {
       return absl::UnavailableError(
           absl::StrCat("peer closed after ", done, " of ", count, " bytes"));
+    }
+    // SSL_read returns one record (16 KiB) at a time: take every further
+    // record already read ahead, so that one pwrite covers the buffer.
+    while (!splice && n < want && SSL_has_pending(ssl_)) {
+      size_t more = 0;
+      ERR_clear_error();
+      if (SSL_read_ex(ssl_, buffer_.data() + n, want - n, &more) != 1) {
+        ERR_clear_error();  // nothing whole yet: the next Retry reports errors
+        break;
+      }
+      n += more;
     }
     WALSHIP_RETURN_IF_ERROR(
         sys::PwriteFully(sys_, out_fd, buffer_.data(), n, out_offset + static_cast<off_t>(done)));

@@ -21,14 +21,17 @@
 // kernel (BIO_get_ktls_send / BIO_get_ktls_recv) and picks its path:
 //   agent    kernel send: SSL_sendfile (sendfile(2) from the page cache, the
 //            kernel encrypts; zero copy). Otherwise pread + SSL_write
-//            through one reused buffer.
+//            through one reused buffer, the records gathered in memory and
+//            sent with one send(2) per buffer.
 //   replica  kernel receive: splice(2) socket -> pipe -> file, as on a plain
-//            socket. Otherwise SSL_read + pwrite through one reused buffer.
+//            socket. Otherwise SSL_read + pwrite through one reused buffer
+//            (records read ahead, a buffer's worth per pwrite).
 // path() says which (DataPath::kKernelTls or kUserspaceTls).
 //
-// OpenSSL reads and writes the socket itself (its socket BIO; the kernel TLS
-// path needs it), so those calls do not go through sys::SysCalls; waiting
-// for readiness, pread/pwrite and splice do.
+// OpenSSL reads the socket itself (its socket BIO; the kernel TLS path
+// needs it, and the handshake writes through it too), so those calls do not
+// go through sys::SysCalls; waiting for readiness, the agent's userspace
+// sends, pread/pwrite and splice do.
 //
 // Thread-safety: a DataTlsContext is immutable and shared; a TlsConn is used
 // by one thread at a time.
@@ -151,12 +154,17 @@ class TlsConn final : public DataConn {
   absl::Status Wait(short events, const char* what, const sys::TransferOptions& io);
   // The error of a failed OpenSSL call that returned `rc`, with context.
   absl::Status Failure(int rc, const char* what);
+  // With gathered_: sends the records gathered in the memory BIO.
+  absl::Status Drain(const sys::TransferOptions& io);
 
   sys::SysCalls& sys_;
   const std::shared_ptr<DataTlsContext> ctx_;
   ssl_st* const ssl_;
   const int fd_;
   DataPath path_ = DataPath::kUserspaceTls;
+  // The agent's userspace path writes records into a memory BIO and sends
+  // them itself (through sys), a buffer at a time.
+  bool gathered_ = false;
   std::vector<char> buffer_;
   std::optional<sys::Pipe> pipe_;
 };

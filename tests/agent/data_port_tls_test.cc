@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -26,6 +27,7 @@
 #include "agent/data_port_tls.h"
 #include "agent/data_server.h"
 #include "common/net/tls_conn.h"
+#include "common/reason.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
 #include "common/sys/unique_fd.h"
@@ -275,6 +277,22 @@ TEST_F(DataPortTlsTest, ConnectionLayerMovesAFileByteForByte) {
   agent.join();
   ASSERT_TRUE(got.ok()) << got;
   EXPECT_EQ(ReadAll(dir + "/dst").substr(7), data.substr(100));
+}
+
+TEST(DataTlsChoiceTest, AgreementPassesAndEveryMismatchIsAFailedPreconditionWithItsReason) {
+  EXPECT_TRUE(CheckDataTlsChoice(true, walship::v1::DATA_TLS_ON).ok());
+  EXPECT_TRUE(CheckDataTlsChoice(false, walship::v1::DATA_TLS_OFF).ok());
+  // An older replica (field unset) speaks plaintext.
+  EXPECT_TRUE(CheckDataTlsChoice(false, walship::v1::DATA_TLS_UNSPECIFIED).ok());
+  for (auto [agent_on, asked, says] :
+       {std::make_tuple(true, walship::v1::DATA_TLS_OFF, "--data-tls=off"),
+        std::make_tuple(true, walship::v1::DATA_TLS_UNSPECIFIED, "too old"),
+        std::make_tuple(false, walship::v1::DATA_TLS_ON, "asked for TLS")}) {
+    absl::Status s = CheckDataTlsChoice(agent_on, asked);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_EQ(ReasonOf(s), Reason::kDataTlsMismatch) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), says)) << s;
+  }
 }
 
 }  // namespace
