@@ -122,6 +122,28 @@ bool IsIpAddress(const std::string& host) {
          inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
+// A write-only BIO appending to the std::vector<char> in its data: where
+// the agent's userspace TLS gathers records (TlsConn::Drain sends them).
+int GatherWrite(BIO* b, const char* data, int n) {
+  auto* out = static_cast<std::vector<char>*>(BIO_get_data(b));
+  out->insert(out->end(), data, data + n);
+  return n;
+}
+
+long GatherCtrl(BIO* /*b*/, int cmd, long /*num*/, void* /*ptr*/) {
+  return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+const BIO_METHOD* GatherMethod() {
+  static BIO_METHOD* const method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "walship-gather");
+    BIO_meth_set_write(m, GatherWrite);
+    BIO_meth_set_ctrl(m, GatherCtrl);
+    return m;
+  }();
+  return method;
+}
+
 }  // namespace
 
 // ---- DataTlsContext ----
@@ -249,24 +271,22 @@ void TlsConn::ChoosePath() {
   buffer_.resize(kBufferBytes);
   if (ctx_->server() && !kernel) {
     // Userspace TLS on the sending side: records (16 KiB each) are gathered
-    // in memory and sent in one send(2) per buffer (Drain), not one write
-    // per record. The socket BIO stays the read side.
-    BIO* mem = BIO_new(BIO_s_mem());
-    if (mem != nullptr) {
-      SSL_set0_wbio(ssl_, mem);
-      gathered_ = true;
+    // in `gathered_` and sent in one send(2) per buffer (Drain), not one
+    // write per record. The socket BIO stays the read side.
+    if (BIO* w = BIO_new(GatherMethod())) {
+      BIO_set_data(w, &gathered_);
+      BIO_set_init(w, 1);
+      gathered_.reserve(kBufferBytes + (kBufferBytes >> 4));
+      SSL_set0_wbio(ssl_, w);
+      gathering_ = true;
     }
   }
 }
 
 absl::Status TlsConn::Drain(const sys::TransferOptions& io) {
-  if (!gathered_) return absl::OkStatus();
-  BIO* w = SSL_get_wbio(ssl_);
-  char* data = nullptr;
-  const long n = BIO_get_mem_data(w, &data);
-  if (n <= 0) return absl::OkStatus();
-  absl::Status s = sys::SendFully(sys_, fd_, data, static_cast<size_t>(n), 0, io);
-  (void)BIO_reset(w);  // a memory BIO: always succeeds, keeps its allocation
+  if (!gathering_ || gathered_.empty()) return absl::OkStatus();
+  absl::Status s = sys::SendFully(sys_, fd_, gathered_.data(), gathered_.size(), 0, io);
+  gathered_.clear();  // keeps the allocation, clears nothing
   return s;
 }
 

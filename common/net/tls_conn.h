@@ -154,7 +154,7 @@ class TlsConn final : public DataConn {
   absl::Status Wait(short events, const char* what, const sys::TransferOptions& io);
   // The error of a failed OpenSSL call that returned `rc`, with context.
   absl::Status Failure(int rc, const char* what);
-  // With gathered_: sends the records gathered in the memory BIO.
+  // With gathering_: sends the records gathered so far.
   absl::Status Drain(const sys::TransferOptions& io);
 
   sys::SysCalls& sys_;
@@ -162,9 +162,10 @@ class TlsConn final : public DataConn {
   ssl_st* const ssl_;
   const int fd_;
   DataPath path_ = DataPath::kUserspaceTls;
-  // The agent's userspace path writes records into a memory BIO and sends
-  // them itself (through sys), a buffer at a time.
-  bool gathered_ = false;
+  // The agent's userspace path writes records into `gathered_` (a BIO of
+  // ours) and sends them itself (through sys), a buffer at a time.
+  bool gathering_ = false;
+  std::vector<char> gathered_;
   std::vector<char> buffer_;
   std::optional<sys::Pipe> pipe_;
 };
