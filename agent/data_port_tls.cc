@@ -11,7 +11,7 @@ namespace walship::agent {
 
 absl::StatusOr<DataPortTls> MakeDataPortTls(sys::SysCalls& sys, Clock& clock,
                                             const TlsOptions& tls, bool data_tls_on) {
-  net::LogDataTlsChoice("agent", data_tls_on, tls);
+  net::LogDataTlsChoice(sys, "agent", data_tls_on, tls);
   DataPortTls out;
   if (!data_tls_on) return out;
   WALSHIP_ASSIGN_OR_RETURN(out.context, net::DataTlsContext::ForServer(sys, clock, tls));

@@ -304,7 +304,7 @@ int RunReplica(sys::SysCalls& sys, ReplicaOptions& o, const std::string& serve_l
   spdlog::info("replica {} following {} into {} (transport {}, control {})", o.name, o.agent,
                o.dest, TransportName(o.transport),
                o.tls.insecure ? "plaintext" : "mutual TLS");
-  net::LogDataTlsChoice("replica", o.data_tls_on(), o.tls);
+  net::LogDataTlsChoice(sys, "replica", o.data_tls_on(), o.tls);
   absl::Status s = replica.Run();
   if (trace != nullptr) DumpCommitTrace(sys, *trace, trace_commits);
   if (!s.ok()) {

@@ -30,11 +30,16 @@ absl::StatusOr<bool> ResolveDataTls(const std::string& value, const TlsOptions& 
   return true;
 }
 
-void LogDataTlsChoice(const char* who, bool data_tls, const TlsOptions& tls) {
+void LogDataTlsChoice(sys::SysCalls& sys, const char* who, bool data_tls,
+                      const TlsOptions& tls) {
   if (data_tls) {
-    spdlog::info("{}: data socket TLS on (mutual, the --tls-* certificates); kernel TLS "
-                 "{}, else userspace TLS (the path of each connection is logged and in status)",
-                 who, OpenSslHasKtls() ? "when the kernel offers the tls ULP" : "not built into OpenSSL");
+    const bool kernel = OpenSslHasKtls() && KernelOffersTlsUlp(sys);
+    spdlog::info("{}: data socket TLS on (mutual, the --tls-* certificates), path {}", who,
+                 kernel ? "ktls (kernel TLS: SSL_sendfile / splice, zero copy)"
+                        : absl::StrCat("userspace (TLS through one buffer: ",
+                                       OpenSslHasKtls() ? "the kernel offers no tls ULP"
+                                                        : "OpenSSL built without kernel TLS",
+                                       ")"));
   } else if (!tls.insecure) {
     spdlog::warn("{}: --data-tls=off: the control channel uses TLS but the data socket is "
                  "plaintext: every WAL byte crosses the network readable by anyone on the path",

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/flags.h"
+#include "common/sys/syscalls.h"
 #include "common/tls.h"
 
 namespace walship::net {
@@ -28,10 +29,13 @@ void RegisterDataTlsFlag(FlagSet& flags, std::string* value);
 // "", "on" and "off", or "on" with tls.insecure.
 absl::StatusOr<bool> ResolveDataTls(const std::string& value, const TlsOptions& tls);
 
-// The start-up line: which path the data socket uses, and the plaintext
-// warning when the control channel is TLS but the data socket is not.
-// `who` is "agent" or "replica".
-void LogDataTlsChoice(const char* who, bool data_tls, const TlsOptions& tls);
+// The start-up line: which path the data socket will use ("ktls" when this
+// OpenSSL has kernel TLS and the kernel, asked through `sys`, offers the tls
+// ULP; else "userspace"; "off"), and the plaintext warning when the control
+// channel is TLS but the data socket is not. `who` is "agent" or "replica".
+// Each connection logs the path it actually got.
+void LogDataTlsChoice(sys::SysCalls& sys, const char* who, bool data_tls,
+                      const TlsOptions& tls);
 
 }  // namespace walship::net
 
