@@ -153,6 +153,8 @@ class DataTlsTest(h.ClusterTestCase):
         entry = h.replica_entry(h.status(agent), "r1")
         self.assertEqual(entry.get("data_path"), path, entry)
         self.assertEqual(entry.get("replica_data_path"), path, entry)
+        self.assertTrue(agent.grep(r"agent: data socket TLS on .*, path " + path))
+        self.assertTrue(replica.grep(r"replica: data socket TLS on .*, path " + path))
         self.assertTrue(agent.grep(r"connected its data socket from .*data path " + path))
         self.assertTrue(replica.grep(r"data socket to 127\.0\.0\.1: TLSv1\.3 .*data path " + path))
         m = h.scrape(agent.metrics)
