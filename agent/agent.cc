@@ -87,7 +87,11 @@ void Agent::DeclareMetrics() {
   m.Counter("walship_agent_segments_completed_total",
             "Segments fully sent and checkpointed, by replica.");
   m.Counter("walship_agent_data_connections_rejected_total",
-            "Connections refused on the data port, by reason.");
+            "Connections refused on the data port, by reason (with --data-tls=on also "
+            "tls_handshake, no_client_certificate, untrusted_certificate, wrong_identity).");
+  m.Counter("walship_agent_data_sessions_total",
+            "Data sockets admitted, by replica and path (ktls = kernel TLS with "
+            "SSL_sendfile, userspace = TLS through a copy, off = plaintext).");
   m.Counter("walship_agent_control_calls_rejected_total",
             "gRPC calls refused on the control port for their client certificate, by "
             "reason (no_client_certificate, untrusted_certificate).");
@@ -208,13 +212,17 @@ absl::Status Agent::Start() {
   // A rate limit paces each send with a sleep, which no publisher may take.
   ship.inline_sends = options_.max_rate_bytes_per_sec <= 0;
   ship.trace = options_.commit_trace;
-  ShipperRunner runner = [this, ship](int fd, const std::string& replica,
+  ShipperRunner runner = [this, ship](int fd, net::DataConn* tls, const std::string& replica,
                                       const ShipStart& start, ShipperEvents* events,
                                       const std::atomic<bool>& stop) mutable {
     ship.compression = start.compression;
     ship.compression_level = start.compression_level;
     // Compressing takes CPU no publisher's thread may spend on one replica.
     if (start.compression != wire::Codec::kNone) ship.inline_sends = false;
+    metrics_->Counter("walship_agent_data_sessions_total", "")
+        .Add({{"replica", replica},
+              {"path", net::DataPathName(tls != nullptr ? tls->path() : net::DataPath::kPlain)}},
+             1);
     MeteredEvents metered(events, *metrics_, replica);
     events = &metered;
     std::optional<RateLimiter> limiter;
@@ -229,8 +237,10 @@ absl::Status Agent::Start() {
     WALSHIP_RETURN_IF_ERROR(
         CheckHeldSegments(start.held, catalog_->Get(), *checksums_, events, stop));
     const StreamOrder order(*source_, *catalog_);
+    ShipperOptions with_conn = ship;
+    with_conn.conn = tls;
     Shipper shipper(sys_, *catalog_, order, *checksums_, source_->Segments(), fd,
-                    start.position, start.prefix_crc32c, ship, events, clock_);
+                    start.position, start.prefix_crc32c, with_conn, events, clock_);
     return shipper.Run(stop);
   };
   DataServerOptions dso;
@@ -241,6 +251,7 @@ absl::Status Agent::Start() {
   dso.on_reject = [rejected](const std::string& reason) {
     rejected.Add({{"reason", reason}}, 1);
   };
+  WALSHIP_ASSIGN_OR_RETURN(dso.tls, MakeDataPortTls(sys_, clock_, options_.tls, options_.data_tls_on()));
   data_server_ = std::make_unique<DataServer>(sys_, dso, *registry_, std::move(runner));
   WALSHIP_RETURN_IF_ERROR(data_server_->Start());
   data_port_ = data_server_->port();

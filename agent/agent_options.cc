@@ -2,9 +2,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/net.h"
+#include "common/net/data_tls_flag.h"
 #include "common/wire/frame.h"
 
 namespace walship::agent {
+
+bool AgentOptions::data_tls_on() const {
+  absl::StatusOr<bool> on = net::ResolveDataTls(data_tls, tls);
+  return on.ok() && *on;
+}
 
 absl::Status AgentOptions::Validate() const {
   if (wal_dir.empty()) return absl::InvalidArgumentError("--wal-dir is required");
@@ -13,6 +19,7 @@ absl::Status AgentOptions::Validate() const {
     return absl::InvalidArgumentError("--ack-interval-ms must be 0 to 1000");
   }
   if (absl::Status s = tls.Validate(); !s.ok()) return s;
+  if (auto d = net::ResolveDataTls(data_tls, tls); !d.ok()) return d.status();
   if (auto hp = ParseHostPort(listen); !hp.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--listen: ", hp.status().message()));
   }

@@ -63,6 +63,10 @@ struct AgentOptions {
   // Validate() insists on one of the two. With TLS, a replica's name must be
   // one its client certificate carries (CN or DNS SAN).
   TlsOptions tls;
+  // --data-tls as given: "on", "off", or "" (on unless tls.insecure); see
+  // common/net/data_tls_flag.h. Validate() checks it; data_tls_on() says.
+  std::string data_tls;
+  bool data_tls_on() const;
   // --trace-commits: where the per-commit path records its stages
   // (common/commit_trace.h); null: off, at no cost. Borrowed: it must
   // outlive the agent.

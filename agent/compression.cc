@@ -56,7 +56,8 @@ absl::StatusOr<std::unique_ptr<CompressedSender>> CompressedSender::Create(sys::
   return std::unique_ptr<CompressedSender>(new CompressedSender(sys, std::move(c)));
 }
 
-absl::StatusOr<uint32_t> CompressedSender::Send(int sock, int file, wire::FrameHeader h,
+absl::StatusOr<uint32_t> CompressedSender::Send(net::DataConn& conn, int file,
+                                                wire::FrameHeader h,
                                                 const sys::TransferOptions& io) {
   raw_.resize(h.payload_length);
   WALSHIP_RETURN_IF_ERROR(
@@ -66,8 +67,8 @@ absl::StatusOr<uint32_t> CompressedSender::Send(int sock, int file, wire::FrameH
   uint8_t header[wire::kFrameHeaderSize];
   wire::EncodeFrameHeader(h, header);
   // MSG_MORE keeps the header in the same TCP segment as the payload.
-  WALSHIP_RETURN_IF_ERROR(sys::SendFully(sys_, sock, header, sizeof(header), MSG_MORE, io));
-  WALSHIP_RETURN_IF_ERROR(sys::SendFully(sys_, sock, payload.data(), payload.size(), 0, io));
+  WALSHIP_RETURN_IF_ERROR(conn.SendFully(header, sizeof(header), /*more=*/true, io));
+  WALSHIP_RETURN_IF_ERROR(conn.SendFully(payload.data(), payload.size(), /*more=*/false, io));
   return static_cast<uint32_t>(payload.size());
 }
 

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/net/data_conn.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
 #include "common/wire/compress.h"
@@ -63,12 +64,13 @@ class CompressedSender {
   // Sends the frame `h` describes (a DATA header: segment handle, offset,
   // payload_length = the number of bytes, payload_crc32c = their CRC32C as
   // the caller computed it from `file`) with the bytes
-  // [h.offset, h.offset + h.payload_length) of `file`, on socket `sock`.
+  // [h.offset, h.offset + h.payload_length) of `file`, on `conn` (a plain
+  // socket or a TLS session: compression always takes the copy path).
   // Returns the payload bytes written to the socket (compressed, or
   // h.payload_length when the frame went out as DATA). If the file changed
   // since the CRC was computed, the replica rejects the frame, as for plain
   // DATA. Errors: PreadFully's and SendFully's.
-  absl::StatusOr<uint32_t> Send(int sock, int file, wire::FrameHeader h,
+  absl::StatusOr<uint32_t> Send(net::DataConn& conn, int file, wire::FrameHeader h,
                                 const sys::TransferOptions& io);
 
   wire::Codec codec() const { return compressor_->codec(); }

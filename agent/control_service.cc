@@ -9,6 +9,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/data_port_tls.h"
+#include "common/net/tls_conn.h"
 #include "common/reason.h"
 #include "common/rpc_status.h"
 #include "common/status_macros.h"
@@ -19,6 +21,17 @@
 
 namespace walship::agent {
 namespace {
+
+// The fingerprint of the client certificate that made this call (empty
+// without one): what the data socket's certificate must match.
+std::string PeerFingerprint(const grpc::ServerContextBase& ctx) {
+  std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+  if (auth == nullptr) return "";
+  std::vector<grpc::string_ref> pem = auth->FindPropertyValues("x509_pem_cert");
+  if (pem.empty()) return "";
+  return net::CertificateFingerprint(std::string(pem[0].data(), pem[0].size()));
+}
+
 
 bool ValidReplicaName(const std::string& name) {
   if (name.empty() || name.size() > 64) return false;
@@ -272,6 +285,11 @@ grpc::Status ControlServiceImpl::Handshake(grpc::ServerContext* ctx,
     CountRefusal("wrong_stream");
     return ToGrpc(WithReason(absl::FailedPreconditionError(msg), Reason::kWrongStream));
   }
+  // Before a token exists: a replica that would send it, and receive WAL, in
+  // plaintext against this agent's choice is refused.
+  if (absl::Status tls = CheckDataTlsChoice(options_.data_tls_on(), req->data_tls()); !tls.ok()) {
+    return Refuse(*ctx, *req, tls);
+  }
   absl::StatusOr<ShipStart> start = StartPosition(*req);
   if (!start.ok()) return Refuse(*ctx, *req, start.status());
   for (const walship::v1::HeldSegment& h : req->held_segments()) {
@@ -285,6 +303,9 @@ grpc::Status ControlServiceImpl::Handshake(grpc::ServerContext* ctx,
   std::string token;
   auto session = registry_.Create(req->replica_name(), *start, req->transport(),
                                   options_.token_ttl, &token);
+  if (options_.data_tls_on()) session->BindIdentity(PeerFingerprint(*ctx));
+  resp->set_data_tls(options_.data_tls_on() ? walship::v1::DATA_TLS_ON
+                                            : walship::v1::DATA_TLS_OFF);
   resp->set_protocol_version(walship::v1::PROTOCOL_VERSION_1);
   resp->set_stream_id(stream_id);
   SetPos(start->position, resp->mutable_start());
@@ -399,6 +420,7 @@ class SessionReactor final
                     id.error_message());
       return FinishNow(id);
     }
+    session->SetReplicaDataPath(request_.open().data_path());
     absl::MutexLock lock(&mu_);
     session_ = session;
     if (cancelled_) session->Fail(absl::CancelledError("control stream cancelled"));

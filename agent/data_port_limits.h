@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/net/tls_conn.h"
 #include "common/sys/unique_fd.h"
 #include "common/wire/frame.h"
 
@@ -42,6 +44,15 @@ struct PendingHello {
   // header->payload_length bytes long).
   size_t have = 0;
   std::optional<wire::FrameHeader> header;
+  // With TLS on the data socket: the session (its handshake done once
+  // `tls_ready`; `want_write` while it waits for the socket to take bytes),
+  // and the client certificate's fingerprint.
+  std::unique_ptr<net::TlsConn> tls;
+  bool tls_ready = false;
+  bool want_write = false;
+  std::string fingerprint;
+  // The rejection's metric label when the TLS layer decided it.
+  const char* refusal = nullptr;
   uint8_t bytes[wire::kFrameHeaderSize + wire::kMaxHelloPayloadLength] = {};
 };
 

@@ -40,6 +40,7 @@ const char* ReasonFor(const absl::Status& s) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kOutOfRange: return "bad_frame";
     case absl::StatusCode::kUnauthenticated: return "bad_token";
+    case absl::StatusCode::kPermissionDenied: return "wrong_identity";
     default: return "other";
   }
 }
@@ -139,7 +140,8 @@ void DataServer::Loop() {
     if (listening) fds.push_back({listen_fd_.get(), POLLIN, 0});
     const size_t first_pending = fds.size();
     for (uint64_t key : table_.Keys()) {
-      fds.push_back({table_.Find(key)->fd.get(), POLLIN, 0});
+      const PendingHello* p = table_.Find(key);
+      fds.push_back({p->fd.get(), static_cast<short>(p->want_write ? POLLOUT : POLLIN), 0});
       keys.push_back(key);
     }
     sys::SysResult r = sys_.Poll(fds.data(), fds.size(), PollTimeoutMs(now));
@@ -199,6 +201,12 @@ void DataServer::AcceptSome(absl::Time now) {
     DescribePeer(ss, &p.address, &p.peer);
     p.accepted = now;
     p.deadline = now + options_.hello_timeout;
+    if (options_.tls.on()) {
+      if (absl::Status s = StartTls(sys_, options_.tls, p); !s.ok()) {
+        Reject(std::move(p), p.refusal, s, now);
+        continue;
+      }
+    }
     Admit(std::move(p), now);
   }
 }
@@ -247,13 +255,18 @@ void DataServer::OnReadable(uint64_t key, absl::Time now) {
   std::shared_ptr<ReplicaSession> session;
   if (s.ok()) s = CheckHello(hello, &session);
   if (!s.ok()) {
-    Reject(std::move(hello), ReasonFor(s), s, now);
+    const char* reason = hello.refusal != nullptr ? hello.refusal : ReasonFor(s);
+    Reject(std::move(hello), reason, s, now);
     return;
   }
   StartSession(std::move(hello), std::move(session));
 }
 
 absl::Status DataServer::ReadSome(PendingHello& p, bool* complete) {
+  if (p.tls != nullptr && !p.tls_ready) {
+    WALSHIP_RETURN_IF_ERROR(AdvanceTls(options_.tls, p));
+    if (!p.tls_ready) return absl::OkStatus();
+  }
   for (;;) {
     const size_t total =
         wire::kFrameHeaderSize + (p.header ? p.header->payload_length : 0);
@@ -261,7 +274,14 @@ absl::Status DataServer::ReadSome(PendingHello& p, bool* complete) {
       *complete = true;
       return absl::OkStatus();
     }
-    sys::SysResult r = sys_.Recv(p.fd.get(), p.bytes + p.have, total - p.have, 0);
+    sys::SysResult r{0, 0};
+    if (p.tls != nullptr) {  // inside TLS: 0 bytes is "nothing decrypted yet"
+      WALSHIP_ASSIGN_OR_RETURN(size_t got, p.tls->ReadSome(p.bytes + p.have, total - p.have));
+      if (got == 0) return absl::OkStatus();
+      r.rc = static_cast<int64_t>(got);
+    } else {
+      r = sys_.Recv(p.fd.get(), p.bytes + p.have, total - p.have, 0);
+    }
     if (!r.ok()) {
       if (r.err == EINTR) continue;
       if (r.err == EAGAIN || r.err == EWOULDBLOCK) return absl::OkStatus();
@@ -297,6 +317,14 @@ absl::Status DataServer::CheckHello(const PendingHello& p,
   if (!found) {
     return absl::UnauthenticatedError(absl::StrCat("unknown session ", h.segment_id));
   }
+  if (p.tls != nullptr) {
+    // Before the token is looked at: a token works only from its replica.
+    absl::Status id = found->CheckIdentity(p.fingerprint);
+    if (!id.ok()) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "session ", h.segment_id, " (replica ", found->name(), "): ", id.message()));
+    }
+  }
   absl::Status claim = found->ClaimToken(
       absl::string_view(reinterpret_cast<const char*>(token.data()), token.size()));
   if (!claim.ok()) {
@@ -315,9 +343,12 @@ void DataServer::StartSession(PendingHello p, std::shared_ptr<ReplicaSession> se
   }
   absl::Status nd = SetNoDelay(sys_, p.fd.get());
   if (!nd.ok()) spdlog::warn("data port: {}", nd.ToString());
-  spdlog::info("replica {} (session {}) connected its data socket from {}", session->name(),
-               session->id(), p.peer);
-  session->StartShipping(std::move(p.fd), runner_);
+  spdlog::info("replica {} (session {}) connected its data socket from {} ({})",
+               session->name(), session->id(), p.peer,
+               p.tls == nullptr ? std::string("plaintext")
+                                : absl::StrCat(p.tls->Describe(), ", data path ",
+                                               net::DataPathName(p.tls->path())));
+  session->StartShipping(std::move(p.fd), runner_, std::move(p.tls));
 }
 
 void DataServer::Reject(PendingHello p, const char* reason, const absl::Status& why,

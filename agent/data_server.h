@@ -29,6 +29,11 @@
 //     or one NAT) may therefore be delayed by up to that backoff; replicas on
 //     other addresses are not.
 //
+// With `tls` set, each connection first completes a TLS handshake and
+// presents an accepted client certificate, and its HELLO (inside TLS) is
+// admitted only from the certificate that obtained the token at handshake
+// (data_port_tls.h); all of it within the same deadline and table slot.
+//
 // Every rejection is counted through `on_reject` with its reason, and
 // logged through RejectLog (data_port_limits.h): per address and interval,
 // the first rejection of each reason in full ("data port: rejected
@@ -53,6 +58,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "agent/data_port_limits.h"
+#include "agent/data_port_tls.h"
 #include "agent/replica_session.h"
 #include "common/clock.h"
 #include "common/net.h"
@@ -76,8 +82,12 @@ struct DataServerOptions {
   // Called (on the event-loop thread) for every rejected connection, before
   // it is closed, with a short reason: "rate_limited", "too_many_pending",
   // "evicted", "timeout", "closed", "bad_frame", "bad_token", "other".
-  // Optional; used for metrics.
+  // Optional; used for metrics. With TLS also "tls_handshake",
+  // "no_client_certificate", "untrusted_certificate", "wrong_identity"
+  // (data_port_tls.h).
   std::function<void(const std::string& reason)> on_reject;
+  // TLS on every connection (--data-tls=on), or plaintext (both null).
+  DataPortTls tls;
 };
 
 class DataServer {

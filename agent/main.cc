@@ -17,6 +17,7 @@
 #include "common/daemon.h"
 #include "common/flags.h"
 #include "common/logging.h"
+#include "common/net/data_tls_flag.h"
 #include "common/sys/transfer.h"
 #include "spdlog/spdlog.h"
 
@@ -89,6 +90,7 @@ void RegisterServingFlags(walship::FlagSet& flags, walship::agent::AgentOptions&
                "HOST:PORT serving Prometheus metrics at /metrics; empty disables it; "
                "port 0 picks a free port (logged).");
   walship::RegisterTlsFlags(flags, &o.tls, /*client=*/false);
+  walship::net::RegisterDataTlsFlag(flags, &o.data_tls);
   flags.String("log-level", &r.log_level, "trace, debug, info, warn or error.");
   flags.String("trace-commits", &r.trace_commits,
                "FILE: a benchmarking aid. Records when each flush passes the agent's stages "

@@ -88,24 +88,48 @@ absl::Status ReplicaSession::ClaimToken(absl::string_view token) {
   return absl::OkStatus();
 }
 
-void ReplicaSession::StartShipping(sys::UniqueFd data_fd, ShipperRunner runner) {
+void ReplicaSession::StartShipping(sys::UniqueFd data_fd, ShipperRunner runner,
+                                   std::unique_ptr<net::DataConn> tls) {
   int fd;
+  net::DataConn* conn;
   {
     absl::MutexLock lock(&mu_);
     data_fd_ = std::move(data_fd);
+    data_tls_ = std::move(tls);
+    data_path_ = net::DataPathName(data_tls_ ? data_tls_->path() : net::DataPath::kPlain);
     fd = data_fd_.get();
+    conn = data_tls_.get();
     if (finished_) return;
   }
   absl::MutexLock tl(&thread_mu_);
-  shipper_thread_ = std::thread([this, fd, runner = std::move(runner)] {
+  shipper_thread_ = std::thread([this, fd, conn, runner = std::move(runner)] {
     NameThisThread(absl::StrCat("ws-ship-", name_));
-    absl::Status s = runner(fd, name_, start_, this, stop_);
+    absl::Status s = runner(fd, conn, name_, start_, this, stop_);
     if (!s.ok() && !stop_.load()) {
       spdlog::error("replica {} (session {}): shipping stopped: {}", name_, id_,
                     s.ToString());
       Fail(s);
     }
   });
+}
+
+void ReplicaSession::BindIdentity(std::string fingerprint) {
+  absl::MutexLock lock(&mu_);
+  identity_ = std::move(fingerprint);
+}
+
+absl::Status ReplicaSession::CheckIdentity(const std::string& fingerprint) const {
+  absl::MutexLock lock(&mu_);
+  if (!identity_.empty() && fingerprint == identity_) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      "the data socket's client certificate (", fingerprint.empty() ? "none" : fingerprint,
+      ") is not the one that obtained the token at handshake (",
+      identity_.empty() ? "none" : identity_, "): a token is valid only from its replica"));
+}
+
+void ReplicaSession::SetReplicaDataPath(std::string path) {
+  absl::MutexLock lock(&mu_);
+  replica_data_path_ = std::move(path);
 }
 
 void ReplicaSession::Push(walship::v1::SessionEvent event) {
@@ -211,6 +235,8 @@ walship::v1::ReplicaStatus ReplicaSession::Snapshot() const {
   s.set_connected(!finished_ && data_fd_.valid());
   s.set_transport(replica_transport_);
   s.set_compression(CompressionLabel(start_.compression, start_.compression_level));
+  s.set_data_path(data_path_);
+  s.set_replica_data_path(replica_data_path_);
   ToProto(sent_, s.mutable_sent());
   ToProto(written_, s.mutable_written());
   ToProto(flushed_, s.mutable_flushed());

@@ -35,6 +35,7 @@
 #include "agent/shipper.h"
 #include "common/wire/frame.h"
 #include "common/clock.h"
+#include "common/net/data_conn.h"
 #include "common/position.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/unique_fd.h"
@@ -55,9 +56,10 @@ struct ShipStart {
 };
 
 // Builds and runs the shipper for a session's data socket; `replica` is the
-// session's replica name.
+// session's replica name. `tls` is the socket's TLS session (common/net/
+// tls_conn.h), or null for a plaintext socket.
 using ShipperRunner = std::function<absl::Status(
-    int data_fd, const std::string& replica, const ShipStart& start, ShipperEvents* events,
+    int data_fd, net::DataConn* tls, const std::string& replica, const ShipStart& start, ShipperEvents* events,
     const std::atomic<bool>& stop)>;
 
 class ReplicaSession final : public ShipperEvents {
@@ -78,8 +80,20 @@ class ReplicaSession final : public ShipperEvents {
   // cannot take the token from the replica it was issued to.
   absl::Status ClaimToken(absl::string_view token);
 
-  // Takes ownership of the data socket and starts shipping on a new thread.
-  void StartShipping(sys::UniqueFd data_fd, ShipperRunner runner);
+  // Takes ownership of the data socket (and its TLS session, null for a
+  // plaintext socket) and starts shipping on a new thread.
+  void StartShipping(sys::UniqueFd data_fd, ShipperRunner runner,
+                     std::unique_ptr<net::DataConn> tls = nullptr);
+
+  // The TLS identity (CertificateFingerprint of the client certificate)
+  // that performed this session's handshake; set once, before the token is
+  // handed out. Empty: a plaintext control channel.
+  void BindIdentity(std::string fingerprint);
+  // OK when `fingerprint` (of the data socket's client certificate) is the
+  // bound one; kPermissionDenied otherwise. Consumes nothing.
+  absl::Status CheckIdentity(const std::string& fingerprint) const;
+  // How the replica's end moves bytes, from its SessionOpen (for status).
+  void SetReplicaDataPath(std::string path);
 
   // Next event for the Session stream. Returns false on timeout. After a
   // SessionError has been returned, the session is finished.
@@ -140,6 +154,10 @@ class ReplicaSession final : public ShipperEvents {
   absl::Duration ack_pacing_ ABSL_GUARDED_BY(mu_) = absl::InfiniteDuration();  // none sent
 
   sys::UniqueFd data_fd_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<net::DataConn> data_tls_ ABSL_GUARDED_BY(mu_);
+  std::string data_path_ ABSL_GUARDED_BY(mu_);
+  std::string replica_data_path_ ABSL_GUARDED_BY(mu_);
+  std::string identity_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stop_{false};
   absl::Mutex thread_mu_;  // Start and Close may race
   std::thread shipper_thread_ ABSL_GUARDED_BY(thread_mu_);

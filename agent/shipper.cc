@@ -32,9 +32,10 @@ Shipper::Shipper(sys::SysCalls& sys, SegmentCatalog& catalog, const StreamOrder&
       order_(order),
       start_prefix_crc_(start_prefix_crc32c),
       crc_reader_(sys) {
-  if (options_.transport == Transport::kCopy) {
-    copy_buffer_.resize(options_.copy_buffer_bytes);
+  if (options_.conn == nullptr) {
+    own_conn_ = net::MakePlainConn(sys, data_fd, options_.transport, options_.copy_buffer_bytes);
   }
+  conn_ = options_.conn != nullptr ? options_.conn : own_conn_.get();
   if (options_.compression != wire::Codec::kNone) {
     auto sender = CompressedSender::Create(sys_, options_.compression, options_.compression_level);
     if (sender.ok()) {
@@ -69,7 +70,7 @@ absl::Status Shipper::EnterSegment(const std::string& name) {
   std::string frame = wire::EncodeFrame(wire::FrameType::kSegment, ++handle_,
                                         pos_.offset, name);
   WALSHIP_RETURN_IF_ERROR(
-      sys::SendFully(sys_, fd_, frame.data(), frame.size(), 0, options_.io));
+      conn_->SendFully(frame.data(), frame.size(), /*more=*/false, options_.io));
   entered_ = true;
   return absl::OkStatus();
 }
@@ -127,20 +128,15 @@ absl::Status Shipper::SendData(uint64_t length) {
   h.offset = pos_.offset;
   h.payload_length = static_cast<uint32_t>(length);
   h.payload_crc32c = crc;
-  const bool zerocopy = options_.transport == Transport::kZeroCopy && compressed_ == nullptr;
+  const bool zerocopy = conn_->zerocopy() && compressed_ == nullptr;
   if (compressed_ != nullptr) {
     WALSHIP_ASSIGN_OR_RETURN(const uint32_t on_wire,
-                             compressed_->Send(fd_, segment_file_.get(), h, options_.io));
+                             compressed_->Send(*conn_, segment_file_.get(), h, options_.io));
     if (on_wire < length) events_->OnCompressed(length, on_wire);
-  } else if (zerocopy) {
-    WALSHIP_RETURN_IF_ERROR(SendHeader(h));
-    WALSHIP_RETURN_IF_ERROR(sys::SendFileFully(sys_, fd_, segment_file_.get(),
-                                               pos_.offset, length, options_.io));
   } else {
     WALSHIP_RETURN_IF_ERROR(SendHeader(h));
-    WALSHIP_RETURN_IF_ERROR(sys::CopyFileToSocket(
-        sys_, fd_, segment_file_.get(), pos_.offset, length,
-        absl::MakeSpan(copy_buffer_), options_.io));
+    WALSHIP_RETURN_IF_ERROR(
+        conn_->SendFile(segment_file_.get(), pos_.offset, length, options_.io));
   }
   pos_.offset += length;
   if (options_.trace != nullptr) {
@@ -154,7 +150,7 @@ absl::Status Shipper::SendHeader(const wire::FrameHeader& h) {
   uint8_t header[wire::kFrameHeaderSize];
   wire::EncodeFrameHeader(h, header);
   // MSG_MORE keeps the header in the same TCP segment as the payload.
-  return sys::SendFully(sys_, fd_, header, sizeof(header), MSG_MORE, options_.io);
+  return conn_->SendFully(header, sizeof(header), /*more=*/true, options_.io);
 }
 
 absl::StatusOr<uint32_t> Shipper::VerifySent(uint64_t length) {
@@ -303,7 +299,9 @@ absl::Status Shipper::PumpLocked(const CatalogSnapshot& snap, bool* caught_up) {
   const uint64_t n = seg.shippable - pos_.offset;
   if (n > kMaxInlineBytes || n > options_.max_payload) return absl::OkStatus();
   const sys::SysResult room = sys_.SendRoom(fd_);
-  if (!room.ok() || static_cast<uint64_t>(room.rc) < n + wire::kFrameHeaderSize) {
+  // TLS adds at most 22 bytes per 16 KiB record (and the header its own).
+  const uint64_t tls = conn_->path() == net::DataPath::kPlain ? 0 : (n / 16384 + 2) * 64;
+  if (!room.ok() || static_cast<uint64_t>(room.rc) < n + wire::kFrameHeaderSize + tls) {
     return absl::OkStatus();
   }
   WALSHIP_RETURN_IF_ERROR(SendData(n));

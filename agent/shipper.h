@@ -46,9 +46,9 @@
 // turns inline sends off for such a session (compressing is no work for a
 // publisher's thread).
 //
-// Memory: one copy buffer for the copy transport, and 16 bytes per
-// kPieceBytes of the segment being sent; with compression, two buffers of
-// up to max_payload bytes.
+// Memory: one copy buffer for the copy transport or userspace TLS, and 16
+// bytes per kPieceBytes of the segment being sent; with compression, two
+// buffers of up to max_payload bytes.
 #ifndef WALSHIP_AGENT_SHIPPER_H_
 #define WALSHIP_AGENT_SHIPPER_H_
 
@@ -72,6 +72,7 @@
 #include "common/clock.h"
 #include "common/commit_trace.h"
 #include "common/file_crc.h"
+#include "common/net/data_conn.h"
 #include "common/position.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
@@ -92,6 +93,9 @@ struct ShipperOptions {
   // Compression agreed at handshake (compression.h); kNone: plain DATA.
   wire::Codec compression = wire::Codec::kNone;
   int compression_level = 0;
+  // The data socket's TLS session (common/net/tls_conn.h), borrowed; null:
+  // the plain socket `data_fd`, with `transport`.
+  net::DataConn* conn = nullptr;
 };
 
 class ShipperEvents {
@@ -179,7 +183,9 @@ class Shipper final : private CatalogListener {
   // The open file's identity, to compare with what its name points at.
   uint64_t segment_dev_ = 0;
   uint64_t segment_ino_ = 0;
-  std::vector<char> copy_buffer_;
+  // How bytes reach the socket: options_.conn, or a plain one of our own.
+  std::unique_ptr<net::DataConn> own_conn_;
+  net::DataConn* conn_;
   FileCrcReader crc_reader_;
   // Set when the session compresses (ShipperOptions::compression).
   std::unique_ptr<CompressedSender> compressed_;

@@ -63,6 +63,10 @@ enum class Reason : int {
   // node was superseded (a stale or demoted primary); its WAL past the fork
   // point is not in the replica's history. Retry, elsewhere first.
   kOlderTimeline = 11,
+  // The agent and the replica disagree on TLS on the data socket (one has
+  // --data-tls=on, the other off, or is too old to know it); an operator
+  // must align them (kFailedPrecondition).
+  kDataTlsMismatch = 12,
 };
 
 // `s` with `reason` attached (replacing any earlier one). OK stays OK.

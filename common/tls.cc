@@ -224,6 +224,12 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(sys::SysCalls& sys, C
   return grpc::CreateCustomChannel(target, grpc::SslCredentials(opts), args);
 }
 
+absl::StatusOr<TlsPems> LoadTlsPems(sys::SysCalls& sys, Clock& clock, const TlsOptions& tls) {
+  auto pems = LoadPems(sys, clock, tls);
+  if (!pems.ok()) return pems.status();
+  return TlsPems{std::move(pems->cert), std::move(pems->key), std::move(pems->ca)};
+}
+
 std::vector<std::string> PeerCertificateNames(const grpc::AuthContext& auth) {
   std::vector<std::string> out;
   for (const char* prop : {"x509_common_name", "x509_subject_alternative_name"}) {

@@ -81,6 +81,18 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(sys::SysCalls& sys, C
                                                            const std::string& target,
                                                            const TlsOptions& tls);
 
+// The PEM texts of `tls`'s three files (Validate()d, not insecure), read
+// through `sys` and checked as MakeServerCredentials and MakeChannel check
+// them (parseable, key matches certificate, valid at clock.Now()). Errors
+// are kInvalidArgument naming the flag and file. For other TLS users of the
+// same certificates (the data socket, common/net/tls_conn.h).
+struct TlsPems {
+  std::string cert;  // the chain presented to peers, leaf first
+  std::string key;
+  std::string ca;
+};
+absl::StatusOr<TlsPems> LoadTlsPems(sys::SysCalls& sys, Clock& clock, const TlsOptions& tls);
+
 // Names a client certificate vouches for: its subject CN and DNS SANs, as
 // the server's auth context reports them. Empty for a plaintext peer.
 std::vector<std::string> PeerCertificateNames(const grpc::AuthContext& auth);

@@ -49,7 +49,7 @@ CompressedFrames::CompressedFrames(const ReplicaOptions& asked,
   info.Set({{"asked", asked_name}, {"agreed", asked_name}}, 1);
 }
 
-absl::Status CompressedFrames::Receive(sys::SysCalls& sys, int sock, const wire::FrameHeader& h,
+absl::Status CompressedFrames::Receive(net::DataConn& conn, const wire::FrameHeader& h,
                                        const sys::TransferOptions& io, SegmentWriter& writer) {
   if (decompressor_ == nullptr) {
     return absl::DataLossError(absl::StrCat(
@@ -57,7 +57,7 @@ absl::Status CompressedFrames::Receive(sys::SysCalls& sys, int sock, const wire:
         h.offset, ") but no compression was agreed at handshake"));
   }
   compressed_.resize(h.payload_length);  // bounded by DecodeFrameHeader
-  WALSHIP_RETURN_IF_ERROR(sys::ReadFully(sys, sock, compressed_.data(), compressed_.size(), io));
+  WALSHIP_RETURN_IF_ERROR(conn.ReadFully(compressed_.data(), compressed_.size(), io));
   WALSHIP_RETURN_IF_ERROR(wire::DecompressPayload(*decompressor_, h, compressed_, &raw_));
   WALSHIP_RETURN_IF_ERROR(writer.WriteBytes(h, raw_));
   raw_bytes_ += h.raw_length;

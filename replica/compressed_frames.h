@@ -32,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "common/metrics.h"
+#include "common/net/data_conn.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
 #include "common/wire/compress.h"
@@ -54,10 +55,11 @@ class CompressedFrames {
   }
 
   // A ZDATA frame whose header DecodeFrameHeader accepted: reads its
-  // h.payload_length bytes from `sock`, decompresses and verifies them and
+  // h.payload_length bytes from `conn` (the plain socket or its TLS
+  // session), decompresses and verifies them and
   // writes them with `writer`. kDataLoss when no codec was agreed. Errors
   // of ReadFully (kUnavailable) and WriteBytes as they are.
-  absl::Status Receive(sys::SysCalls& sys, int sock, const wire::FrameHeader& h,
+  absl::Status Receive(net::DataConn& conn, const wire::FrameHeader& h,
                        const sys::TransferOptions& io, SegmentWriter& writer);
 
   // Segment bytes received in ZDATA frames, and the compressed bytes that

@@ -116,6 +116,7 @@ grpc::Status ControlClient::Call(const std::string& stream_id,
   // The compression asked for (compressed_frames.h); none: plain DATA.
   req.set_compression(static_cast<walship::v1::Compression>(options_.compression));
   req.set_compression_level(options_.compression_level);
+  req.set_data_tls(options_.data_tls_on() ? walship::v1::DATA_TLS_ON : walship::v1::DATA_TLS_OFF);
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(clock_.Now() + options_.connect_timeout));
   return stub_->Handshake(&ctx, req, out);

@@ -29,4 +29,11 @@ AfterFrame DecideAfterFrame(sys::SysCalls& sys, int sock, uint64_t deferred,
   return AfterFrame::kReadOn;
 }
 
+AfterFrame DecideAfterTlsFrame(sys::SysCalls& sys, int sock, size_t buffered) {
+  if (buffered > 0) return AfterFrame::kHandOff;
+  const sys::SysResult queued = sys.InputQueued(sock);
+  if (queued.ok() && queued.rc == 0) return AfterFrame::kSyncNow;
+  return AfterFrame::kHandOff;
+}
+
 }  // namespace walship::replica

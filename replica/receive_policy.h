@@ -24,6 +24,7 @@
 #ifndef WALSHIP_REPLICA_RECEIVE_POLICY_H_
 #define WALSHIP_REPLICA_RECEIVE_POLICY_H_
 
+#include <cstddef>
 #include <cstdint>
 
 #include "common/sys/syscalls.h"
@@ -37,6 +38,11 @@ enum class AfterFrame { kSyncNow, kReadOn, kHandOff };
 // frame limit, for decoding the peeked header.
 AfterFrame DecideAfterFrame(sys::SysCalls& sys, int sock, uint64_t deferred,
                             uint64_t max_deferred, uint32_t max_payload);
+
+// The same inside TLS, where the socket holds encrypted records and the
+// next header cannot be peeked: kSyncNow when neither the socket nor the
+// TLS layer (`buffered` decrypted bytes) holds anything, else kHandOff.
+AfterFrame DecideAfterTlsFrame(sys::SysCalls& sys, int sock, size_t buffered);
 
 }  // namespace walship::replica
 

@@ -72,6 +72,9 @@ Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* me
       metrics_(metrics ? *metrics : own_metrics_) {
   // Declared up front so every series exists (at 0) from the first scrape.
   metrics_.Counter("walship_replica_sessions_total", "Sessions started (handshakes sent).");
+  metrics_.Counter("walship_replica_data_sessions_total",
+                   "Data sockets opened, by path (ktls = kernel TLS with splice, userspace = "
+                   "TLS through a copy, off = plaintext).");
   metrics_.Counter("walship_replica_session_failures_total",
                    "Sessions that ended with an error, by status code.");
   metrics_.Counter("walship_replica_checksum_failures_total",

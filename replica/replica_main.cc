@@ -21,6 +21,7 @@
 #include "common/metrics.h"
 #include "common/net.h"
 #include "common/wire/compress.h"
+#include "common/net/data_tls_flag.h"
 #include "replica/agent_list.h"
 #include "replica/replica.h"
 #include "replica/fetch.h"
@@ -253,6 +254,7 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
                "(walship-replica restore --from, walship-replica gate), with the same TLS "
                "flags as the control channel; empty disables it; port 0 picks one (logged).");
   RegisterTlsFlags(flags, &o.tls, /*client=*/true);
+  net::RegisterDataTlsFlag(flags, &o.data_tls);
   flags.String("log-level", &log_level, "trace, debug, info, warn or error.");
   std::string trace_commits;
   flags.String("trace-commits", &trace_commits,
@@ -323,6 +325,7 @@ int RunReplica(sys::SysCalls& sys, ReplicaOptions& o, const std::string& serve_l
                o.name, o.agent, o.dest,
                o.compression == wire::Codec::kNone ? TransportName(o.transport) : "copy",
                wire::CodecName(o.compression), o.tls.insecure ? "plaintext" : "mutual TLS");
+  net::LogDataTlsChoice(sys, "replica", o.data_tls_on(), o.tls);
   absl::Status s = replica.Run();
   if (trace != nullptr) DumpCommitTrace(sys, *trace, trace_commits);
   if (!s.ok()) {

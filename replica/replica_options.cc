@@ -3,13 +3,20 @@
 #include "absl/strings/str_cat.h"
 #include "common/net.h"
 #include "common/wire/compress.h"
+#include "common/net/data_tls_flag.h"
 #include "replica/agent_list.h"
 
 namespace walship::replica {
 
+bool ReplicaOptions::data_tls_on() const {
+  absl::StatusOr<bool> on = net::ResolveDataTls(data_tls, tls);
+  return on.ok() && *on;
+}
+
 absl::Status ReplicaOptions::Validate() const {
   if (agent.empty()) return absl::InvalidArgumentError("--agent is required");
   if (absl::Status s = tls.Validate(); !s.ok()) return s;
+  if (auto d = net::ResolveDataTls(data_tls, tls); !d.ok()) return d.status();
   absl::StatusOr<std::vector<std::string>> agents = ParseAgentList(agent);
   if (!agents.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--agent: ", agents.status().message()));

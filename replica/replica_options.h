@@ -56,6 +56,10 @@ struct ReplicaOptions {
   // is set; Validate() insists on one. The files are read again at every
   // reconnect, so replacing them rotates the replica's certificate.
   TlsOptions tls;
+  // --data-tls as given: "on", "off", or "" (on unless tls.insecure); see
+  // common/net/data_tls_flag.h. Validate() checks it; data_tls_on() says.
+  std::string data_tls;
+  bool data_tls_on() const;
   // --trace-commits: where the per-commit path records its stages
   // (common/commit_trace.h); null: off, at no cost. Borrowed: it must
   // outlive the replica.

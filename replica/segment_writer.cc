@@ -184,16 +184,17 @@ absl::Status SegmentWriter::EnsurePipe() {
   return absl::OkStatus();
 }
 
-absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h) {
+absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h,
+                                      net::DataConn* tls) {
   WALSHIP_ASSIGN_OR_RETURN(const FrameTarget t, TargetOf(h));
   const uint64_t off = h.offset;
   const uint64_t len = h.payload_length;
   uint32_t crc = 0;
   // Bytes already on disk are compared, never overwritten.
   const uint64_t overlap = std::min(len, t.written - off);
-  if (overlap > 0) WALSHIP_RETURN_IF_ERROR(CompareResent(sock, t, off, overlap, &crc));
+  if (overlap > 0) WALSHIP_RETURN_IF_ERROR(CompareResent(sock, tls, t, off, overlap, &crc));
   const uint64_t rest = len - overlap;
-  if (rest > 0) return LandNew(sock, h, t, rest, crc);
+  if (rest > 0) return LandNew(sock, tls, h, t, rest, crc);
   if (crc != h.payload_crc32c) {
     return WithReason(absl::DataLossError(absl::StrCat(
                           "payload checksum mismatch in resent frame of ", t.name, " at offset ",
@@ -203,34 +204,14 @@ absl::Status SegmentWriter::WriteData(int sock, const wire::FrameHeader& h) {
   return absl::OkStatus();
 }
 
-absl::Status SegmentWriter::CompareResent(int sock, const FrameTarget& t, uint64_t off,
-                                          uint64_t overlap, uint32_t* crc) {
-  if (buffer_.size() < options_.copy_buffer_bytes) buffer_.resize(options_.copy_buffer_bytes);
-  std::vector<char> disk(buffer_.size());
-  for (uint64_t done = 0; done < overlap;) {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(overlap - done, buffer_.size()));
-    WALSHIP_RETURN_IF_ERROR(sys::ReadFully(sys_, sock, buffer_.data(), n, options_.io));
-    WALSHIP_RETURN_IF_ERROR(sys::PreadFully(sys_, t.fd->get(), disk.data(), n, off + done));
-    if (std::memcmp(buffer_.data(), disk.data(), n) != 0) {
-      size_t at = 0;
-      while (buffer_[at] == disk[at]) ++at;
-      return WithReason(absl::FailedPreconditionError(absl::StrCat(
-          "divergent history: resent bytes of ", t.name, " differ from the replica's at offset ",
-          off + done + at, "; refusing to overwrite")), Reason::kDivergent);
-    }
-    *crc = wire::Crc32cExtend(*crc, buffer_.data(), n);
-    done += n;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status SegmentWriter::LandNew(int sock, const wire::FrameHeader& h, const FrameTarget& t,
-                                    uint64_t rest, uint32_t resent_crc) {
+absl::Status SegmentWriter::LandNew(int sock, net::DataConn* tls, const wire::FrameHeader& h,
+                                    const FrameTarget& t, uint64_t rest, uint32_t resent_crc) {
   const std::string path = PathOf(t.name, true);
   const uint64_t written = t.written;
   absl::Status s;
-  const bool zerocopy = options_.transport == Transport::kZeroCopy;
-  if (zerocopy) {
+  if (tls != nullptr) {
+    s = tls->ReceiveToFile(t.fd->get(), static_cast<off_t>(written), rest, options_.io);
+  } else if (options_.transport == Transport::kZeroCopy) {
     s = EnsurePipe();
     if (s.ok()) {
       s = sys::SpliceFully(sys_, sock, *pipe_, t.fd->get(), static_cast<off_t>(written), rest,
@@ -266,6 +247,8 @@ absl::Status SegmentWriter::LandNew(int sock, const wire::FrameHeader& h, const 
     }
   }
   if (!s.ok()) return DiscardLanded(t, s);
+  const bool zerocopy =
+      tls != nullptr ? tls->zerocopy() : options_.transport == Transport::kZeroCopy;
   return CommitLanded(t, rest, new_crc, zerocopy);
 }
 

@@ -66,6 +66,7 @@
 #include "common/sys/pipe.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
+#include "common/net/data_conn.h"
 #include "common/sys/unique_fd.h"
 #include "common/transport.h"
 #include "common/wire/frame.h"
@@ -135,8 +136,10 @@ class SegmentWriter {
   absl::Status BeginSegment(const std::string& name, uint64_t handle,
                             uint64_t start_offset);
   // DATA frame whose header has been read and validated; reads exactly
-  // h.payload_length bytes from `sock`.
-  absl::Status WriteData(int sock, const wire::FrameHeader& h);
+  // h.payload_length bytes from `sock`, or, when `tls` is set, from that TLS
+  // session over it (common/net/tls_conn.h: decrypted through one buffer
+  // and pwritten, or spliced with kernel TLS; verified the same way).
+  absl::Status WriteData(int sock, const wire::FrameHeader& h, net::DataConn* tls = nullptr);
   // ZDATA frame (segment_writer_bytes.cc): `bytes` are its h.raw_length
   // uncompressed bytes, already verified against h.payload_crc32c
   // (wire::DecompressPayload). The same stream rules as WriteData (gap,
@@ -285,10 +288,10 @@ class SegmentWriter {
   // WriteData's parts: compares the `overlap` resent bytes at `off` with the
   // file, extending *crc over them; lands `rest` new bytes at t.written and
   // verifies the frame (`resent_crc`: CRC32C of its resent part).
-  absl::Status CompareResent(int sock, const FrameTarget& t, uint64_t off, uint64_t overlap,
-                             uint32_t* crc);
-  absl::Status LandNew(int sock, const wire::FrameHeader& h, const FrameTarget& t,
-                       uint64_t rest, uint32_t resent_crc);
+  absl::Status CompareResent(int sock, net::DataConn* tls, const FrameTarget& t, uint64_t off,
+                             uint64_t overlap, uint32_t* crc);
+  absl::Status LandNew(int sock, net::DataConn* tls, const wire::FrameHeader& h,
+                       const FrameTarget& t, uint64_t rest, uint32_t resent_crc);
   // segment_writer_bytes.cc: the frame's target after the handle, complete
   // segment and gap checks; after `rest` new bytes landed at t.written with
   // the segment's CRC32C now `new_crc`, counts them (or cuts them back if a

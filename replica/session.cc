@@ -14,6 +14,7 @@
 #include "common/sys/thread_name.h"
 #include "common/wire/frame.h"
 #include "replica/agent_list.h"
+#include "replica/data_tls.h"
 #include "replica/receive_policy.h"
 #include "spdlog/spdlog.h"
 
@@ -113,6 +114,8 @@ absl::Status Session::Handshake() {
   durable_ = negotiated.durable;
   handshake_ = std::move(negotiated.response);
   const walship::v1::HandshakeResponse& resp = handshake_;
+  WALSHIP_RETURN_IF_ERROR(
+      CheckAgentDataTls(options_.data_tls_on(), resp.data_tls(), options_.agent));
   // The timeline fence (agent_list.h): never an agent of an older timeline
   // than the newest this directory holds durably, even one that accepted.
   fence_timeline_ = TimelineOfWalName(durable_.position.segment);
@@ -163,7 +166,11 @@ absl::Status Session::ConnectData() {
   std::string hello = wire::EncodeFrame(wire::FrameType::kHello, handshake_.session_id(), 0,
                                         handshake_.data_token());
   io_.io_timeout = options_.io_timeout;
-  return sys::SendFully(sys_, sock_.get(), hello.data(), hello.size(), 0, io_);
+  WALSHIP_ASSIGN_OR_RETURN(conn_,
+                           OpenDataConn(sys_, clock_, options_, sock_.get(), data.host, io_));
+  metrics_.Counter("walship_replica_data_sessions_total", "")
+      .Add({{"path", net::DataPathName(conn_->path())}}, 1);
+  return conn_->SendFully(hello.data(), hello.size(), /*more=*/false, io_);
 }
 
 // ---- Run: the threads ----
@@ -177,6 +184,7 @@ absl::Status Session::Run() {
   Attach(sock_.get(), &session_ctx_);
   walship::v1::SessionRequest open;
   open.mutable_open()->set_session_id(handshake_.session_id());
+  open.mutable_open()->set_data_path(net::DataPathName(conn_->path()));
   if (!stream_->Write(open)) Fail(absl::UnavailableError("control stream closed"));
 
   max_payload_ = std::min<uint32_t>(handshake_.max_payload_bytes()
@@ -256,7 +264,7 @@ bool Session::ReceiveFrame(std::string& name) {
   sys::TransferOptions idle;
   idle.io_timeout = kIdleFrameWait;
   uint8_t hdr[wire::kFrameHeaderSize];
-  absl::Status s = sys::ReadFully(sys_, sock_.get(), hdr, sizeof(hdr), idle);
+  absl::Status s = conn_->ReadFully(hdr, sizeof(hdr), idle);
   if (absl::IsOutOfRange(s)) s = absl::UnavailableError("agent closed the data socket");
   if (!s.ok()) {
     Fail(s);  // already logged by whoever ended the session
@@ -271,7 +279,7 @@ bool Session::ReceiveFrame(std::string& name) {
   }
   if (h->type == wire::FrameType::kSegment) {
     name.resize(h->payload_length);
-    s = sys::ReadFully(sys_, sock_.get(), name.data(), name.size(), io_);
+    s = conn_->ReadFully(name.data(), name.size(), io_);
     if (s.ok()) {
       s = wire::VerifyPayload(
           *h, absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(name.data()), name.size()));
@@ -295,8 +303,9 @@ bool Session::ReceiveFrame(std::string& name) {
       options_.commit_trace->Record(TraceStage::kHeader, name, h->offset + length);
     }
     s = h->type == wire::FrameType::kData
-            ? writer_.WriteData(sock_.get(), *h)
-            : compressed_->Receive(sys_, sock_.get(), *h, io_, writer_);  // copy path
+            ? writer_.WriteData(sock_.get(), *h,
+                                conn_->path() == net::DataPath::kPlain ? nullptr : conn_.get())
+            : compressed_->Receive(*conn_, *h, io_, writer_);  // copy path
     if (s.ok() && !AfterData(length)) return false;  // the cycle recorded why
   } else {
     s = absl::DataLossError(
@@ -319,7 +328,11 @@ bool Session::ReceiveFrame(std::string& name) {
 // socket for the next one, as they would wait for the flusher's.
 bool Session::AfterData(uint32_t length) {
   deferred_ += length;
-  switch (DecideAfterFrame(sys_, sock_.get(), deferred_, kMaxDeferredBytes, max_payload_)) {
+  const AfterFrame next =
+      conn_->path() == net::DataPath::kPlain
+          ? DecideAfterFrame(sys_, sock_.get(), deferred_, kMaxDeferredBytes, max_payload_)
+          : DecideAfterTlsFrame(sys_, sock_.get(), conn_->Buffered());
+  switch (next) {
     case AfterFrame::kReadOn:
       return true;
     case AfterFrame::kSyncNow:

@@ -64,6 +64,7 @@
 #include "common/position.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
+#include "common/net/data_conn.h"
 #include "common/sys/unique_fd.h"
 #include "replica/compressed_frames.h"
 #include "replica/control_client.h"
@@ -160,6 +161,8 @@ class Session {
   std::unique_ptr<ControlClient> control_;
   walship::v1::HandshakeResponse handshake_;
   sys::UniqueFd sock_;
+  // How frames come off sock_ (plain, or TLS: replica/data_tls.h).
+  std::unique_ptr<net::DataConn> conn_;
   sys::TransferOptions io_;
   uint32_t max_payload_ = 0;
   // Set by Run() before the threads start: the compression agreed.

@@ -76,9 +76,9 @@ void PrintTable(const walship::v1::StatusResponse& resp,
   if (!resp.source_error().empty()) {
     std::printf("SOURCE NOT SERVING: %s\n", resp.source_error().c_str());
   }
-  std::printf("%-16s %-32s %-9s %-9s %-11s %-28s %-28s %12s %9s %14s %14s", "REPLICA", "STATE",
-              "CONNECTED", "TRANSPORT", "COMPRESSION", "SENT", "FLUSHED", "LAG_BYTES", "LAG_MS",
-              "ZEROCOPY_BYTES", "COPY_BYTES");
+  std::printf("%-16s %-32s %-9s %-9s %-11s %-28s %-28s %12s %9s %14s %14s %-19s", "REPLICA",
+              "STATE", "CONNECTED", "TRANSPORT", "COMPRESSION", "SENT", "FLUSHED", "LAG_BYTES",
+              "LAG_MS", "ZEROCOPY_BYTES", "COPY_BYTES", "DATA_TLS(AGT/REP)");
   if (progress) std::printf(" %12s", "THROUGHPUT");
   std::printf("  %s\n", "LAST_ERROR");
   for (const auto& r : resp.replicas()) {
@@ -94,6 +94,10 @@ void PrintTable(const walship::v1::StatusResponse& resp,
                 static_cast<unsigned long long>(r.lag_ms()),
                 static_cast<unsigned long long>(r.agent_counters().bytes_zerocopy()),
                 static_cast<unsigned long long>(r.agent_counters().bytes_copy()));
+    // How the data socket moves bytes on each side: ktls, userspace, off.
+    std::printf(" %-19s", (r.data_path().empty() ? std::string("-")
+                                                  : r.data_path() + "/" + r.replica_data_path())
+                              .c_str());
     const st::Progress* p = nullptr;
     if (progress) {
       auto it = progress->find(r.name());

@@ -8,6 +8,9 @@ Sections (each a module beside this one; --sections picks some):
   catchup   append-format backlog of full segments: raw (zerocopy, copy),
             walship --transport=zerocopy and copy; MB/s, CPU s/GiB per side,
             peak RSS; walship also on a small backlog (RSS must not grow).
+  datatls   the same backlog with the data socket plaintext (zerocopy,
+            copy) and under userspace TLS (--data-tls=on): MB/s and CPU
+            s/GiB per side in the same rounds (bench_datatls.py).
   pg        the same PostgreSQL backlog (a big INSERT, receivers started
             afterwards) caught up by walship (--format=postgres) and by
             pg_receivewal --synchronous with a replication slot.
@@ -47,6 +50,7 @@ from integration.bench import report
 from integration.bench.bench_compress import section_compress
 from integration.bench.bench_catchup import (
     busy_processes, machine_info, make_backlogs, section_catchup)
+from integration.bench.bench_datatls import section_datatls
 from integration.bench.bench_fanout import section_fanout
 from integration.bench.bench_formats import section_formats
 from integration.bench.bench_live import section_live
@@ -60,7 +64,8 @@ from integration.bench.bench_synccost import section_synccost
 # ---------------------------------------------------------------------------
 
 
-SECTIONS = ["catchup", "pg", "live", "pgbench", "synccost", "fanout", "formats", "compress"]
+SECTIONS = ["catchup", "datatls", "pg", "live", "pgbench", "synccost", "fanout", "formats",
+            "compress"]
 PG_SECTIONS = ("pg", "pgbench", "synccost", "compress")
 
 
@@ -110,13 +115,15 @@ def main(argv=None):
     pg = None
     try:
         big = small = fan = None
-        if any(s in sections for s in ("catchup", "fanout")):
+        if any(s in sections for s in ("catchup", "datatls", "fanout")):
             big, small, fan = make_backlogs(ctx)
         for name in sections:
             t = time.monotonic()
             try:
                 if name == "catchup":
                     results["sections"][name] = section_catchup(ctx, big, small)
+                elif name == "datatls":
+                    results["sections"][name] = section_datatls(ctx, big)
                 elif name == "live":
                     results["sections"][name] = section_live(ctx)
                 elif name == "fanout":

@@ -48,6 +48,13 @@ class BenchSmokeTest(unittest.TestCase):
         catchup = results["sections"]["catchup"]["summary"]
         for v in ("raw-zerocopy", "walship-zerocopy", "walship-copy"):
             self.assertGreater(catchup[v]["mb_s"]["median"], 0)
+        datatls = results["sections"]["datatls"]
+        for v in ("plain-zerocopy", "plain-copy", "tls-userspace"):
+            self.assertGreater(datatls["summary"][v]["mb_s"]["median"], 0, v)
+        self.assertEqual([r["data_path"] for r in datatls["runs"]["tls-userspace"]],
+                         ["ktls" if datatls["kernel_tls_ulp"] else "userspace"])
+        self.assertEqual([r["data_path"] for r in datatls["runs"]["plain-copy"]], ["off"])
+        self.assertIn("datatls-cpu-agent", ids)
         if "pgbench" in sections:
             # Every receiver, the raw relay too, kept up with a real load.
             pgb = results["sections"]["pgbench"]["summary"]

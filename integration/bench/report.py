@@ -9,8 +9,9 @@ import json
 import os
 import re
 
-from integration.bench import report_formats
 from integration.bench import report_compress
+from integration.bench import report_datatls
+from integration.bench import report_formats
 from integration.bench import report_synccost
 
 MIB = 1 << 20
@@ -171,6 +172,7 @@ def evaluate(results):
     if sync is not None:
         t.append(sync)
     t += report_compress.targets(results)
+    t += report_datatls.targets(results)
     for side in ("agent", "replica"):
         small = med(results, "catchup", "walship-zerocopy-small", side + "_hwm", "max")
         big = med(results, "catchup", "walship-zerocopy", side + "_hwm", "max")
@@ -485,6 +487,7 @@ def markdown(results):
         L.append("Flush lag: %s (without the feed walship has no row there). Replica-side "
                  "lag: %s. Byte lag: %s." % (m["both"], m["walship_state"], m["bytes"]))
         L.append("")
+    L += report_datatls.markdown(results)
     L += report_synccost.markdown(results)
     L += report_formats.markdown(results)
     L += report_compress.markdown(results)

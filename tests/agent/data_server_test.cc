@@ -88,8 +88,8 @@ class DataServerTest : public ::testing::Test {
     o.listen = HostPort{"127.0.0.1", 0};
     o.on_reject = [this](const std::string& reason) { rejections_.Add(reason); };
     // Stands in for the shipper: one byte tells the client it was admitted.
-    ShipperRunner runner = [](int fd, const std::string&, const ShipStart&, ShipperEvents*,
-                              const std::atomic<bool>&) {
+    ShipperRunner runner = [](int fd, net::DataConn*, const std::string&, const ShipStart&,
+                              ShipperEvents*, const std::atomic<bool>&) {
       char g = 'G';
       ::send(fd, &g, 1, MSG_NOSIGNAL);
       return absl::OkStatus();

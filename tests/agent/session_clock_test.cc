@@ -36,8 +36,8 @@ class SessionClockTest : public ::testing::Test {
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     peer_ = sys::UniqueFd(sv[1]);
     session.StartShipping(sys::UniqueFd(sv[0]),
-                          [](int, const std::string&, const ShipStart&, ShipperEvents*,
-                             const std::atomic<bool>&) { return absl::OkStatus(); });
+                          [](int, net::DataConn*, const std::string&, const ShipStart&,
+                             ShipperEvents*, const std::atomic<bool>&) { return absl::OkStatus(); });
   }
   // The replica's state now, against a source of 100 bytes in seg-001.
   ReplicaCondition Now(const ReplicaSession& session) const {

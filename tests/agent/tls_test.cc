@@ -92,6 +92,7 @@ class TlsTest : public ::testing::Test {
     walship::v1::HandshakeRequest r;
     r.set_protocol_version(walship::v1::PROTOCOL_VERSION_1);
     r.set_replica_name(name);
+    r.set_data_tls(walship::v1::DATA_TLS_ON);  // the agent's default with TLS
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     walship::v1::HandshakeResponse resp;

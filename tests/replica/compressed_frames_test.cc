@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "common/metrics.h"
+#include "common/net/data_conn.h"
 #include "common/reason.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/unique_fd.h"
@@ -75,7 +76,8 @@ class CompressedFramesTest : public ::testing::Test {
   absl::Status Receive(CompressedFrames& frames, const Frame& f) {
     EXPECT_EQ(write(in_.get(), f.payload.data(), f.payload.size()),
               static_cast<ssize_t>(f.payload.size()));
-    return frames.Receive(sys_, out_.get(), f.h, io_, writer_);
+    auto conn = net::MakePlainConn(sys_, out_.get(), Transport::kCopy);
+    return frames.Receive(*conn, f.h, io_, writer_);
   }
 
   std::string Partial() { return testing::ReadFile(dir_ + "/seg-1.partial"); }

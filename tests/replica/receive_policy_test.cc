@@ -137,5 +137,14 @@ TEST(ReceivePolicyFaultTest, AFailingQueueQueryOrPeekGoesToTheFlusher) {
   EXPECT_EQ(DecideAfterFrame(peek, 900, 0, kMaxDeferred, kMaxPayload), AfterFrame::kHandOff);
 }
 
+// Inside TLS the next header cannot be peeked: sync now only when neither
+// the socket nor the TLS layer holds anything, else hand off.
+TEST_F(ReceivePolicyTest, InsideTlsSyncsOnlyWhenNothingIsWaitingAnywhere) {
+  EXPECT_EQ(DecideAfterTlsFrame(sys_, rx_.get(), 0), AfterFrame::kSyncNow);
+  EXPECT_EQ(DecideAfterTlsFrame(sys_, rx_.get(), 5), AfterFrame::kHandOff);
+  Send("encrypted record bytes");
+  EXPECT_EQ(DecideAfterTlsFrame(sys_, rx_.get(), 0), AfterFrame::kHandOff);
+}
+
 }  // namespace
 }  // namespace walship::replica

@@ -1,0 +1,175 @@
+// tls_conn.h: TLS on the data socket, in user space or in the kernel.
+//
+// The data socket uses the control channel's certificates (TlsOptions,
+// common/tls.h) with mutual TLS:
+//   - The agent (server) presents --tls-cert and requests a client
+//     certificate, but, as on the control channel, does not let the TLS layer
+//     judge it: once the handshake is done, the caller judges the peer's
+//     certificate with ClientCertVerifier (same CA bundle, same clock) and
+//     compares its fingerprint with the identity that obtained the session's
+//     token over gRPC, so each refusal is logged and counted with its reason
+//     instead of ending as an opaque handshake failure.
+//   - The replica (client) presents its certificate and verifies the agent's:
+//     it must chain to --tls-ca and name --tls-server-name, or the host
+//     dialled (a DNS name, or an IP address in an IP SAN), as gRPC does.
+// TLS 1.2 or 1.3 with OpenSSL's default suites (AES-GCM first on hardware
+// with AES instructions); no session tickets or resumption.
+//
+// Kernel TLS: contexts set SSL_OP_ENABLE_KTLS, so when OpenSSL was built with
+// it and the kernel offers the "tls" ULP, OpenSSL hands the record layer to
+// the kernel after the handshake. TlsConn asks which directions went to the
+// kernel (BIO_get_ktls_send / BIO_get_ktls_recv) and picks its path:
+//   agent    kernel send: SSL_sendfile (sendfile(2) from the page cache, the
+//            kernel encrypts; zero copy). Otherwise pread + SSL_write
+//            through one reused buffer, the records gathered in memory and
+//            sent with one send(2) per buffer.
+//   replica  kernel receive: splice(2) socket -> pipe -> file, as on a plain
+//            socket. Otherwise SSL_read + pwrite through one reused buffer
+//            (records read ahead, a buffer's worth per pwrite).
+// path() says which (DataPath::kKernelTls or kUserspaceTls).
+//
+// OpenSSL reads the socket itself (its socket BIO; the kernel TLS path
+// needs it, and the handshake writes through it too), so those calls do not
+// go through sys::SysCalls; waiting for readiness, the agent's userspace
+// sends, pread/pwrite and splice do.
+//
+// Thread-safety: a DataTlsContext is immutable and shared; a TlsConn is used
+// by one thread at a time.
+#ifndef WALSHIP_COMMON_NET_TLS_CONN_H_
+#define WALSHIP_COMMON_NET_TLS_CONN_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/net/data_conn.h"
+#include "common/sys/pipe.h"
+#include "common/sys/syscalls.h"
+#include "common/tls.h"
+
+struct ssl_ctx_st;
+struct ssl_st;
+
+namespace walship::net {
+
+class DataTlsContext {
+ public:
+  // For the agent's data port: presents tls.cert_file, requests (and leaves
+  // to the caller to judge) a client certificate. Files are read and checked
+  // as for the control channel (kInvalidArgument naming the flag).
+  static absl::StatusOr<std::shared_ptr<DataTlsContext>> ForServer(sys::SysCalls& sys,
+                                                                   Clock& clock,
+                                                                   const TlsOptions& tls);
+  // For the replica: presents its certificate, trusts tls.ca_file.
+  static absl::StatusOr<std::shared_ptr<DataTlsContext>> ForClient(sys::SysCalls& sys,
+                                                                   Clock& clock,
+                                                                   const TlsOptions& tls);
+  ~DataTlsContext();
+  DataTlsContext(const DataTlsContext&) = delete;
+  DataTlsContext& operator=(const DataTlsContext&) = delete;
+
+  ssl_ctx_st* get() const { return ctx_; }
+  bool server() const { return server_; }
+  // Empty unless the client's TlsOptions named one (--tls-server-name).
+  const std::string& server_name() const { return server_name_; }
+
+ private:
+  DataTlsContext(ssl_ctx_st* ctx, bool server, std::string server_name)
+      : ctx_(ctx), server_(server), server_name_(std::move(server_name)) {}
+  ssl_ctx_st* const ctx_;
+  const bool server_;
+  const std::string server_name_;
+};
+
+// True when this OpenSSL was built with kernel TLS support (the kernel is
+// asked at each handshake).
+bool OpenSslHasKtls();
+// True when the running kernel lists the "tls" ULP as available
+// (/proc/sys/net/ipv4/tcp_available_ulp, read through `sys`).
+bool KernelOffersTlsUlp(sys::SysCalls& sys);
+
+// "sha256:" and the lowercase hex SHA-256 of a PEM certificate's DER bytes;
+// empty if `pem` holds no certificate.
+std::string CertificateFingerprint(const std::string& pem);
+
+class TlsConn final : public DataConn {
+ public:
+  // The agent's end of an accepted socket (`fd`, borrowed, non-blocking).
+  // Drive the handshake with AcceptStep.
+  static absl::StatusOr<std::unique_ptr<TlsConn>> Server(sys::SysCalls& sys,
+                                                         std::shared_ptr<DataTlsContext> ctx,
+                                                         int fd);
+  // The replica's end: runs the whole handshake on the connected socket `fd`
+  // (borrowed, non-blocking), each wait bounded by io.io_timeout, verifying
+  // the agent's certificate for `host` (the context's server name if set).
+  // kUnavailable when the agent is not reachable or closes; kUnauthenticated
+  // when its certificate is not accepted, or it refuses ours.
+  static absl::StatusOr<std::unique_ptr<TlsConn>> Connect(sys::SysCalls& sys,
+                                                          std::shared_ptr<DataTlsContext> ctx,
+                                                          int fd, const std::string& host,
+                                                          const sys::TransferOptions& io);
+  ~TlsConn() override;
+
+  // One non-blocking step of the server handshake. OK with *done when it
+  // completed; OK without *done when it waits for the peer (*want_write:
+  // for the socket to take bytes, else for bytes to arrive); kUnavailable
+  // when the peer closed or spoke something other than TLS.
+  absl::Status AcceptStep(bool* done, bool* want_write);
+  // Non-blocking read after the handshake: the bytes read (> 0), or 0 when
+  // none are available yet; kUnavailable when the peer closed.
+  absl::StatusOr<size_t> ReadSome(void* buf, size_t count);
+
+  // The peer's certificate (PEM) and the rest of the chain it sent; empty
+  // when it sent none.
+  std::string PeerLeafPem() const;
+  std::string PeerChainPem() const;
+  // "TLSv1.3 TLS_AES_256_GCM_SHA384", for log lines.
+  std::string Describe() const;
+
+  int fd() const override { return fd_; }
+  DataPath path() const override { return path_; }
+  bool zerocopy() const override { return path_ == DataPath::kKernelTls; }
+  absl::Status SendFully(const void* buf, size_t count, bool more,
+                         const sys::TransferOptions& io) override;
+  absl::Status ReadFully(void* buf, size_t count, const sys::TransferOptions& io) override;
+  absl::Status SendFile(int in_fd, off_t offset, size_t count,
+                        const sys::TransferOptions& io) override;
+  absl::Status ReceiveToFile(int out_fd, off_t out_offset, size_t count,
+                             const sys::TransferOptions& io) override;
+  size_t Buffered() const override;
+
+ private:
+  TlsConn(sys::SysCalls& sys, std::shared_ptr<DataTlsContext> ctx, ssl_st* ssl, int fd);
+  // After the handshake: which path the kernel allows.
+  void ChoosePath();
+  // Repeats `op` (an OpenSSL call returning > 0 on progress) until it makes
+  // progress, waiting for readiness as it asks. 0: clean end of the TLS
+  // stream (close_notify).
+  template <typename Op>
+  absl::StatusOr<size_t> Retry(const char* what, const sys::TransferOptions& io, Op op);
+  absl::Status Wait(short events, const char* what, const sys::TransferOptions& io);
+  // The error of a failed OpenSSL call that returned `rc`, with context.
+  absl::Status Failure(int rc, const char* what);
+  // With gathering_: sends the records gathered so far.
+  absl::Status Drain(const sys::TransferOptions& io);
+
+  sys::SysCalls& sys_;
+  const std::shared_ptr<DataTlsContext> ctx_;
+  ssl_st* const ssl_;
+  const int fd_;
+  DataPath path_ = DataPath::kUserspaceTls;
+  // The agent's userspace path writes records into `gathered_` (a BIO of
+  // ours) and sends them itself (through sys), a buffer at a time.
+  bool gathering_ = false;
+  std::vector<char> gathered_;
+  std::vector<char> buffer_;
+  std::optional<sys::Pipe> pipe_;
+};
+
+}  // namespace walship::net
+
+#endif  // WALSHIP_COMMON_NET_TLS_CONN_H_

@@ -1,0 +1,299 @@
+// TLS on the agent's data port (agent/data_port_tls.h) with real sockets,
+// real OpenSSL and certificates made by integration/make_test_certs.sh: the
+// replica whose certificate obtained the token is admitted; a client
+// without a certificate, with another CA's, with another replica's (holding
+// a valid token), or speaking plaintext is refused before anything is sent,
+// each with its reason, and the refused token stays usable by its replica.
+// Also: the connection layer (common/net/tls_conn.h) moves a file byte for
+// byte, on the path this kernel allows.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/data_port_tls.h"
+#include "agent/data_server.h"
+#include "common/net/tls_conn.h"
+#include "common/reason.h"
+#include "common/sys/syscalls.h"
+#include "common/sys/transfer.h"
+#include "common/sys/unique_fd.h"
+#include "common/wire/frame.h"
+#include "gtest/gtest.h"
+#include "tests/fakes/temp_dir.h"
+
+namespace walship::agent {
+namespace {
+
+constexpr char kAdmitted[] = "admitted";
+constexpr char kClosed[] = "closed";
+
+class Rejections {
+ public:
+  void Add(const std::string& reason) {
+    absl::MutexLock lock(&mu_);
+    reasons_.push_back(reason);
+  }
+  std::vector<std::string> All() const {
+    absl::MutexLock lock(&mu_);
+    return reasons_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<std::string> reasons_ ABSL_GUARDED_BY(mu_);
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// True when the running kernel offers the "tls" ULP (then OpenSSL may hand
+// the record layer to it).
+bool KernelOffersTls() {
+  return absl::StrContains(ReadAll("/proc/sys/net/ipv4/tcp_available_ulp"), "tls");
+}
+
+sys::UniqueFd ConnectTo(uint16_t port) {
+  sys::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in server{};
+  server.sin_family = AF_INET;
+  server.sin_port = htons(port);
+  inet_pton(AF_INET, "127.0.0.1", &server.sin_addr);
+  EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&server), sizeof(server)), 0);
+  timeval tv{10, 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+class DataPortTlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // OpenSSL writes with write(2): a refused client's write must fail with
+    // EPIPE, as in the daemons, not kill the test.
+    sys::IgnoreSigpipe();
+    certs_ = new std::string(testing::FreshTempDir("certs"));
+    other_ = new std::string(testing::FreshTempDir("other"));
+    for (const std::string* d : {certs_, other_}) {
+      std::string cmd =
+          absl::StrCat("bash integration/make_test_certs.sh ", *d, " r1 r2 >/dev/null");
+      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    }
+  }
+
+  // `who`'s certificate from `dir`, trusting the cluster's CA.
+  static TlsOptions Files(const std::string& dir, const std::string& who) {
+    TlsOptions t;
+    t.cert_file = absl::StrCat(dir, "/", who, ".pem");
+    t.key_file = absl::StrCat(dir, "/", who, ".key");
+    t.ca_file = absl::StrCat(*certs_, "/ca.pem");
+    return t;
+  }
+  static std::string Fingerprint(const std::string& dir, const std::string& who) {
+    return net::CertificateFingerprint(ReadAll(absl::StrCat(dir, "/", who, ".pem")));
+  }
+
+  void StartServer() {
+    DataServerOptions o;
+    o.listen = HostPort{"127.0.0.1", 0};
+    o.on_reject = [this](const std::string& reason) { rejections_.Add(reason); };
+    absl::StatusOr<DataPortTls> tls =
+        MakeDataPortTls(sys::DefaultSysCalls(), DefaultClock(), Files(*certs_, "agent"), true);
+    ASSERT_TRUE(tls.ok()) << tls.status();
+    o.tls = *tls;
+    // Stands in for the shipper: one byte, inside TLS, tells the client it
+    // was admitted.
+    ShipperRunner runner = [](int, net::DataConn* conn, const std::string&, const ShipStart&,
+                              ShipperEvents*, const std::atomic<bool>&) {
+      if (conn == nullptr) return absl::InternalError("no TLS session");
+      sys::TransferOptions io;
+      return conn->SendFully("G", 1, false, io);
+    };
+    server_ = std::make_unique<DataServer>(sys::DefaultSysCalls(), std::move(o), registry_,
+                                           std::move(runner));
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+    registry_.CloseAll();
+  }
+
+  // A session whose handshake was made with r1's certificate.
+  std::string NewHello(std::shared_ptr<ReplicaSession>* session = nullptr) {
+    std::string token;
+    auto s = registry_.Create("r1", ShipStart{Position{"seg-001", 0}, 0}, "zerocopy",
+                              absl::Seconds(30), &token);
+    s->BindIdentity(Fingerprint(*certs_, "r1"));
+    if (session != nullptr) *session = s;
+    return wire::EncodeFrame(wire::FrameType::kHello, s->id(), 0, token);
+  }
+
+  // Connects as walship-replica does with `tls`, sends `hello`, and says
+  // whether the shipper's byte came back.
+  std::string TryAs(const TlsOptions& tls, const std::string& hello) {
+    sys::UniqueFd fd = ConnectTo(server_->port());
+    auto ctx = net::DataTlsContext::ForClient(sys::DefaultSysCalls(), DefaultClock(), tls);
+    EXPECT_TRUE(ctx.ok()) << ctx.status();
+    sys::TransferOptions io;
+    io.io_timeout = absl::Seconds(10);
+    auto conn = net::TlsConn::Connect(sys::DefaultSysCalls(), *ctx, fd.get(), "127.0.0.1", io);
+    if (!conn.ok()) return absl::StrCat("handshake: ", conn.status().ToString());
+    if (!(*conn)->SendFully(hello.data(), hello.size(), false, io).ok()) return kClosed;
+    char c = 0;
+    absl::Status s = (*conn)->ReadFully(&c, 1, io);
+    if (s.ok() && c == 'G') return kAdmitted;
+    return kClosed;
+  }
+
+  // Plain OpenSSL without a client certificate (walship cannot be made to
+  // do that).
+  std::string TryWithoutCertificate(const std::string& hello) {
+    sys::UniqueFd fd = ConnectTo(server_->port());
+    SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+    SSL* ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd.get());
+    std::string out = kClosed;
+    if (SSL_connect(ssl) == 1 &&
+        SSL_write(ssl, hello.data(), static_cast<int>(hello.size())) > 0) {
+      char c = 0;
+      if (SSL_read(ssl, &c, 1) == 1 && c == 'G') out = kAdmitted;
+    }
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+    return out;
+  }
+
+  static std::string* certs_;
+  static std::string* other_;
+  SessionRegistry registry_{sys::DefaultSysCalls()};
+  Rejections rejections_;
+  std::unique_ptr<DataServer> server_;
+};
+
+std::string* DataPortTlsTest::certs_ = nullptr;
+std::string* DataPortTlsTest::other_ = nullptr;
+
+using Reasons = std::vector<std::string>;
+
+TEST_F(DataPortTlsTest, AdmitsTheReplicaWhoseCertificateGotTheToken) {
+  StartServer();
+  std::shared_ptr<ReplicaSession> session;
+  const std::string hello = NewHello(&session);
+  EXPECT_EQ(TryAs(Files(*certs_, "r1"), hello), kAdmitted);
+  EXPECT_EQ(rejections_.All(), Reasons{});
+  EXPECT_EQ(session->Snapshot().data_path(), KernelOffersTls() ? "ktls" : "userspace");
+}
+
+TEST_F(DataPortTlsTest, TokenPresentedOverAnotherReplicasIdentityIsRefusedAndKept) {
+  StartServer();
+  const std::string hello = NewHello();  // r1's token
+  EXPECT_EQ(TryAs(Files(*certs_, "r2"), hello), kClosed);
+  EXPECT_EQ(rejections_.All(), Reasons{"wrong_identity"});
+  // Not consumed: r1 still gets in with it.
+  EXPECT_EQ(TryAs(Files(*certs_, "r1"), hello), kAdmitted);
+}
+
+TEST_F(DataPortTlsTest, ClientWithoutCertificateIsRefused) {
+  StartServer();
+  const std::string hello = NewHello();
+  EXPECT_EQ(TryWithoutCertificate(hello), kClosed);
+  EXPECT_EQ(rejections_.All(), Reasons{"no_client_certificate"});
+  EXPECT_EQ(TryAs(Files(*certs_, "r1"), hello), kAdmitted);
+}
+
+TEST_F(DataPortTlsTest, CertificateFromAnotherCaIsRefused) {
+  StartServer();
+  const std::string hello = NewHello();
+  EXPECT_EQ(TryAs(Files(*other_, "r1"), hello), kClosed);
+  EXPECT_EQ(rejections_.All(), Reasons{"untrusted_certificate"});
+}
+
+TEST_F(DataPortTlsTest, PlaintextHelloIsRefused) {
+  StartServer();
+  const std::string hello = NewHello();
+  sys::UniqueFd fd = ConnectTo(server_->port());
+  ASSERT_EQ(::send(fd.get(), hello.data(), hello.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(hello.size()));
+  char c;
+  EXPECT_LE(::recv(fd.get(), &c, 1, 0), 0);
+  EXPECT_EQ(rejections_.All(), Reasons{"tls_handshake"});
+}
+
+TEST_F(DataPortTlsTest, ConnectionLayerMovesAFileByteForByte) {
+  // The agent's end (server) sends a file with SendFile; the replica's end
+  // lands it with ReceiveToFile.
+  const std::string dir = testing::FreshTempDir("files");
+  std::string data;
+  for (int i = 0; data.size() < (3u << 20) + 12345; ++i) data += absl::StrCat("record ", i, ";");
+  { std::ofstream(dir + "/src", std::ios::binary) << data; }
+  int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(lfd, 1), 0);
+  socklen_t len = sizeof(a);
+  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+  sys::UniqueFd listener(lfd);
+  sys::SysCalls& sys = sys::DefaultSysCalls();
+  sys::TransferOptions io;
+  io.io_timeout = absl::Seconds(20);
+  std::thread agent([&] {
+    sys::UniqueFd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    auto ctx = net::DataTlsContext::ForServer(sys, DefaultClock(), Files(*certs_, "agent"));
+    ASSERT_TRUE(ctx.ok()) << ctx.status();
+    auto conn = net::TlsConn::Server(sys, *ctx, fd.get());
+    ASSERT_TRUE(conn.ok());
+    bool done = false, want_write = false;
+    while (!done) ASSERT_TRUE((*conn)->AcceptStep(&done, &want_write).ok());
+    EXPECT_EQ((*conn)->path(),
+              KernelOffersTls() ? net::DataPath::kKernelTls : net::DataPath::kUserspaceTls);
+    sys::UniqueFd src(::open((dir + "/src").c_str(), O_RDONLY | O_CLOEXEC));
+    EXPECT_TRUE((*conn)->SendFile(src.get(), 100, data.size() - 100, io).ok());
+  });
+  sys::UniqueFd fd = ConnectTo(ntohs(a.sin_port));
+  auto ctx = net::DataTlsContext::ForClient(sys, DefaultClock(), Files(*certs_, "r1"));
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  auto conn = net::TlsConn::Connect(sys, *ctx, fd.get(), "127.0.0.1", io);
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  sys::UniqueFd dst(::open((dir + "/dst").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  absl::Status got = (*conn)->ReceiveToFile(dst.get(), 7, data.size() - 100, io);
+  agent.join();
+  ASSERT_TRUE(got.ok()) << got;
+  EXPECT_EQ(ReadAll(dir + "/dst").substr(7), data.substr(100));
+}
+
+TEST(DataTlsChoiceTest, AgreementPassesAndEveryMismatchIsAFailedPreconditionWithItsReason) {
+  EXPECT_TRUE(CheckDataTlsChoice(true, walship::v1::DATA_TLS_ON).ok());
+  EXPECT_TRUE(CheckDataTlsChoice(false, walship::v1::DATA_TLS_OFF).ok());
+  // An older replica (field unset) speaks plaintext.
+  EXPECT_TRUE(CheckDataTlsChoice(false, walship::v1::DATA_TLS_UNSPECIFIED).ok());
+  for (auto [agent_on, asked, says] :
+       {std::make_tuple(true, walship::v1::DATA_TLS_OFF, "--data-tls=off"),
+        std::make_tuple(true, walship::v1::DATA_TLS_UNSPECIFIED, "too old"),
+        std::make_tuple(false, walship::v1::DATA_TLS_ON, "asked for TLS")}) {
+    absl::Status s = CheckDataTlsChoice(agent_on, asked);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_EQ(ReasonOf(s), Reason::kDataTlsMismatch) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), says)) << s;
+  }
+}
+
+}  // namespace
+}  // namespace walship::agent
