@@ -102,6 +102,19 @@ def write_marked_wal(wal, segments=3, tail=300_000, seed=1):
             f.write(out[:size])
 
 
+def write_compressible_wal(wal, segments=2, tail=200_000):
+    """Like write_marked_wal, but rows of text that compress several times."""
+    for i in range(1, segments + 2):
+        size = SEGMENT if i <= segments else tail
+        out = bytearray()
+        n = 0
+        while len(out) < size:
+            n += 1
+            out += b"segment %d row %08d balance %d " % (i, n, n * 7 % 1000) + MARKER + b"\n"
+        with open(os.path.join(wal, "seg-%08d" % i), "wb") as f:
+            f.write(out[:size])
+
+
 def kernel_offers_tls():
     try:
         with open("/proc/sys/net/ipv4/tcp_available_ulp") as f:
@@ -159,6 +172,30 @@ class DataTlsTest(h.ClusterTestCase):
         self.assertTrue(replica.grep(r"data socket to 127\.0\.0\.1: TLSv1\.3 .*data path " + path))
         m = h.scrape(agent.metrics)
         self.assertEqual(h.metric_total(m, "walship_agent_data_sessions_total", path=path), 1)
+
+    def test_compressed_frames_inside_tls(self):
+        # Compression takes the copy path, and under TLS that path goes
+        # through the TLS session too: the relay sees neither the marker
+        # nor more bytes than the compressed stream.
+        c = self.cluster
+        wal = c.dir("wal")
+        write_compressible_wal(wal)
+        agent = self.start_agent(wal)
+        relay = Relay(agent.data)
+        c.on_close(relay.close)
+        replica = self.cluster.replica(agent, "r1", tls_args=self.certs.args("r1"),
+                                       data_address=relay.address,
+                                       extra_args=["--compress=zstd"]).start()
+        self.wait_caught_up(agent, wal, ["r1"], timeout=60)
+        h.compare_dirs(wal, replica.dest)
+        seen = relay.recorded()
+        self.assertFalse(MARKER in seen, "the marker crossed the data socket readable")
+        self.assertLess(len(seen), h.total_size(wal) // 3, "frames not compressed")
+        entry = h.replica_entry(h.status(agent), "r1")
+        path = "ktls" if kernel_offers_tls() else "userspace"
+        self.assertEqual(entry.get("data_path"), path, entry)
+        self.assertTrue(entry.get("compression", "").startswith("zstd"), entry)
+        self.assertEqual(replica.error_lines(), [])
 
     def test_plaintext_shows_the_wal(self):
         agent, replica, seen = self.ship_through_relay("off")

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/net/data_conn.h"
 #include "common/net.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
@@ -93,7 +94,8 @@ class CompressedSenderTest : public ::testing::Test {
                                    uint64_t offset, uint32_t n, std::string* payload) {
     wire::FrameHeader h{wire::FrameType::kData, 3, offset, n,
                         wire::Crc32c(bytes.data() + offset, n)};
-    absl::StatusOr<uint32_t> sent = sender.Send(tx_.get(), file, h, io_);
+    auto conn = net::MakePlainConn(sys_, tx_.get(), Transport::kCopy);
+    absl::StatusOr<uint32_t> sent = sender.Send(*conn, file, h, io_);
     EXPECT_TRUE(sent.ok()) << sent.status();
     uint8_t raw[wire::kFrameHeaderSize];
     EXPECT_TRUE(sys::ReadFully(sys_, rx_.get(), raw, sizeof(raw), io_).ok());
