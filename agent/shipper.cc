@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "agent/segment_patches.h"
 #include "common/reason.h"
 #include "common/file_crc.h"
 #include "common/status_macros.h"
@@ -155,7 +156,10 @@ absl::StatusOr<uint32_t> Shipper::VerifySent(uint64_t length) {
     WALSHIP_ASSIGN_OR_RETURN(
         auto crcs,
         crc_reader_.Twice(segment_file_.get(), p.begin, p.end - p.begin, path, 0, whole));
-    if (crcs.first != p.crc) {
+    WALSHIP_ASSIGN_OR_RETURN(
+        bool same, MatchesButMutable(sys_, segment_file_.get(), p.begin, p.end - p.begin,
+                                     crcs.first, p.crc, options_.mutable_bytes));
+    if (!same) {
       return WithReason(
           absl::FailedPreconditionError(absl::StrFormat(
               "segment %s changed after its bytes were shipped: bytes [%d, %d) of %s no "
@@ -250,7 +254,14 @@ absl::StatusOr<std::optional<uint64_t>> Shipper::Step() {
   }
   if (seg.complete && static_cast<size_t>(i) + 1 < segs.size()) {
     WALSHIP_ASSIGN_OR_RETURN(uint32_t crc, VerifySent(seg.shippable));
-    events_->OnCheckpoint(seg.name, seg.shippable, crc);
+    if (options_.mutable_bytes.empty()) {
+      events_->OnCheckpoint(seg.name, seg.shippable, crc);
+    } else {
+      WALSHIP_ASSIGN_OR_RETURN(
+          std::vector<SegmentPatch> patches,
+          FinalPatches(sys_, segment_file_.get(), seg.shippable, options_.mutable_bytes));
+      events_->OnCheckpointWithPatches(seg.name, seg.shippable, crc, patches);
+    }
     WALSHIP_RETURN_IF_ERROR(order_.CheckNext(seg.name, segs[i + 1].name));
     pos_ = Position{segs[i + 1].name, 0};
     entered_ = false;

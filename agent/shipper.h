@@ -63,6 +63,7 @@
 #include "common/commit_trace.h"
 #include "common/file_crc.h"
 #include "common/position.h"
+#include "common/segment_patch.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
 #include "common/transport.h"
@@ -79,6 +80,10 @@ struct ShipperOptions {
   bool inline_sends = false;
   // Records each DATA frame sent (TraceStage::kSent); null: off. Borrowed.
   CommitTrace* trace = nullptr;
+  // The source's WalSource::MutableBytes: bits that may have changed in
+  // place since they were sent. The check at completion lets only these
+  // differ, and the checkpoint carries their final values.
+  std::vector<MutableBits> mutable_bytes;
 };
 
 class ShipperEvents {
@@ -87,6 +92,16 @@ class ShipperEvents {
   // All bytes of `segment` up to `length` have been written to the socket.
   virtual void OnCheckpoint(const std::string& segment, uint64_t length,
                             uint32_t crc32c) = 0;
+  // The same, for a source that rewrites bytes in place: `patches` are the
+  // final values of its mutable bytes (the replica writes them before it
+  // checks `length` and `crc32c`). By default the patches are dropped: for
+  // sinks that only count checkpoints; a sink that passes them on to a
+  // replica must override it.
+  virtual void OnCheckpointWithPatches(const std::string& segment, uint64_t length,
+                                       uint32_t crc32c, const std::vector<SegmentPatch>& patches) {
+    (void)patches;
+    OnCheckpoint(segment, length, crc32c);
+  }
   // `bytes` payload bytes were written; `sent` is the new send position.
   virtual void OnSent(const Position& sent, uint64_t bytes, bool zerocopy) = 0;
 };

@@ -8,7 +8,7 @@
 namespace walship {
 namespace {
 constexpr char kReasonUrl[] = "type.walship.dev/walship.Reason";
-constexpr Reason kLast = Reason::kOlderTimeline;
+constexpr Reason kLast = Reason::kPatchUnsupported;
 }  // namespace
 
 absl::Status WithReason(absl::Status s, Reason reason) {
@@ -44,6 +44,7 @@ absl::string_view ReasonName(Reason reason) {
     case Reason::kSourceChanged: return "source_changed";
     case Reason::kChecksum: return "checksum";
     case Reason::kOlderTimeline: return "older_timeline";
+    case Reason::kPatchUnsupported: return "patch_unsupported";
   }
   return "unspecified";
 }

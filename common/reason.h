@@ -63,6 +63,9 @@ enum class Reason : int {
   // node was superseded (a stale or demoted primary); its WAL past the fork
   // point is not in the replica's history. Retry, elsewhere first.
   kOlderTimeline = 11,
+  // The source rewrites segments in place and the replica does not apply
+  // Checkpoint patches: it would keep copies differing from the source's.
+  kPatchUnsupported = 12,
 };
 
 // `s` with `reason` attached (replacing any earlier one). OK stays OK.

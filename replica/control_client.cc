@@ -113,6 +113,7 @@ grpc::Status ControlClient::Call(const std::string& stream_id,
     m->set_unrecorded(h.unrecorded);
   }
   req.set_transport(TransportName(options_.transport));
+  req.set_applies_patches(true);  // SegmentWriter::ApplyPatches
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(clock_.Now() + options_.connect_timeout));
   return stub_->Handshake(&ctx, req, out);

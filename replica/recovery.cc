@@ -121,13 +121,23 @@ absl::Status DirectoryRecovery::FinishLostRenames() {
   std::optional<std::map<std::string, SegmentSum>> sums;
   for (auto it = partial_.begin(); it != partial_.end();) {
     const std::string p = *it;
+    // The record's own open segment: complete too if its file matches a
+    // line, which is written only once the segment matched its checkpoint
+    // (an in-place patch applied, then a crash before the record moved on:
+    // SegmentWriter::ApplyPatches). Otherwise it is resumed as recorded.
+    const bool maybe_done = p == state_->durable.segment && !state_->segment_complete;
     if (!(p < state_->durable.segment ||
-          (p == state_->durable.segment && state_->segment_complete))) {
+          (p == state_->durable.segment && state_->segment_complete) || maybe_done)) {
       ++it;
       continue;
     }
     if (!sums.has_value()) sums = LoadSegmentSums(sys_, dir_);
     auto sum = sums->find(p);
+    if (maybe_done && (sum == sums->end() ||
+                       !VerifySegmentFile(sys_, dir_, p, sum->second, true).ok())) {
+      ++it;
+      continue;
+    }
     if (sum == sums->end()) {
       // No line to verify it against (an ancestor timeline's switch
       // segment, or a line lost to damage): not this case. It lies before
