@@ -22,13 +22,13 @@ absl::StatusOr<bool> MatchesButMutable(sys::SysCalls& sys, int fd, uint64_t begi
     current.push_back(c);
   }
   if (inside.empty()) return false;
-  auto read = [&](uint64_t off) {
+  auto byte_at = [&](uint64_t off) {
     for (size_t i = 0; i < inside.size(); ++i) {
       if (inside[i].offset == off) return static_cast<uint8_t>(current[i]);
     }
     return uint8_t{0};  // never: only declared offsets are read
   };
-  const std::vector<uint32_t> alts = MaskedCrcAlternatives(file_crc, length, inside, read);
+  const std::vector<uint32_t> alts = MaskedCrcAlternatives(file_crc, length, inside, byte_at);
   return std::find(alts.begin(), alts.end(), other_crc) != alts.end();
 }
 

@@ -54,18 +54,18 @@ uint32_t PatchedCrc32c(uint32_t crc, uint64_t length, uint64_t offset, absl::str
                        absl::string_view after);
 
 // Every CRC32C the `length` bytes could have if any combination of the
-// declared bits inside them were flipped, the original first. `read(offset)`
+// declared bits inside them were flipped, the original first. `byte_at(offset)`
 // returns the current byte at `offset` (< length). At most 2^8 alternatives
 // (only the first 8 declared bits inside the range are varied).
 template <class ReadByte>
 std::vector<uint32_t> MaskedCrcAlternatives(uint32_t crc, uint64_t length,
                                             const std::vector<MutableBits>& bits,
-                                            ReadByte read) {
+                                            ReadByte byte_at) {
   std::vector<uint32_t> out{crc};
   int varied = 0;
   for (const MutableBits& b : bits) {
     if (b.offset >= length) continue;
-    const char cur = static_cast<char>(read(b.offset));
+    const char cur = static_cast<char>(byte_at(b.offset));
     for (int bit = 0; bit < 8 && varied < 8; ++bit) {
       const uint8_t m = static_cast<uint8_t>(1u << bit);
       if ((b.mask & m) == 0) continue;

@@ -39,8 +39,8 @@ TEST(SegmentPatchTest, PatchedCrcEqualsTheCrcOfThePatchedBytes) {
 TEST(SegmentPatchTest, AlternativesCoverEveryFlipOfTheDeclaredBits) {
   std::string data = Random(5000, 3);
   const std::vector<MutableBits> bits = {{21, 0x01}, {100, 0x06}};
-  auto read = [&](uint64_t o) { return static_cast<uint8_t>(data[o]); };
-  std::vector<uint32_t> alts = MaskedCrcAlternatives(Crc(data), data.size(), bits, read);
+  auto byte_at = [&](uint64_t o) { return static_cast<uint8_t>(data[o]); };
+  std::vector<uint32_t> alts = MaskedCrcAlternatives(Crc(data), data.size(), bits, byte_at);
   ASSERT_EQ(alts.size(), 8u);
   EXPECT_EQ(alts[0], Crc(data));
   for (int m21 : {0, 1}) {
@@ -55,7 +55,7 @@ TEST(SegmentPatchTest, AlternativesCoverEveryFlipOfTheDeclaredBits) {
   other[22] ^= 1;
   EXPECT_EQ(std::find(alts.begin(), alts.end(), Crc(other)), alts.end());
   // Bits past the length are not varied.
-  EXPECT_EQ(MaskedCrcAlternatives(Crc(data.substr(0, 21)), 21, bits, read).size(), 1u);
+  EXPECT_EQ(MaskedCrcAlternatives(Crc(data.substr(0, 21)), 21, bits, byte_at).size(), 1u);
 }
 
 TEST(SegmentPatchTest, OnlyDeclaredBitsMayChange) {

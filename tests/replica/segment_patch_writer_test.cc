@@ -113,6 +113,7 @@ TEST(SegmentPatchWriterTest, APatchThatDoesNotGiveTheChecksumWritesNothing) {
   Binlogish b = Make(5000);
   Land(w, "mysql-bin.000001", 1, b.shipped);
   Land(w, "mysql-bin.000002", 2, "next");
+  ASSERT_TRUE(w.Flush().ok());
   std::string other = b.closed;
   other[22] ^= 0x01;  // not what the patch makes
   w.AddCheckpoint("mysql-bin.000001", other.size(), Crc(other), FlagPatch(b.closed));
@@ -131,6 +132,7 @@ TEST(SegmentPatchWriterTest, APatchOutsideTheSegmentOrTooLongIsRefused) {
     Binlogish b = Make(5000);
     Land(w, "mysql-bin.000001", 1, b.shipped);
     Land(w, "mysql-bin.000002", 2, "next");
+    ASSERT_TRUE(w.Flush().ok());
     w.AddCheckpoint("mysql-bin.000001", b.shipped.size(), Crc(b.shipped), {p});
     auto dp = w.Flush();
     ASSERT_FALSE(dp.ok());
