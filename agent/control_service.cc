@@ -157,6 +157,11 @@ absl::StatusOr<ShipStart> ControlServiceImpl::CheckHeldPrefix(
                           durable.offset, seg.name, req.durable_prefix_crc32c(), crc)),
                       Reason::kDivergent);
   }
+  if (crc != req.durable_prefix_crc32c()) {
+    spdlog::info("replica {}: its first {} bytes of {} differ from the source's only in bits "
+                 "format {} rewrites in place; the segment's checkpoint will patch them",
+                 req.replica_name(), durable.offset, seg.name, source_.FormatName());
+  }
   return ShipStart{durable, req.durable_prefix_crc32c()};
 }
 

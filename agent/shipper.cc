@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
 #include "common/sys/file_util.h"
+#include "common/wire/crc32c.h"
 #include "common/wire/frame.h"
 
 namespace walship::agent {
@@ -88,6 +89,9 @@ absl::Status Shipper::CheckSameFile(const std::string& path) const {
 }
 
 absl::Status Shipper::SendData(uint64_t length) {
+  for (const MutableBits& b : options_.mutable_bytes) {
+    if (b.offset >= pos_.offset && b.offset < pos_.offset + length) return SendBuffered(length);
+  }
   const std::string context = segments_.Path(sys_, pos_.segment);
   // One pass: the frame's CRC, and the CRC of each piece it covers, kept for
   // the check at the segment's completion.
@@ -138,6 +142,45 @@ absl::Status Shipper::SendData(uint64_t length) {
     options_.trace->Record(TraceStage::kSent, pos_.segment, pos_.offset);
   }
   events_->OnSent(pos_, length, zerocopy);
+  return absl::OkStatus();
+}
+
+absl::Status Shipper::SendBuffered(uint64_t length) {
+  const std::string context = segments_.Path(sys_, pos_.segment);
+  std::string buf(length, '\0');
+  WALSHIP_RETURN_IF_ERROR(sys::PreadFully(sys_, segment_file_.get(), buf.data(), length,
+                                          static_cast<off_t>(pos_.offset)));
+  for (uint64_t at = pos_.offset; at < pos_.offset + length;) {
+    const uint64_t end = std::min(pos_.offset + length, (at / kPieceBytes + 1) * kPieceBytes);
+    const char* p = buf.data() + (at - pos_.offset);
+    if (ExtendsLastPiece(at)) {
+      sent_.back().end = end;
+      sent_.back().crc = wire::Crc32cExtend(sent_.back().crc, p, end - at);
+    } else {
+      sent_.push_back(Piece{at, end, wire::Crc32c(p, end - at)});
+    }
+    at = end;
+  }
+  if (absl::Status same = CheckSameFile(context); !same.ok()) {
+    sent_.clear();
+    return same;
+  }
+  wire::FrameHeader h;
+  h.type = wire::FrameType::kData;
+  h.segment_id = handle_;
+  h.offset = pos_.offset;
+  h.payload_length = static_cast<uint32_t>(length);
+  h.payload_crc32c = wire::Crc32c(buf.data(), buf.size());
+  uint8_t header[wire::kFrameHeaderSize];
+  wire::EncodeFrameHeader(h, header);
+  WALSHIP_RETURN_IF_ERROR(
+      sys::SendFully(sys_, fd_, header, sizeof(header), MSG_MORE, options_.io));
+  WALSHIP_RETURN_IF_ERROR(sys::SendFully(sys_, fd_, buf.data(), buf.size(), 0, options_.io));
+  pos_.offset += length;
+  if (options_.trace != nullptr) {
+    options_.trace->Record(TraceStage::kSent, pos_.segment, pos_.offset);
+  }
+  events_->OnSent(pos_, length, /*zerocopy=*/false);
   return absl::OkStatus();
 }
 

@@ -136,6 +136,12 @@ class Shipper final : private CatalogListener {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(turn_);
   absl::Status EnterSegment(const std::string& name);
   absl::Status SendData(uint64_t length);
+  // SendData for a frame that covers a byte the source may rewrite in place
+  // (ShipperOptions::mutable_bytes): the payload is read once into memory
+  // and sent from there, so that its CRC32C is that of the bytes sent even
+  // when the database rewrites the byte meanwhile (sendfile would send the
+  // new value under the old CRC, and the replica would reject the frame).
+  absl::Status SendBuffered(uint64_t length);
   // The segment's name still points at the file being sent (kAborted if not).
   absl::Status CheckSameFile(const std::string& path) const;
   // After the last byte of the current segment went out: the file holds

@@ -1,7 +1,7 @@
 """A private MariaDB server for tests (Debian's mariadb-server).
 
 MariaDb(launcher, root) keeps its datadir, socket and error log under
-`root`; with `binlog_dir` it writes binlogs there (log-bin), small ones
+`root` (its socket in a directory of its own under /tmp); with `binlog_dir` it writes binlogs there (log-bin), small ones
 (max_binlog_size 64 KiB), synced per commit, with CRC32 checksums. It runs
 as root with --user=root, or as the user running the test otherwise.
 Started processes are Procs of `launcher` (integration/walshiptest/procs.py):
@@ -10,7 +10,9 @@ stop() and kill9() end them by their process group.
 
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 
 from integration.walshiptest import procs
 from integration.walshiptest import waits
@@ -43,12 +45,13 @@ class MariaDb(object):
         self.root = root
         self.name = name
         self.datadir = os.path.join(root, "data")
-        self.rundir = os.path.join(root, "run")
+        # A unix socket's path has at most 107 bytes: a short directory of
+        # its own (close() removes it).
+        self.rundir = tempfile.mkdtemp(prefix="wsmdb-", dir="/tmp")
         self.socket = os.path.join(self.rundir, "sock")
         self.binlog_dir = binlog_dir
         self.proc = None
-        for d in (self.datadir, self.rundir):
-            os.makedirs(d, exist_ok=True)
+        os.makedirs(self.datadir, exist_ok=True)
 
     def _user(self):
         return ["--user=root"] if os.geteuid() == 0 else []
@@ -115,6 +118,11 @@ class MariaDb(object):
             self.proc = None
             return code
         return None
+
+    def close(self):
+        """Kills the server if it runs; removes its socket directory."""
+        self.kill9()
+        shutil.rmtree(self.rundir, ignore_errors=True)
 
     def kill9(self):
         if self.proc is not None:
