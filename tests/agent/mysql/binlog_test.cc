@@ -64,7 +64,7 @@ TEST(BinlogTest, NothingBeforeTheWholeFde) {
   for (uint64_t cut : {uint64_t{0}, uint64_t{2}, uint64_t{4}, uint64_t{10}, fde_end - 1}) {
     ContentEnd end = Scan(b.bytes().substr(0, cut));
     EXPECT_EQ(end.valid_end, 0u) << cut;
-    EXPECT_EQ(end.held, cut == 0 ? HeldBack::kPartialRecord : HeldBack::kPartialRecord) << cut;
+    EXPECT_EQ(end.held, HeldBack::kPartialRecord) << cut;
   }
   EXPECT_EQ(Scan(b.bytes()).valid_end, fde_end);
 }
