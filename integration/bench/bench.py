@@ -23,9 +23,6 @@ Sections (each a module beside this one; --sections picks some):
   fanout    1, 2 and 4 replicas of one agent from an evicted backlog:
             aggregate durable throughput; the agent's storage reads
             (/proc/PID/io read_bytes) against the bytes shipped.
-  formats   a backlog of a database's own log caught up with its format and
-            with the append format on the same bytes: MariaDB binlogs
-            (--format=mysql-binlog); MB/s, CPU s/GiB per side.
 
 Timing-critical helpers are in benchtool (benchtool.cc). Every time is
 CLOCK_MONOTONIC (time.monotonic() here, clock_gettime in benchtool).
@@ -45,7 +42,6 @@ from integration.bench import report
 from integration.bench.bench_catchup import (
     busy_processes, machine_info, make_backlogs, section_catchup)
 from integration.bench.bench_fanout import section_fanout
-from integration.bench.bench_formats import section_formats
 from integration.bench.bench_live import section_live
 from integration.bench.bench_pg import Pg, section_pg
 from integration.bench.bench_pgbench import (
@@ -57,7 +53,7 @@ from integration.bench.bench_synccost import section_synccost
 # ---------------------------------------------------------------------------
 
 
-SECTIONS = ["catchup", "pg", "live", "pgbench", "synccost", "fanout", "formats"]
+SECTIONS = ["catchup", "pg", "live", "pgbench", "synccost", "fanout"]
 PG_SECTIONS = ("pg", "pgbench", "synccost")
 
 
@@ -118,8 +114,6 @@ def main(argv=None):
                     results["sections"][name] = section_live(ctx)
                 elif name == "fanout":
                     results["sections"][name] = section_fanout(ctx, fan)
-                elif name == "formats":
-                    results["sections"][name] = section_formats(ctx)
                 elif name in PG_SECTIONS:
                     if pg is None:
                         pg = Pg(ctx, cfg.pg_segsize_mb)

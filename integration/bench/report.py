@@ -322,23 +322,6 @@ def markdown(results):
                  "checksum what they send (each frame, as walship-agent does) and what they "
                  "receive (as walship-replica verifies it).")
         L.append("")
-    f = _get(results, "sections", "formats")
-    if f:
-        L.append("### Catch-up of a database's own log: its format against `append` on the "
-                 "same bytes (page cache warm)")
-        L.append("")
-        L.append("| log | format | durable MB/s | agent CPU s/GiB | replica CPU s/GiB |")
-        L.append("|---|---|---:|---:|---:|")
-        mib = f.get("binlog_backlog_bytes", 0) // MIB
-        for v, label in [("mysql-binlog", "`--format=mysql-binlog`"),
-                         ("append-binlog", "`--format=append --segment-pattern=...`")]:
-            if v not in f["summary"]:
-                continue
-            L.append("| MariaDB binlogs, %d MiB | %s | %s | %s | %s |" % (
-                mib, label, _range(results, "formats", v, "mb_s", spec="%.0f"),
-                _range(results, "formats", v, "agent_cpu_s_per_gib", spec="%.2f"),
-                _range(results, "formats", v, "replica_cpu_s_per_gib", spec="%.2f")))
-        L.append("")
     p = _get(results, "sections", "pg")
     if p:
         L.append("### Catch-up of a PostgreSQL backlog (%d MiB of WAL from a big INSERT, "

@@ -1,5 +1,5 @@
 // In-place patches on the replica (SegmentWriter::ApplyPatches, recovery of
-// a patched segment; common/wire/wire_format.md section 9,
+// a patched segment; common/wire/wire_format.md section 10,
 // replica/disk_format.md section 5.3): a checkpoint with patches makes the
 // copy identical to the source's, a patch that does not give the
 // checkpoint's CRC32C writes nothing, and a crash after the patch resumes
