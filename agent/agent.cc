@@ -43,6 +43,11 @@ class MeteredEvents final : public ShipperEvents {
     inner_->OnCheckpoint(segment, length, crc32c);
     segments_.Add({{"replica", replica_}}, 1);
   }
+  void OnCheckpointWithPatches(const std::string& segment, uint64_t length, uint32_t crc32c,
+                               const std::vector<SegmentPatch>& patches) override {
+    inner_->OnCheckpointWithPatches(segment, length, crc32c, patches);
+    segments_.Add({{"replica", replica_}}, 1);
+  }
   void OnSent(const Position& sent, uint64_t bytes, bool zerocopy) override {
     inner_->OnSent(sent, bytes, zerocopy);
     bytes_.Add({{"replica", replica_}, {"transport", zerocopy ? "zerocopy" : "copy"}},
@@ -212,6 +217,7 @@ absl::Status Agent::Start() {
   // A rate limit paces each send with a sleep, which no publisher may take.
   ship.inline_sends = options_.max_rate_bytes_per_sec <= 0;
   ship.trace = options_.commit_trace;
+  ship.mutable_bytes = source_->MutableBytes();
   ShipperRunner runner = [this, ship](int fd, net::DataConn* tls, const std::string& replica,
                                       const ShipStart& start, ShipperEvents* events,
                                       const std::atomic<bool>& stop) mutable {

@@ -360,7 +360,7 @@ void AppendSource::NoteOnce(const std::string& name, bool warn, const std::strin
 }
 
 absl::Status AppendSource::RefreshTail() {
-  if (!tail_fd_.valid()) return Rescan();
+  if (!tail_fd_.valid() || !held_open_.empty()) return Rescan();
   struct stat st;
   sys::SysResult r = sys_.Fstat(tail_fd_.get(), &st);
   if (!r.ok() || st.st_nlink == 0) return Rescan();
@@ -398,8 +398,46 @@ absl::Status AppendSource::CheckAppendOnly(const std::map<std::string, uint64_t>
   return absl::OkStatus();
 }
 
+absl::Status AppendSource::HoldUnclosed(std::map<std::string, uint64_t>& sizes) {
+  const std::string was = held_open_;
+  held_open_.clear();
+  for (auto it = sizes.begin(); it != sizes.end() && std::next(it) != sizes.end(); ++it) {
+    const std::string& name = it->first;
+    if (name < published_tail_ && published_.count(name) != 0) continue;  // complete already
+    absl::StatusOr<sys::UniqueFd> fd = sys::OpenRegularFile(sys_, PathOf(name));
+    if (!fd.ok()) continue;  // gone since it was listed: the next scan tells
+    SegmentBytes bytes(sys_, fd->get(), it->second, 4096);
+    std::vector<std::string> later;
+    for (auto l = std::next(it); l != sizes.end(); ++l) later.push_back(l->first);
+    const HeadReader head = [this](const std::string& n,
+                                   size_t len) -> absl::StatusOr<std::string> {
+      WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd f, sys::OpenRegularFile(sys_, PathOf(n)));
+      struct stat st;
+      if (sys::SysResult r = sys_.Fstat(f.get(), &st); !r.ok()) {
+        return sys::ErrnoToStatus(r.err, absl::StrCat("fstat ", PathOf(n)));
+      }
+      SegmentBytes b(sys_, f.get(), static_cast<uint64_t>(st.st_size), len);
+      WALSHIP_ASSIGN_OR_RETURN(absl::string_view v, b.Read(0, len));
+      return std::string(v);
+    };
+    WALSHIP_ASSIGN_OR_RETURN(bool may, scanner_->MayComplete(name, bytes, later, head));
+    if (may) continue;
+    if (was != name) {
+      spdlog::info("segment {}: later segments exist, but it is not complete until the "
+                   "database has finished rewriting it in place; {} later segment(s) not "
+                   "shown yet",
+                   PathOf(name), later.size());
+    }
+    held_open_ = name;
+    sizes.erase(std::next(it), sizes.end());
+    break;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status AppendSource::PublishChecked(std::map<std::string, uint64_t> sizes,
                                           bool tail_sized_by_fd) {
+  if (scanner_) WALSHIP_RETURN_IF_ERROR(HoldUnclosed(sizes));
   WALSHIP_RETURN_IF_ERROR(CheckAppendOnly(sizes));
   const std::string last = sizes.empty() ? std::string() : sizes.rbegin()->first;
   UpdateTail(last, tail_sized_by_fd);

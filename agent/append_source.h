@@ -170,6 +170,8 @@ struct AppendSourceOptions {
   // that match the pattern are segments too (complete ones), found there by
   // the source and by readers (Segments()). Empty: none.
   std::string archive_subdir;
+  // WalSource::MutableBytes (the format's).
+  std::vector<MutableBits> mutable_bytes;
 };
 
 // What the source holds back of its open segment (for metrics and status).
@@ -203,6 +205,7 @@ class AppendSource final : public WalSource {
   std::optional<SourceHold> Hold() const override;
   // wal_dir, then its archive_subdir if any.
   SegmentLocator Segments() const override;
+  std::vector<MutableBits> MutableBytes() const override { return options_.mutable_bytes; }
 
  private:
   // A segment seen ending in kPreallocatedZeroRun zero bytes.
@@ -228,6 +231,10 @@ class AppendSource final : public WalSource {
   // Logs `what` about `name` once (a warning, or at debug level) until the
   // name leaves the directory.
   void NoteOnce(const std::string& name, bool warn, const std::string& what);
+  // With a scanner: removes from `sizes` the segments after the first one
+  // the scanner does not let complete yet (RecordScanner::MayComplete), and
+  // records it in held_open_.
+  absl::Status HoldUnclosed(std::map<std::string, uint64_t>& sizes);
   // Re-reads the tail segment's size only.
   absl::Status RefreshTail();
   // Checks `sizes` (the segments seen, by name) against what was published
@@ -286,6 +293,9 @@ class AppendSource final : public WalSource {
   // segment's size must not change).
   std::unique_ptr<RecordScanner> scanner_;
   std::map<std::string, uint64_t> seen_sizes_;
+  // The segment HoldUnclosed keeps open although later ones exist ("":
+  // none): a change to it calls for a full rescan.
+  std::string held_open_;
   // The segments the last listing found in the archive subdirectory.
   std::set<std::string> archived_;
   mutable absl::Mutex held_mu_;

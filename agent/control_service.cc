@@ -70,7 +70,8 @@ ControlServiceImpl::ControlServiceImpl(const AgentOptions& options,
     metrics_->Counter("walship_agent_handshakes_refused_total",
                       "Handshakes refused, by reason (not_allowed, identity_mismatch, invalid, "
                       "wrong_stream, divergent, unconfirmed_tail, gap, damaged_copy, "
-                      "source_failed, not_primary, not_ready, source_behind, older_timeline, other).");
+                      "source_failed, not_primary, not_ready, source_behind, older_timeline, "
+                      "patch_unsupported, other).");
     metrics_->Counter("walship_agent_handshakes_total", "Handshakes accepted, by replica.");
     acks_total_ = metrics_->Counter(
         "walship_agent_acks_total",
@@ -155,7 +156,14 @@ absl::StatusOr<ShipStart> ControlServiceImpl::CheckHeldPrefix(
                       Reason::kSourceBehind);
   }
   WALSHIP_ASSIGN_OR_RETURN(uint32_t crc, checksums_.Prefix(seg.name, durable.offset));
-  if (crc != req.durable_prefix_crc32c()) {
+  // Only the bits the format declares mutable may differ (a MariaDB binlog
+  // closed since the replica received its head): the shipper then checks
+  // the rest against what the replica holds, and the checkpoint patches it.
+  WALSHIP_ASSIGN_OR_RETURN(
+      bool same, checksums_.PrefixMatchesButMutable(seg.name, durable.offset, crc,
+                                                    req.durable_prefix_crc32c(),
+                                                    source_.MutableBytes()));
+  if (!same) {
     return WithReason(absl::FailedPreconditionError(absl::StrFormat(
                           "divergent history: the replica's first %d bytes of %s have CRC32C "
                           "%08x, the source's have %08x; the replica's copy differs from the "
@@ -163,7 +171,12 @@ absl::StatusOr<ShipStart> ControlServiceImpl::CheckHeldPrefix(
                           durable.offset, seg.name, req.durable_prefix_crc32c(), crc)),
                       Reason::kDivergent);
   }
-  return ShipStart{durable, crc};
+  if (crc != req.durable_prefix_crc32c()) {
+    spdlog::info("replica {}: its first {} bytes of {} differ from the source's only in bits "
+                 "format {} rewrites in place; the segment's checkpoint will patch them",
+                 req.replica_name(), durable.offset, seg.name, source_.FormatName());
+  }
+  return ShipStart{durable, req.durable_prefix_crc32c()};
 }
 
 absl::StatusOr<ShipStart> ControlServiceImpl::ContinueMissing(
@@ -289,6 +302,16 @@ grpc::Status ControlServiceImpl::Handshake(grpc::ServerContext* ctx,
   // plaintext against this agent's choice is refused.
   if (absl::Status tls = CheckDataTlsChoice(options_.data_tls_on(), req->data_tls()); !tls.ok()) {
     return Refuse(*ctx, *req, tls);
+  }
+  if (!source_.MutableBytes().empty() && !req->applies_patches()) {
+    return Refuse(*ctx, *req,
+                  WithReason(absl::FailedPreconditionError(absl::StrCat(
+                                 "replica ", req->replica_name(), " does not apply the in-place "
+                                 "patches of format ", source_.FormatName(),
+                                 " (whose database rewrites bytes of a segment after writing "
+                                 "them): its copies of complete segments would differ from the "
+                                 "source's; upgrade walship-replica")),
+                             Reason::kPatchUnsupported));
   }
   absl::StatusOr<ShipStart> start = StartPosition(*req);
   if (!start.ok()) return Refuse(*ctx, *req, start.status());

@@ -32,6 +32,12 @@ void ThrottledEvents::OnCheckpoint(const std::string& segment, uint64_t length,
   inner_->OnCheckpoint(segment, length, crc32c);
 }
 
+void ThrottledEvents::OnCheckpointWithPatches(const std::string& segment, uint64_t length,
+                                              uint32_t crc32c,
+                                              const std::vector<SegmentPatch>& patches) {
+  inner_->OnCheckpointWithPatches(segment, length, crc32c, patches);
+}
+
 void ThrottledEvents::OnSent(const Position& sent, uint64_t bytes, bool zerocopy) {
   inner_->OnSent(sent, bytes, zerocopy);
   absl::Duration wait = limiter_->Take(bytes);

@@ -51,6 +51,8 @@ class ThrottledEvents final : public ShipperEvents {
   ThrottledEvents(ShipperEvents* inner, RateLimiter* limiter, const std::atomic<bool>& stop,
                   Clock& clock = DefaultClock());
   void OnCheckpoint(const std::string& segment, uint64_t length, uint32_t crc32c) override;
+  void OnCheckpointWithPatches(const std::string& segment, uint64_t length, uint32_t crc32c,
+                               const std::vector<SegmentPatch>& patches) override;
   void OnSent(const Position& sent, uint64_t bytes, bool zerocopy) override;
   void OnCompressed(uint64_t raw, uint64_t wire) override { inner_->OnCompressed(raw, wire); }
 

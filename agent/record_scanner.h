@@ -28,6 +28,11 @@
 // after the agent restarted); Forget drops what it keeps for a segment that
 // left the directory or completed.
 //
+// A scanner may also delay a segment's completion (MayComplete): a database
+// that rewrites a closed segment in place (MariaDB clears the binlog's
+// in-use flag after it opened the next one) has its segment completed only
+// once its bytes are final; the source shows no later segment until then.
+//
 // Thread-safety: a scanner is used by one source thread only.
 #ifndef WALSHIP_AGENT_RECORD_SCANNER_H_
 #define WALSHIP_AGENT_RECORD_SCANNER_H_
@@ -36,6 +41,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -89,6 +95,11 @@ class SegmentBytes {
   uint64_t buf_at_ = 0;
 };
 
+// The first `n` bytes of segment `name` (fewer when the file is shorter), or
+// the error reading it.
+using HeadReader =
+    std::function<absl::StatusOr<std::string>(const std::string& name, size_t n)>;
+
 class RecordScanner {
  public:
   virtual ~RecordScanner() = default;
@@ -101,6 +112,19 @@ class RecordScanner {
                                              uint64_t from) = 0;
   // The segment left the directory or completed: drop its state.
   virtual void Forget(const std::string& name) { (void)name; }
+  // Segment `name` (read through `bytes`) has later segments `later` (in
+  // order; `head` reads their first bytes): true when it may be completed
+  // now, false to keep it open (and the later ones hidden) for now. Called
+  // on each look until it says true. By default: true.
+  virtual absl::StatusOr<bool> MayComplete(const std::string& name, SegmentBytes& bytes,
+                                           const std::vector<std::string>& later,
+                                           const HeadReader& head) {
+    (void)name;
+    (void)bytes;
+    (void)later;
+    (void)head;
+    return true;
+  }
 };
 
 // Makes a scanner for one source (each source owns its own).

@@ -266,6 +266,22 @@ void ReplicaSession::OnCheckpoint(const std::string& segment, uint64_t length,
   Push(std::move(e));
 }
 
+void ReplicaSession::OnCheckpointWithPatches(const std::string& segment, uint64_t length,
+                                             uint32_t crc32c,
+                                             const std::vector<SegmentPatch>& patches) {
+  walship::v1::SessionEvent e;
+  e.mutable_checkpoint()->set_segment(segment);
+  e.mutable_checkpoint()->set_length(length);
+  e.mutable_checkpoint()->set_crc32c(crc32c);
+  for (const SegmentPatch& p : patches) {
+    walship::v1::SegmentPatch* out = e.mutable_checkpoint()->add_patches();
+    out->set_offset(p.offset);
+    out->set_bytes(p.bytes);
+  }
+  absl::MutexLock lock(&mu_);
+  Push(std::move(e));
+}
+
 void ReplicaSession::OnSent(const Position& sent, uint64_t bytes, bool zerocopy) {
   absl::MutexLock lock(&mu_);
   sent_ = sent;

@@ -123,6 +123,9 @@ class ReplicaSession final : public ShipperEvents {
   // ShipperEvents (shipper thread).
   void OnCheckpoint(const std::string& segment, uint64_t length,
                     uint32_t crc32c) override;
+  // With the patches in the Checkpoint (walship.proto).
+  void OnCheckpointWithPatches(const std::string& segment, uint64_t length, uint32_t crc32c,
+                               const std::vector<SegmentPatch>& patches) override;
   void OnSent(const Position& sent, uint64_t bytes, bool zerocopy) override;
   void OnCompressed(uint64_t raw, uint64_t wire) override;
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include "absl/strings/str_cat.h"
+#include "agent/segment_patches.h"
 #include "common/file_crc.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
@@ -59,6 +60,16 @@ absl::StatusOr<uint32_t> SegmentChecksums::Prefix(const std::string& name,
   auto fd = sys::OpenRegularFile(sys_, path);
   if (!fd.ok()) return fd.status();
   return Crc32cOfFileRange(sys_, fd->get(), 0, length, path);
+}
+
+absl::StatusOr<bool> SegmentChecksums::PrefixMatchesButMutable(
+    const std::string& name, uint64_t length, uint32_t crc, uint32_t other_crc,
+    const std::vector<MutableBits>& bits) {
+  if (crc == other_crc) return true;
+  if (bits.empty()) return false;
+  std::string path = segments_.Path(sys_, name);
+  WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd fd, sys::OpenRegularFile(sys_, path));
+  return MatchesButMutable(sys_, fd.get(), 0, length, crc, other_crc, bits);
 }
 
 }  // namespace walship::agent

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <sys/stat.h>
 
@@ -22,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/segment_locator.h"
+#include "common/segment_patch.h"
 #include "common/sys/syscalls.h"
 
 namespace walship::agent {
@@ -39,6 +41,12 @@ class SegmentChecksums {
   // CRC32C of bytes [0, length) of segment `name`, uncached (prefixes of
   // growing segments, for divergence checks at handshake).
   absl::StatusOr<uint32_t> Prefix(const std::string& name, uint64_t length);
+  // True when `other_crc` is the CRC32C of bytes [0, length) of segment
+  // `name` (`crc`, from Prefix) with some of the declared `bits` flipped, or
+  // `crc` itself (segment_patches.h: MatchesButMutable).
+  absl::StatusOr<bool> PrefixMatchesButMutable(const std::string& name, uint64_t length,
+                                               uint32_t crc, uint32_t other_crc,
+                                               const std::vector<MutableBits>& bits);
 
  private:
   sys::SysCalls& sys_;

@@ -6,11 +6,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "agent/segment_patches.h"
 #include "common/reason.h"
 #include "common/file_crc.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
 #include "common/sys/file_util.h"
+#include "common/wire/crc32c.h"
 #include "common/wire/frame.h"
 #include "spdlog/spdlog.h"
 
@@ -97,6 +99,9 @@ absl::Status Shipper::CheckSameFile(const std::string& path) const {
 }
 
 absl::Status Shipper::SendData(uint64_t length) {
+  for (const MutableBits& b : options_.mutable_bytes) {
+    if (b.offset >= pos_.offset && b.offset < pos_.offset + length) return SendBuffered(length);
+  }
   const std::string context = segments_.Path(sys_, pos_.segment);
   // One pass: the frame's CRC, and the CRC of each piece it covers, kept for
   // the check at the segment's completion.
@@ -146,6 +151,43 @@ absl::Status Shipper::SendData(uint64_t length) {
   return absl::OkStatus();
 }
 
+absl::Status Shipper::SendBuffered(uint64_t length) {
+  const std::string context = segments_.Path(sys_, pos_.segment);
+  std::string buf(length, '\0');
+  WALSHIP_RETURN_IF_ERROR(sys::PreadFully(sys_, segment_file_.get(), buf.data(), length,
+                                          static_cast<off_t>(pos_.offset)));
+  for (uint64_t at = pos_.offset; at < pos_.offset + length;) {
+    const uint64_t end = std::min(pos_.offset + length, (at / kPieceBytes + 1) * kPieceBytes);
+    const char* p = buf.data() + (at - pos_.offset);
+    if (ExtendsLastPiece(at)) {
+      sent_.back().end = end;
+      sent_.back().crc = wire::Crc32cExtend(sent_.back().crc, p, end - at);
+    } else {
+      sent_.push_back(Piece{at, end, wire::Crc32c(p, end - at)});
+    }
+    at = end;
+  }
+  if (absl::Status same = CheckSameFile(context); !same.ok()) {
+    sent_.clear();
+    return same;
+  }
+  wire::FrameHeader h;
+  h.type = wire::FrameType::kData;
+  h.segment_id = handle_;
+  h.offset = pos_.offset;
+  h.payload_length = static_cast<uint32_t>(length);
+  h.payload_crc32c = wire::Crc32c(buf.data(), buf.size());
+  WALSHIP_RETURN_IF_ERROR(SendHeader(h));
+  WALSHIP_RETURN_IF_ERROR(
+      conn_->SendFully(buf.data(), buf.size(), /*more=*/false, options_.io));
+  pos_.offset += length;
+  if (options_.trace != nullptr) {
+    options_.trace->Record(TraceStage::kSent, pos_.segment, pos_.offset);
+  }
+  events_->OnSent(pos_, length, /*zerocopy=*/false);
+  return absl::OkStatus();
+}
+
 absl::Status Shipper::SendHeader(const wire::FrameHeader& h) {
   uint8_t header[wire::kFrameHeaderSize];
   wire::EncodeFrameHeader(h, header);
@@ -168,7 +210,10 @@ absl::StatusOr<uint32_t> Shipper::VerifySent(uint64_t length) {
     WALSHIP_ASSIGN_OR_RETURN(
         auto crcs,
         crc_reader_.Twice(segment_file_.get(), p.begin, p.end - p.begin, path, 0, whole));
-    if (crcs.first != p.crc) {
+    WALSHIP_ASSIGN_OR_RETURN(
+        bool same, MatchesButMutable(sys_, segment_file_.get(), p.begin, p.end - p.begin,
+                                     crcs.first, p.crc, options_.mutable_bytes));
+    if (!same) {
       return WithReason(
           absl::FailedPreconditionError(absl::StrFormat(
               "segment %s changed after its bytes were shipped: bytes [%d, %d) of %s no "
@@ -263,7 +308,14 @@ absl::StatusOr<std::optional<uint64_t>> Shipper::Step() {
   }
   if (seg.complete && static_cast<size_t>(i) + 1 < segs.size()) {
     WALSHIP_ASSIGN_OR_RETURN(uint32_t crc, VerifySent(seg.shippable));
-    events_->OnCheckpoint(seg.name, seg.shippable, crc);
+    if (options_.mutable_bytes.empty()) {
+      events_->OnCheckpoint(seg.name, seg.shippable, crc);
+    } else {
+      WALSHIP_ASSIGN_OR_RETURN(
+          std::vector<SegmentPatch> patches,
+          FinalPatches(sys_, segment_file_.get(), seg.shippable, options_.mutable_bytes));
+      events_->OnCheckpointWithPatches(seg.name, seg.shippable, crc, patches);
+    }
     WALSHIP_RETURN_IF_ERROR(order_.CheckNext(seg.name, segs[i + 1].name));
     pos_ = Position{segs[i + 1].name, 0};
     entered_ = false;

@@ -74,6 +74,7 @@
 #include "common/file_crc.h"
 #include "common/net/data_conn.h"
 #include "common/position.h"
+#include "common/segment_patch.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
 #include "common/transport.h"
@@ -96,6 +97,10 @@ struct ShipperOptions {
   // The data socket's TLS session (common/net/tls_conn.h), borrowed; null:
   // the plain socket `data_fd`, with `transport`.
   net::DataConn* conn = nullptr;
+  // The source's WalSource::MutableBytes: bits that may have changed in
+  // place since they were sent. The check at completion lets only these
+  // differ, and the checkpoint carries their final values.
+  std::vector<MutableBits> mutable_bytes;
 };
 
 class ShipperEvents {
@@ -104,6 +109,16 @@ class ShipperEvents {
   // All bytes of `segment` up to `length` have been written to the socket.
   virtual void OnCheckpoint(const std::string& segment, uint64_t length,
                             uint32_t crc32c) = 0;
+  // The same, for a source that rewrites bytes in place: `patches` are the
+  // final values of its mutable bytes (the replica writes them before it
+  // checks `length` and `crc32c`). By default the patches are dropped: for
+  // sinks that only count checkpoints; a sink that passes them on to a
+  // replica must override it.
+  virtual void OnCheckpointWithPatches(const std::string& segment, uint64_t length,
+                                       uint32_t crc32c, const std::vector<SegmentPatch>& patches) {
+    (void)patches;
+    OnCheckpoint(segment, length, crc32c);
+  }
   // `bytes` payload bytes were written; `sent` is the new send position.
   virtual void OnSent(const Position& sent, uint64_t bytes, bool zerocopy) = 0;
   // Before OnSent of a frame that went out compressed (ZDATA): its `raw`
@@ -142,6 +157,12 @@ class Shipper final : private CatalogListener {
   absl::Status EnterSegment(const std::string& name);
   absl::Status SendData(uint64_t length);
   absl::Status SendHeader(const wire::FrameHeader& h);
+  // SendData for a frame that covers a byte the source may rewrite in place
+  // (ShipperOptions::mutable_bytes): the payload is read once into memory
+  // and sent from there, so that its CRC32C is that of the bytes sent even
+  // when the database rewrites the byte meanwhile (sendfile would send the
+  // new value under the old CRC, and the replica would reject the frame).
+  absl::Status SendBuffered(uint64_t length);
   // The segment's name still points at the file being sent (kAborted if not).
   absl::Status CheckSameFile(const std::string& path) const;
   // After the last byte of the current segment went out: the file holds

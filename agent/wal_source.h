@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/segment_locator.h"
+#include "common/segment_patch.h"
 #include "common/metrics.h"
 #include "common/position.h"
 
@@ -131,6 +132,14 @@ class WalSource {
   // bytes between them are not shipped; nullopt for other formats or before
   // the first scan. Thread-safe, cheap.
   virtual std::optional<SourceHold> Hold() const { return std::nullopt; }
+
+  // The bits of every segment the database may rewrite in place after they
+  // were shipped (common/segment_patch.h: MariaDB's in-use flag); empty for
+  // logs that only grow. Handshakes and shippers let only these differ
+  // between the replica's bytes and the source's, and each Checkpoint
+  // carries their final values; a replica that cannot apply such a patch is
+  // refused. Constant for the source's lifetime.
+  virtual std::vector<MutableBits> MutableBytes() const { return {}; }
 
   // Hooks for a source that acts on the agent's replicas or exports metrics.
 

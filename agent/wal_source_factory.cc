@@ -2,6 +2,7 @@
 
 #include "agent/append_format.h"
 #include "agent/etcd/etcd_format.h"
+#include "agent/mysql/mysql_format.h"
 #include "agent/postgres/postgres_format.h"
 #include "agent/rocksdb/rocksdb_format.h"
 #include "agent/sqlite/sqlite_format.h"
@@ -16,6 +17,7 @@ const WalFormatRegistry& KnownWalFormats() {
     RegisterPostgresFormat(*r);
     RegisterEtcdFormat(*r);
     RegisterRocksdbFormat(*r);
+    RegisterMysqlBinlogFormat(*r);
     RegisterSqliteFormat(*r);
     return r;
   }();

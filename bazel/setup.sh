@@ -11,7 +11,7 @@ PACKAGES=(
   libpq-dev zlib1g-dev libzstd-dev liblz4-dev libssl-dev libcpp-httplib-dev libtomlplusplus-dev
   python3 iproute2 procps openssl nftables
   postgresql-15 postgresql-client-15
-  patroni etcd-server rocksdb-tools sqlite3
+  patroni etcd-server rocksdb-tools sqlite3 mariadb-server mariadb-client
 )
 
 missing=()

@@ -8,7 +8,7 @@
 namespace walship {
 namespace {
 constexpr char kReasonUrl[] = "type.walship.dev/walship.Reason";
-constexpr Reason kLast = Reason::kDataTlsMismatch;
+constexpr Reason kLast = Reason::kPatchUnsupported;
 }  // namespace
 
 absl::Status WithReason(absl::Status s, Reason reason) {
@@ -45,6 +45,7 @@ absl::string_view ReasonName(Reason reason) {
     case Reason::kChecksum: return "checksum";
     case Reason::kOlderTimeline: return "older_timeline";
     case Reason::kDataTlsMismatch: return "data_tls_mismatch";
+    case Reason::kPatchUnsupported: return "patch_unsupported";
   }
   return "unspecified";
 }

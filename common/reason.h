@@ -67,6 +67,9 @@ enum class Reason : int {
   // --data-tls=on, the other off, or is too old to know it); an operator
   // must align them (kFailedPrecondition).
   kDataTlsMismatch = 12,
+  // The source rewrites segments in place and the replica does not apply
+  // Checkpoint patches: it would keep copies differing from the source's.
+  kPatchUnsupported = 13,
 };
 
 // `s` with `reason` attached (replacing any earlier one). OK stays OK.

@@ -117,6 +117,7 @@ grpc::Status ControlClient::Call(const std::string& stream_id,
   req.set_compression(static_cast<walship::v1::Compression>(options_.compression));
   req.set_compression_level(options_.compression_level);
   req.set_data_tls(options_.data_tls_on() ? walship::v1::DATA_TLS_ON : walship::v1::DATA_TLS_OFF);
+  req.set_applies_patches(true);  // SegmentWriter::ApplyPatches
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(clock_.Now() + options_.connect_timeout));
   return stub_->Handshake(&ctx, req, out);

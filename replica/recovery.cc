@@ -45,6 +45,7 @@ class DirectoryRecovery {
   absl::Status ResumeInPartial(const std::string& path);
   absl::Status RemoveUnacknowledged();
   absl::Status CheckPrefix();
+  absl::StatusOr<bool> PublishPatched();
   absl::StatusOr<std::optional<DurablePoint>> TailPoint();
   absl::Status Unlink(const std::string& name);
 
@@ -249,6 +250,8 @@ absl::Status DirectoryRecovery::CheckPrefix() {
                                            dp_.position.segment));
   if (state_.has_value() && !dp_.complete && state_->durable == dp_.position &&
       state_->prefix_crc32c != dp_.prefix_crc32c) {
+    WALSHIP_ASSIGN_OR_RETURN(bool patched, PublishPatched());
+    if (patched) return absl::OkStatus();
     return absl::DataLossError(absl::StrFormat(
         "the durable bytes of %s changed on disk: CRC32C of its first %d bytes is %08x, "
         "%08x when acknowledged",
@@ -256,6 +259,32 @@ absl::Status DirectoryRecovery::CheckPrefix() {
         state_->prefix_crc32c));
   }
   return absl::OkStatus();
+}
+
+// The record's NAME.partial differs from its prefix CRC: damage, unless the
+// agent's in-place patch was written into it after every byte was durable
+// and before the record moved on (SegmentWriter::ApplyPatches). Its
+// walship.sums line was made durable before the patch, and is only written
+// for a segment that matched the agent's checkpoint: a file matching it in
+// length and CRC32C is that complete segment. Publishes it; false when it
+// does not match a line.
+absl::StatusOr<bool> DirectoryRecovery::PublishPatched() {
+  const std::string& name = dp_.position.segment;
+  std::map<std::string, SegmentSum> sums = LoadSegmentSums(sys_, dir_);
+  auto sum = sums.find(name);
+  if (sum == sums.end() || !VerifySegmentFile(sys_, dir_, name, sum->second, true).ok()) {
+    return false;
+  }
+  WALSHIP_RETURN_IF_ERROR(RenamePartial(sys_, dir_, name));
+  WALSHIP_RETURN_IF_ERROR(sys::FsyncDir(sys_, dir_));
+  spdlog::info("{}{}: complete, patched in place as the agent's checkpoint said, and matching "
+               "{}: published (the record, at {}, had not moved on yet)",
+               name, kPartialSuffix, kSumsFileName, dp_.position.ToString());
+  complete_.push_back(name);
+  std::sort(complete_.begin(), complete_.end());
+  dp_ = DurablePoint{Position{name, sum->second.length}, true, sum->second.crc32c};
+  tail_size_ = 0;
+  return true;
 }
 
 absl::StatusOr<std::optional<DurablePoint>> DirectoryRecovery::TailPoint() {

@@ -252,12 +252,6 @@ absl::Status SegmentWriter::LandNew(int sock, net::DataConn* tls, const wire::Fr
   return CommitLanded(t, rest, new_crc, zerocopy);
 }
 
-void SegmentWriter::AddCheckpoint(const std::string& name, uint64_t length,
-                                  uint32_t crc32c) {
-  absl::MutexLock lock(&mu_);
-  checkpoints_[name] = Checkpoint{length, crc32c};
-}
-
 absl::StatusOr<DurablePoint> SegmentWriter::Flush(const PersistFn& persist) {
   {
     absl::MutexLock lock(&mu_);
@@ -312,33 +306,6 @@ void SegmentWriter::CutBackAfterFailure(const absl::Status& why) {
   }
 }
 
-absl::Status SegmentWriter::SettlePublished() {
-  // Checkpoints for segments already published here: the complete segment
-  // this session resumed at (verified once), or one whose walship.sums line
-  // was lost, presented at handshake and confirmed by the agent (its line is
-  // recorded again once the file matches).
-  std::vector<std::pair<std::string, Checkpoint>> resumed, confirmed;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto it = checkpoints_.begin(); it != checkpoints_.end();) {
-      const std::string& name = it->first;
-      if (durable_.complete && name == durable_.position.segment) {
-        resumed.emplace_back(name, it->second);
-      } else if (FindOpen(name) == nullptr && name < last_begun_) {
-        confirmed.emplace_back(name, it->second);
-      } else {
-        ++it;
-        continue;
-      }
-      it = checkpoints_.erase(it);
-    }
-  }
-  for (const auto& [name, cp] : resumed) {
-    WALSHIP_RETURN_IF_ERROR(VerifySegmentFile(sys_, dir_, name, cp));
-  }
-  return publisher_.RecordMissingSums(confirmed);
-}
-
 // A cycle runs in two rounds, each planned under mu_, executed without it
 // (every file operation) and committed under mu_, so the receiver never
 // waits for a device flush:
@@ -359,6 +326,7 @@ absl::Status SegmentWriter::SettlePublished() {
 // meanwhile (at a segment boundary, the next segment's first bytes).
 absl::StatusOr<DurablePoint> SegmentWriter::FlushCycle(const PersistFn& persist) {
   WALSHIP_RETURN_IF_ERROR(SettlePublished());
+  WALSHIP_RETURN_IF_ERROR(ApplyPatches());
   DataRound data;
   {
     absl::MutexLock lock(&mu_);
@@ -468,7 +436,7 @@ absl::StatusOr<SegmentWriter::PublicationRound> SegmentWriter::PlanPublicationRo
           "divergent history: ", s.name, " has ", s.written,
           " bytes here but the agent says it is complete at ", cp.length)), Reason::kDivergent);
     }
-    if (s.flushed < cp.length) break;
+    if (s.flushed < cp.length || patches_.count(s.name) != 0) break;  // patches: next cycle
     if (s.flushed_crc != cp.crc32c) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "segment %s: CRC32C of the %d bytes written here is %08x but the agent's "
@@ -603,6 +571,7 @@ bool SegmentWriter::HasUnflushedWork() const {
   if (!open_.empty()) {
     auto it = checkpoints_.find(open_.front().name);
     if (it != checkpoints_.end() && open_.front().flushed >= it->second.length) return true;
+    // (Patches wait for that: the cycle applies them, then publishes.)
   }
   return dir_sync_needed_;
 }

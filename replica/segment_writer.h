@@ -63,6 +63,7 @@
 #include "common/commit_trace.h"
 #include "common/file_crc.h"
 #include "common/position.h"
+#include "common/segment_patch.h"
 #include "common/sys/pipe.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
@@ -146,8 +147,11 @@ class SegmentWriter {
   // overlapping resend compared byte for byte, nothing of a failed frame
   // left on disk); the new bytes are pwritten (the copy path).
   absl::Status WriteBytes(const wire::FrameHeader& h, absl::Span<const uint8_t> bytes);
-  // Checkpoint from the agent: `name` is complete at `length` with `crc32c`.
-  void AddCheckpoint(const std::string& name, uint64_t length, uint32_t crc32c);
+  // Checkpoint from the agent: `name` is complete at `length` with `crc32c`
+  // once `patches` (bytes the source rewrote in place after shipping them)
+  // are written over it; see ApplyPatches in segment_writer_checkpoints.cc.
+  void AddCheckpoint(const std::string& name, uint64_t length, uint32_t crc32c,
+                     std::vector<SegmentPatch> patches = {});
 
   // Persists a durable point (StateStore::Save); see Flush().
   using PersistFn = std::function<absl::Status(const DurablePoint&)>;
@@ -319,6 +323,14 @@ class SegmentWriter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Acts on checkpoints for segments already published (see the .cc).
   absl::Status SettlePublished() ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes the patches of checkpointed segments whose bytes are all durable
+  // (segment_writer_checkpoints.cc); ApplyPatch does one segment's, whose
+  // durable CRC32C is `crc`, and returns its CRC32C once patched.
+  absl::Status ApplyPatches() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<uint32_t> ApplyPatch(const std::string& name, int fd, uint32_t crc,
+                                      const Checkpoint& cp,
+                                      const std::vector<SegmentPatch>& patches)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // After a failed cycle: records `why` and cuts every open segment back to
   // its durable offset.
   void CutBackAfterFailure(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
@@ -341,6 +353,8 @@ class SegmentWriter {
   mutable absl::Mutex mu_;
   std::deque<Segment> open_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Checkpoint> checkpoints_ ABSL_GUARDED_BY(mu_);
+  // Checkpoints' patches not yet written, by segment.
+  std::map<std::string, std::vector<SegmentPatch>> patches_ ABSL_GUARDED_BY(mu_);
   DurablePoint durable_ ABSL_GUARDED_BY(mu_);
   // Bytes past durable_ kept by Recover(kKeep), not yet resolved.
   std::optional<DurablePoint> tail_ ABSL_GUARDED_BY(mu_);

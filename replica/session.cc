@@ -230,8 +230,12 @@ void Session::ReadControl() {
   while (stream_->Read(&ev)) {
     Heard();
     if (ev.has_checkpoint()) {
+      std::vector<SegmentPatch> patches;
+      for (const walship::v1::SegmentPatch& p : ev.checkpoint().patches()) {
+        patches.push_back(SegmentPatch{p.offset(), p.bytes()});
+      }
       writer_.AddCheckpoint(ev.checkpoint().segment(), ev.checkpoint().length(),
-                            ev.checkpoint().crc32c());
+                            ev.checkpoint().crc32c(), std::move(patches));
       Kick();
     } else if (ev.has_ack_pacing()) {
       const absl::Duration pacing = absl::Milliseconds(ev.ack_pacing().min_interval_ms());

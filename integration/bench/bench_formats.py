@@ -1,6 +1,6 @@
 """The formats section: a backlog of each database's real log, written by the
 database itself, caught up by walship with the database's format
-(--format=etcd, --format=rocksdb), against --format=append on the same
+(--format=etcd, --format=rocksdb, --format=mysql-binlog), against --format=append on the same
 bytes: a copy of the same files cut at the valid end the format ships (so
 both ship exactly the same bytes, and the difference is what reading the
 format costs: record framing and checksums, the preallocated tail).
@@ -15,6 +15,7 @@ import subprocess
 
 from integration import etcdwal
 from integration import rocksdblog
+from integration.bench import bench_binlog
 from integration.bench.bench_catchup import (
     cpu_per_gib, round_name, rounds_after_warm_up, run_walship_catchup, settle, summarize)
 from integration.bench.bench_procs import MIB, dir_bytes, log, rm
@@ -94,7 +95,7 @@ def cut_copy(ctx, label, paths, ends):
 def newest(ends):
     """Where a caught-up replica's durable position has come: the valid end
     of the newest file that holds any record (benchtool watch-state compares
-    names as strings; both databases' names sort that way)."""
+    names as strings; each database's names sort that way)."""
     name = max(n for n, end in ends.items() if end > 0)
     return name, ends[name]
 
@@ -103,6 +104,8 @@ def section_formats(ctx):
     cfg = ctx.cfg
     etcd_wal, etcd_ends = etcd_backlog(ctx, cfg.formats_etcd_files)
     rdb_wal, rdb_ends, rdb_paths = rocksdb_backlog(ctx, cfg.formats_rocksdb_keys)
+    # Closed binlogs end whole: both formats ship every byte of the same files.
+    bin_dir, bin_ends = bench_binlog.binlog_backlog(ctx, cfg.formats_binlog_rows)
     sources = {
         "etcd": (etcd_wal, ["--format=etcd"], etcd_ends),
         "append-etcd": (cut_copy(ctx, "etcd-cut", {n: os.path.join(etcd_wal, n)
@@ -113,6 +116,8 @@ def section_formats(ctx):
         "append-rocksdb": (cut_copy(ctx, "rocksdb-cut", rdb_paths, rdb_ends),
                            ["--format=append", "--segment-pattern=[0-9]{6}\\.log"],
                            rdb_ends),
+        "mysql-binlog": (bin_dir, bench_binlog.MYSQL_BINLOG_ARGS, bin_ends),
+        "append-mysql-binlog": (bin_dir, bench_binlog.APPEND_ARGS, bin_ends),
     }
     runs = {v: [] for v in sources}
     for rnd, v in rounds_after_warm_up(list(sources), cfg.rounds):
@@ -127,17 +132,19 @@ def section_formats(ctx):
         r["bytes"] = nbytes
         r["mb_s"] = nbytes / 1e6 / r["seconds"]
         cpu_per_gib(r, nbytes)
-        log("formats %s %-15s %7.1f MB/s  cpu/GiB agent %.2fs replica %.2fs", round_name(rnd),
+        log("formats %s %-19s %7.1f MB/s  cpu/GiB agent %.2fs replica %.2fs", round_name(rnd),
             v, r["mb_s"], r["agent_cpu_s_per_gib"], r["replica_cpu_s_per_gib"])
         if rnd >= 0:
             runs[v].append(r)
-    files = {"etcd": len(etcd_ends), "rocksdb": len(rdb_ends)}
-    return {"bytes": {"etcd": sum(etcd_ends.values()), "rocksdb": sum(rdb_ends.values())},
+    files = {"etcd": len(etcd_ends), "rocksdb": len(rdb_ends), "mysql-binlog": len(bin_ends)}
+    return {"bytes": {"etcd": sum(etcd_ends.values()), "rocksdb": sum(rdb_ends.values()),
+                      "mysql-binlog": sum(bin_ends.values())},
             "files": files, "runs": runs,
             "summary": summarize(runs, ["mb_s", "agent_cpu_s_per_gib", "replica_cpu_s_per_gib"]),
             "method": "each database's own log (etcd: puts of 400 KiB values through its v3 "
                       "gateway, %d WAL files of 64 MB preallocated; RocksDB: db_bench fillseq "
-                      "of %d 1000-byte values, --wal_dir, flushed logs kept in archive/), "
-                      "shipped with its format and with --format=append over a copy of the "
-                      "same files cut at their valid end" % (files["etcd"],
-                                                             cfg.formats_rocksdb_keys)}
+                      "of %d 1000-byte values, --wal_dir, flushed logs kept in archive/; "
+                      "MariaDB: %d rows of 1 MB inserted, binlogs of 16 MiB, closed by a clean "
+                      "shutdown), shipped with its format and with --format=append over a copy "
+                      "of the same files cut at their valid end (the binlogs: the same files)"
+                      % (files["etcd"], cfg.formats_rocksdb_keys, cfg.formats_binlog_rows)}

@@ -55,6 +55,7 @@ class Config(object):
             self.synccost_compare_bin = None
             self.formats_etcd_files = 1
             self.formats_rocksdb_keys = 30000
+            self.formats_binlog_rows = 24
             self.compress_scale = 1
             self.compress_wal_bytes = 24 * MIB
             self.compress_link_bytes_per_sec = 20e6
@@ -102,6 +103,8 @@ class Config(object):
             # and RocksDB's fillseq keys (about 1 KiB of log each).
             self.formats_etcd_files = 3
             self.formats_rocksdb_keys = 200000
+            # formats: MariaDB rows of 1 MB (row-based binlog events).
+            self.formats_binlog_rows = 240
             # compress: pgbench's WAL (its initialisation at this scale, then
             # TPC-B until this much WAL), shipped by each codec
             # (bench_compress.py), also through a link of this bandwidth.

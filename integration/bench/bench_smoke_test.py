@@ -42,7 +42,8 @@ class BenchSmokeTest(unittest.TestCase):
         for t in results["targets"]:
             self.assertIn(t["pass"], (True, False, None))
         fm = results["sections"]["formats"]["summary"]
-        for v in ("etcd", "append-etcd", "rocksdb", "append-rocksdb"):
+        for v in ("etcd", "append-etcd", "rocksdb", "append-rocksdb", "mysql-binlog",
+                  "append-mysql-binlog"):
             self.assertGreater(fm[v]["mb_s"]["median"], 0, v)
         self.assertIn("### Database logs: catch-up with each format", md)
         catchup = results["sections"]["catchup"]["summary"]

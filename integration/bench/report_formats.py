@@ -9,7 +9,8 @@ span = report_synccost.span
 
 # (format variant, its append twin, label)
 ROWS = [("etcd", "append-etcd", "etcd 3.4 WAL (`--format=etcd`)"),
-        ("rocksdb", "append-rocksdb", "RocksDB 7.8 logs (`--format=rocksdb`)")]
+        ("rocksdb", "append-rocksdb", "RocksDB 7.8 logs (`--format=rocksdb`)"),
+        ("mysql-binlog", "append-mysql-binlog", "MariaDB 10.11 binlogs (`--format=mysql-binlog`)")]
 
 
 def _ratio(s, v, twin, key):

@@ -78,13 +78,19 @@ class RecordingEvents : public ShipperEvents {
  public:
   void OnCheckpoint(const std::string& segment, uint64_t length, uint32_t crc32c) override {
     absl::MutexLock lock(&mu_);
-    checkpoints_.push_back({segment, length, crc32c});
+    checkpoints_.push_back({segment, length, crc32c, {}});
+  }
+  void OnCheckpointWithPatches(const std::string& segment, uint64_t length, uint32_t crc32c,
+                               const std::vector<SegmentPatch>& patches) override {
+    absl::MutexLock lock(&mu_);
+    checkpoints_.push_back({segment, length, crc32c, patches});
   }
   void OnSent(const Position&, uint64_t, bool) override {}
   struct Checkpoint {
     std::string segment;
     uint64_t length;
     uint32_t crc32c;
+    std::vector<SegmentPatch> patches;
   };
   std::vector<Checkpoint> checkpoints() {
     absl::MutexLock lock(&mu_);
@@ -153,8 +159,10 @@ class ShipperTest : public ::testing::Test {
 
   void TearDown() override { StopShipper(); }
 
-  void StartShipper(bool inline_sends, Position start = Position{}, uint32_t prefix_crc = 0) {
+  void StartShipper(bool inline_sends, Position start = Position{}, uint32_t prefix_crc = 0,
+                    std::vector<MutableBits> mutable_bytes = {}) {
     ShipperOptions o;
+    o.mutable_bytes = std::move(mutable_bytes);
     o.inline_sends = inline_sends;
     o.idle_wait = absl::Milliseconds(50);
     shipper_ = std::make_unique<Shipper>(sys_, catalog_, order_, *checksums_, dir_, tx_.get(),
@@ -548,6 +556,54 @@ TEST_F(ShipperTest, AResumedSegmentWhosePrefixChangedIsNotCheckpointed) {
   EXPECT_EQ(ReasonOf(s), Reason::kSourceFailed) << s;
   EXPECT_NE(s.ToString().find("bytes [0, 5000) of"), std::string::npos) << s;
   EXPECT_TRUE(events_.checkpoints().empty());
+}
+
+// A format that declares the bit (MariaDB's in-use flag): the database
+// clears it after the bytes went out; the checkpoint carries its final value.
+TEST_F(ShipperTest, ADeclaredBitRewrittenAfterItsBytesWentOutIsPatched) {
+  StartShipper(/*inline_sends=*/false, Position{}, 0, {MutableBits{21, 0x01}});
+  EnterFirstSegment(100000);  // its first frame, sent from memory, covers byte 21
+  std::string closed = contents_[0];
+  closed[21] = static_cast<char>(closed[21] ^ 0x01);
+  testing::WriteFile(dir_ + "/seg1", closed);
+  Publish(kSegmentBytes, /*seg1_complete=*/true, 10);
+  for (uint64_t got = 100000; got < kSegmentBytes;) got += ReadFrame().payload.size();
+  EXPECT_EQ(ReadFrame().payload, "seg2");
+  std::vector<RecordingEvents::Checkpoint> cps = events_.checkpoints();
+  ASSERT_EQ(cps.size(), 1u);
+  EXPECT_EQ(cps[0].crc32c, wire::Crc32c(closed.data(), closed.size()));
+  ASSERT_EQ(cps[0].patches.size(), 1u);
+  EXPECT_EQ(cps[0].patches[0].offset, 21u);
+  EXPECT_EQ(cps[0].patches[0].bytes, closed.substr(21, 1));
+}
+
+TEST_F(ShipperTest, ABitNotDeclaredRewrittenIsStillRefused) {
+  StartShipper(/*inline_sends=*/false, Position{}, 0, {MutableBits{21, 0x01}});
+  EnterFirstSegment(100000);
+  std::string changed = contents_[0];
+  changed[21] = static_cast<char>(changed[21] ^ 0x02);
+  testing::WriteFile(dir_ + "/seg1", changed);
+  Publish(kSegmentBytes, /*seg1_complete=*/true, 10);
+  absl::Status s = WaitForRun();
+  EXPECT_EQ(ReasonOf(s), Reason::kSourceFailed) << s;
+  EXPECT_NE(s.ToString().find("bytes [0, 65536) of"), std::string::npos) << s;
+  EXPECT_TRUE(events_.checkpoints().empty());
+}
+
+// Resumed inside a segment whose declared bit the replica holds as shipped.
+TEST_F(ShipperTest, AResumedPrefixDifferingOnlyInADeclaredBitIsPatched) {
+  std::string held = contents_[0];
+  held[21] = static_cast<char>(held[21] ^ 0x01);
+  catalog_.Publish({{"seg1", kSegmentBytes, true}, {"seg2", 10, false}});
+  StartShipper(/*inline_sends=*/false, Position{"seg1", 5000}, wire::Crc32c(held.data(), 5000),
+               {MutableBits{21, 0x01}});
+  EXPECT_EQ(ReadFrame().payload, "seg1");
+  for (uint64_t got = 5000; got < kSegmentBytes;) got += ReadFrame().payload.size();
+  EXPECT_EQ(ReadFrame().payload, "seg2");
+  std::vector<RecordingEvents::Checkpoint> cps = events_.checkpoints();
+  ASSERT_EQ(cps.size(), 1u);
+  ASSERT_EQ(cps[0].patches.size(), 1u);
+  EXPECT_EQ(cps[0].patches[0].bytes, contents_[0].substr(21, 1));
 }
 
 }  // namespace

@@ -219,7 +219,7 @@ TEST(WalFormatRegistryTest, TheAgentRunsAFormatItsCoreDoesNotName) {
 // --- The formats built into walship-agent ---
 
 TEST(KnownWalFormatsTest, AppendIsTheDefaultAndListedFirst) {
-  EXPECT_EQ(KnownWalFormats().Names(), "append, postgres, etcd, rocksdb, sqlite-wal");
+  EXPECT_EQ(KnownWalFormats().Names(), "append, postgres, etcd, rocksdb, mysql-binlog, sqlite-wal");
   EXPECT_EQ(AgentOptions().format, KnownWalFormats().formats().front().name);
 }
 
@@ -299,7 +299,11 @@ TEST(KnownWalFormatsTest, AFlagOfAnotherFormatIsRefusedByName) {
        "--pg-query-interval-ms must be 1 to 1000"},
       {"append", {"--pg-feed-query-interval-ms=0"},
        "--pg-feed-query-interval-ms must be at least 1"},
-      {"bogus", {}, "--format=bogus is not supported (supported: append, postgres, etcd, rocksdb, sqlite-wal)"},
+      {"append", {"--binlog-basename=mysql-bin"},
+       "--binlog-basename is only for --format=mysql-binlog"},
+      {"mysql-binlog", {"--binlog-basename=/var/lib/mysql/mysql-bin"},
+       "--binlog-basename=/var/lib/mysql/mysql-bin: a base name, without a directory"},
+      {"bogus", {}, "--format=bogus is not supported (supported: append, postgres, etcd, rocksdb, mysql-binlog, sqlite-wal)"},
   };
   for (const Case& c : cases) {
     absl::Status s = ValidateArgs(c.format, c.args);
