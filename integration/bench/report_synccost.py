@@ -75,7 +75,7 @@ def markdown(results):
         lag = cpu = "–"
         if v != "none":
             parts = [(part, s.get("%s_cpu_%s_us_per_xact" % (v, part)))
-                     for part in ("agent", "replica", "walsender")]
+                     for part in ("agent", "replica", "pg_receivewal", "walsender")]
             cpu = span(s.get("%s_cpu_us_per_xact" % v), "%.0f") + "".join(
                 [" (" + ", ".join("%s %.0f" % (part, x["median"]) for part, x in parts if x)
                  + ")"] if any(x for _, x in parts) else [])
