@@ -113,12 +113,7 @@ absl::Status Shipper::SendData(uint64_t length) {
                              crc_reader_.Twice(segment_file_.get(), at, end - at, context, crc,
                                                extends ? sent_.back().crc : 0));
     crc = crcs.first;
-    if (extends) {
-      sent_.back().end = end;
-      sent_.back().crc = crcs.second;
-    } else {
-      sent_.push_back(Piece{at, end, crcs.second});
-    }
+    NotePiece(at, end, crcs.second);
     at = end;
   }
   // (A change after this check makes the payload disagree with its CRC, and
@@ -127,12 +122,7 @@ absl::Status Shipper::SendData(uint64_t length) {
     sent_.clear();
     return same;
   }
-  wire::FrameHeader h;
-  h.type = wire::FrameType::kData;
-  h.segment_id = handle_;
-  h.offset = pos_.offset;
-  h.payload_length = static_cast<uint32_t>(length);
-  h.payload_crc32c = crc;
+  const wire::FrameHeader h = DataHeader(length, crc);
   const bool zerocopy = conn_->zerocopy() && compressed_ == nullptr;
   if (compressed_ != nullptr) {
     WALSHIP_ASSIGN_OR_RETURN(const uint32_t on_wire,
@@ -143,11 +133,7 @@ absl::Status Shipper::SendData(uint64_t length) {
     WALSHIP_RETURN_IF_ERROR(
         conn_->SendFile(segment_file_.get(), pos_.offset, length, options_.io));
   }
-  pos_.offset += length;
-  if (options_.trace != nullptr) {
-    options_.trace->Record(TraceStage::kSent, pos_.segment, pos_.offset);
-  }
-  events_->OnSent(pos_, length, zerocopy);
+  AfterSent(length, zerocopy);
   return absl::OkStatus();
 }
 
@@ -159,33 +145,46 @@ absl::Status Shipper::SendBuffered(uint64_t length) {
   for (uint64_t at = pos_.offset; at < pos_.offset + length;) {
     const uint64_t end = std::min(pos_.offset + length, (at / kPieceBytes + 1) * kPieceBytes);
     const char* p = buf.data() + (at - pos_.offset);
-    if (ExtendsLastPiece(at)) {
-      sent_.back().end = end;
-      sent_.back().crc = wire::Crc32cExtend(sent_.back().crc, p, end - at);
-    } else {
-      sent_.push_back(Piece{at, end, wire::Crc32c(p, end - at)});
-    }
+    NotePiece(at, end, ExtendsLastPiece(at) ? wire::Crc32cExtend(sent_.back().crc, p, end - at)
+                                            : wire::Crc32c(p, end - at));
     at = end;
   }
   if (absl::Status same = CheckSameFile(context); !same.ok()) {
     sent_.clear();
     return same;
   }
+  WALSHIP_RETURN_IF_ERROR(SendHeader(DataHeader(length, wire::Crc32c(buf.data(), buf.size()))));
+  WALSHIP_RETURN_IF_ERROR(
+      conn_->SendFully(buf.data(), buf.size(), /*more=*/false, options_.io));
+  AfterSent(length, /*zerocopy=*/false);
+  return absl::OkStatus();
+}
+
+void Shipper::NotePiece(uint64_t at, uint64_t end, uint32_t crc) {
+  if (ExtendsLastPiece(at)) {
+    sent_.back().end = end;
+    sent_.back().crc = crc;
+  } else {
+    sent_.push_back(Piece{at, end, crc});
+  }
+}
+
+wire::FrameHeader Shipper::DataHeader(uint64_t length, uint32_t crc) const {
   wire::FrameHeader h;
   h.type = wire::FrameType::kData;
   h.segment_id = handle_;
   h.offset = pos_.offset;
   h.payload_length = static_cast<uint32_t>(length);
-  h.payload_crc32c = wire::Crc32c(buf.data(), buf.size());
-  WALSHIP_RETURN_IF_ERROR(SendHeader(h));
-  WALSHIP_RETURN_IF_ERROR(
-      conn_->SendFully(buf.data(), buf.size(), /*more=*/false, options_.io));
+  h.payload_crc32c = crc;
+  return h;
+}
+
+void Shipper::AfterSent(uint64_t length, bool zerocopy) {
   pos_.offset += length;
   if (options_.trace != nullptr) {
     options_.trace->Record(TraceStage::kSent, pos_.segment, pos_.offset);
   }
-  events_->OnSent(pos_, length, /*zerocopy=*/false);
-  return absl::OkStatus();
+  events_->OnSent(pos_, length, zerocopy);
 }
 
 absl::Status Shipper::SendHeader(const wire::FrameHeader& h) {

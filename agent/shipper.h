@@ -157,6 +157,13 @@ class Shipper final : private CatalogListener {
   absl::Status EnterSegment(const std::string& name);
   absl::Status SendData(uint64_t length);
   absl::Status SendHeader(const wire::FrameHeader& h);
+  // SendData's steps: records the CRC32C `crc` of the piece of the segment
+  // that ends at `end` (a frame's bytes from `at` on extend the last piece
+  // or begin a new one); the DATA header of the next `length` bytes; after
+  // they went out, moves the position and reports them.
+  void NotePiece(uint64_t at, uint64_t end, uint32_t crc);
+  wire::FrameHeader DataHeader(uint64_t length, uint32_t crc) const;
+  void AfterSent(uint64_t length, bool zerocopy);
   // SendData for a frame that covers a byte the source may rewrite in place
   // (ShipperOptions::mutable_bytes): the payload is read once into memory
   // and sent from there, so that its CRC32C is that of the bytes sent even

@@ -200,23 +200,25 @@ def read_watch_log(path):
 
 
 def run_walship_catchup(ctx, src, transport, until, agent_args=(), extra=None,
-                        replica_args=(), data_address=None):
+                        replica_args=(), data_address=None, tls=(None, None)):
     """Agent + one replica over `src` until the replica is durable at `until`.
 
     Returns throughput, CPU and RSS of both daemons. `extra(agent)` may add
     more to the result (the PostgreSQL backends' CPU). `replica_args` are
     more replica flags; `data_address(agent)`, if given, says where the
-    replica connects for the data socket (a proxy in front of the agent's)."""
+    replica connects for the data socket (a proxy in front of the agent's).
+    `tls`: the agent's and the replica's --tls-* flags (None: --insecure)."""
     dest = ctx.fresh_dir("dest-ws")
     agent = daemons.Agent(src, ctx.logdir, label="agent-%s" % os.path.basename(dest),
-                          transport=transport, extra_args=agent_args).start()
+                          transport=transport, extra_args=agent_args,
+                          tls_args=tls[0]).start()
     try:
         a0 = snapshot(agent.pid)
         before = extra(agent, None) if extra else None
         watch = start_watch(ctx, dest, until)
         t0 = time.monotonic()
         replica = daemons.Replica(agent, dest, "r1", ctx.logdir, transport=transport,
-                                  extra_args=replica_args,
+                                  extra_args=replica_args, tls_args=tls[1],
                                   data_address=data_address and data_address(agent)).start()
         rc, _ = watch.wait_rusage(900)
         w = read_json_line(watch.log_path)

@@ -13,15 +13,11 @@ The target: userspace TLS within 1.5x the CPU per GiB of the copy transport
 on both sides, as a ratio within the same run.
 """
 
-import os
-import time
-
 from integration import harness as kit
 from integration.bench.bench_catchup import (
-    cpu_per_gib, end_of, round_name, rounds_after_warm_up, settle, start_watch, summarize,
-    WARM_UP_NOTE)
-from integration.bench.bench_procs import dir_bytes, log, read_json_line, rm, snapshot
-from integration.walshiptest import daemons
+    cpu_per_gib, end_of, round_name, rounds_after_warm_up, run_walship_catchup, settle,
+    summarize, WARM_UP_NOTE)
+from integration.bench.bench_procs import log, rm
 
 VARIANTS = ["plain-zerocopy", "plain-copy", "tls-userspace"]
 
@@ -39,39 +35,17 @@ def run_tls_catchup(ctx, certs, src, variant, until):
     replica is durable at `until`; throughput, CPU and the path each used."""
     transport = "copy" if variant == "plain-copy" else "zerocopy"
     data_tls = ["--data-tls=" + ("off" if variant.startswith("plain") else "on")]
-    dest = ctx.fresh_dir("dest-tls")
-    agent = daemons.Agent(src, ctx.logdir, label="agent-%s" % os.path.basename(dest),
-                          transport=transport, tls_args=certs.args("agent"),
-                          extra_args=data_tls).start()
-    try:
-        a0 = snapshot(agent.pid)
-        watch = start_watch(ctx, dest, until)
-        t0 = time.monotonic()
-        replica = daemons.Replica(agent, dest, "r1", ctx.logdir, transport=transport,
-                                  tls_args=certs.args("r1"), extra_args=data_tls).start()
-        rc, _ = watch.wait_rusage(900)
-        w = read_json_line(watch.log_path)
-        a1, r1 = snapshot(agent.pid), snapshot(replica.pid)
-        if rc != 0 or not w.get("reached"):
-            raise RuntimeError("walship did not reach %s: %s\nagent:\n%s\nreplica:\n%s" % (
-                until, w, agent.tail(), replica.tail()))
-        res = {"seconds": w["t_reached_ns"] / 1e9 - t0,
-               "agent_cpu_s": a1["cpu_s"] - a0["cpu_s"], "replica_cpu_s": r1["cpu_s"],
-               "agent_hwm": a1["hwm"], "replica_hwm": r1["hwm"]}
-        path = "off"
+
+    def data_path(agent, _before):
         for p in ("ktls", "userspace"):
             if agent.grep(r"data path " + p):
-                path = p
-        res["data_path"] = path
-        rs = replica.stop()
-        if rs != 0:
-            log("replica exited %s:\n%s", rs, replica.tail())
-        res["shipped_bytes"] = dir_bytes(dest)
-        rm(dest)
-        return res
-    finally:
-        if agent.running():
-            agent.stop()
+                return {"data_path": p}
+        return {"data_path": "off"}
+    res, dest = run_walship_catchup(ctx, src, transport, until, agent_args=data_tls,
+                                    extra=data_path, replica_args=data_tls,
+                                    tls=(certs.args("agent"), certs.args("r1")))
+    rm(dest)
+    return res
 
 
 def section_datatls(ctx, big):

@@ -1,18 +1,9 @@
 """The compress section's part of the report (report.py): its target and
 its Markdown table. Pure functions of the results dict."""
 
-from integration.bench.report_synccost import get_path
+from integration.bench.report_synccost import get_path, span
 
 MIB = 1 << 20
-
-
-def _span(s, spec):
-    """A median_summary as "median (min–max)" ("n/a" when missing)."""
-    if not s:
-        return "n/a"
-    if s["n"] == 1:
-        return spec % s["median"]
-    return (spec + " (" + spec + "–" + spec + ")") % (s["median"], s["min"], s["max"])
 
 
 def _med(sc, variant, key):
@@ -66,8 +57,8 @@ def markdown(results):
     for v in sorted(sc["summary"], key=lambda k: (k.startswith("link"), k)):
         s = sc["summary"][v]
         L.append("| %s | %s | %s | %s | %s |" % (
-            v, _span(s.get("mb_s"), "%.1f"), _span(s.get("agent_cpu_s_per_gib"), "%.2f"),
-            _span(s.get("replica_cpu_s_per_gib"), "%.2f"),
-            _span(s.get("ratio"), "%.2f") if s.get("ratio") else "1 (plain)"))
+            v, span(s.get("mb_s"), "%.1f"), span(s.get("agent_cpu_s_per_gib"), "%.2f"),
+            span(s.get("replica_cpu_s_per_gib"), "%.2f"),
+            span(s.get("ratio"), "%.2f") if s.get("ratio") else "1 (plain)"))
     L.append("")
     return L

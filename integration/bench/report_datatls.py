@@ -1,19 +1,11 @@
 """The datatls section's part of the report (report.py): its targets and its
 Markdown table. Pure functions of the results dict."""
 
-from integration.bench.report_synccost import get_path
+from integration.bench.report_synccost import get_path, span
 
 LABELS = [("plain-zerocopy", "plaintext, `--transport=zerocopy` (sendfile → splice)"),
           ("plain-copy", "plaintext, `--transport=copy` (one buffer each side)"),
           ("tls-userspace", "`--data-tls=on`, userspace TLS (copy + AES-GCM)")]
-
-
-def _span(s, spec):
-    if not s:
-        return "n/a"
-    if s["n"] == 1:
-        return spec % s["median"]
-    return (spec + " (" + spec + "–" + spec + ")") % (s["median"], s["min"], s["max"])
 
 
 def targets(results):
@@ -52,9 +44,9 @@ def markdown(results):
         s = get_path(d, "summary", v)
         if not s:
             continue
-        L.append("| %s | %s | %s | %s |" % (label, _span(s["mb_s"], "%.0f"),
-                                            _span(s["agent_cpu_s_per_gib"], "%.2f"),
-                                            _span(s["replica_cpu_s_per_gib"], "%.2f")))
+        L.append("| %s | %s | %s | %s |" % (label, span(s["mb_s"], "%.0f"),
+                                            span(s["agent_cpu_s_per_gib"], "%.2f"),
+                                            span(s["replica_cpu_s_per_gib"], "%.2f")))
     L.append("")
     L.append("Kernel TLS (SSL_sendfile / splice on a kTLS socket) %s." % (
         "was available (tcp_available_ulp lists tls)" if d.get("kernel_tls_ulp") else
