@@ -62,8 +62,15 @@ absl::StatusOr<uint32_t> CompressedSender::Send(net::DataConn& conn, int file,
   raw_.resize(h.payload_length);
   WALSHIP_RETURN_IF_ERROR(
       sys::PreadFully(sys_, file, raw_.data(), raw_.size(), static_cast<off_t>(h.offset)));
+  return SendBytes(conn, raw_, h, io);
+}
+
+absl::StatusOr<uint32_t> CompressedSender::SendBytes(net::DataConn& conn,
+                                                     absl::Span<const uint8_t> raw,
+                                                     wire::FrameHeader h,
+                                                     const sys::TransferOptions& io) {
   const absl::string_view payload =
-      wire::BuildCompressedFrame(*compressor_, raw_, &h, &compressed_);
+      wire::BuildCompressedFrame(*compressor_, raw, &h, &compressed_);
   uint8_t header[wire::kFrameHeaderSize];
   wire::EncodeFrameHeader(h, header);
   // MSG_MORE keeps the header in the same TCP segment as the payload.

@@ -10,8 +10,8 @@
 // that stops over an optimisation).
 //
 // While shipping, the Shipper hands each DATA frame of a compressing session
-// to a CompressedSender: it preads the frame's bytes into a buffer,
-// compresses them, and writes a ZDATA header and the compressed payload (or
+// to a CompressedSender: it compresses the frame's bytes (read once into a
+// buffer), and writes a ZDATA header and the compressed payload (or
 // a plain DATA header and the bytes themselves when they do not shrink).
 // This is the copy path: sendfile(2) cannot compress.
 //
@@ -72,6 +72,11 @@ class CompressedSender {
   // DATA. Errors: PreadFully's and SendFully's.
   absl::StatusOr<uint32_t> Send(net::DataConn& conn, int file, wire::FrameHeader h,
                                 const sys::TransferOptions& io);
+  // The same for bytes the caller already read: `raw` are the frame's
+  // h.payload_length bytes (the Shipper reads each once, for the pieces'
+  // CRCs and for this).
+  absl::StatusOr<uint32_t> SendBytes(net::DataConn& conn, absl::Span<const uint8_t> raw,
+                                     wire::FrameHeader h, const sys::TransferOptions& io);
 
   wire::Codec codec() const { return compressor_->codec(); }
 

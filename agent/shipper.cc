@@ -99,6 +99,7 @@ absl::Status Shipper::CheckSameFile(const std::string& path) const {
 }
 
 absl::Status Shipper::SendData(uint64_t length) {
+  if (compressed_ != nullptr) return SendBuffered(length);  // the copy path either way
   for (const MutableBits& b : options_.mutable_bytes) {
     if (b.offset >= pos_.offset && b.offset < pos_.offset + length) return SendBuffered(length);
   }
@@ -122,29 +123,22 @@ absl::Status Shipper::SendData(uint64_t length) {
     sent_.clear();
     return same;
   }
-  const wire::FrameHeader h = DataHeader(length, crc);
-  const bool zerocopy = conn_->zerocopy() && compressed_ == nullptr;
-  if (compressed_ != nullptr) {
-    WALSHIP_ASSIGN_OR_RETURN(const uint32_t on_wire,
-                             compressed_->Send(*conn_, segment_file_.get(), h, options_.io));
-    if (on_wire < length) events_->OnCompressed(length, on_wire);
-  } else {
-    WALSHIP_RETURN_IF_ERROR(SendHeader(h));
-    WALSHIP_RETURN_IF_ERROR(
-        conn_->SendFile(segment_file_.get(), pos_.offset, length, options_.io));
-  }
-  AfterSent(length, zerocopy);
+  WALSHIP_RETURN_IF_ERROR(SendHeader(DataHeader(length, crc)));
+  WALSHIP_RETURN_IF_ERROR(
+      conn_->SendFile(segment_file_.get(), pos_.offset, length, options_.io));
+  AfterSent(length, conn_->zerocopy());
   return absl::OkStatus();
 }
 
 absl::Status Shipper::SendBuffered(uint64_t length) {
   const std::string context = segments_.Path(sys_, pos_.segment);
-  std::string buf(length, '\0');
+  std::vector<uint8_t>& buf = buffered_;
+  buf.resize(length);
   WALSHIP_RETURN_IF_ERROR(sys::PreadFully(sys_, segment_file_.get(), buf.data(), length,
                                           static_cast<off_t>(pos_.offset)));
   for (uint64_t at = pos_.offset; at < pos_.offset + length;) {
     const uint64_t end = std::min(pos_.offset + length, (at / kPieceBytes + 1) * kPieceBytes);
-    const char* p = buf.data() + (at - pos_.offset);
+    const uint8_t* p = buf.data() + (at - pos_.offset);
     NotePiece(at, end, ExtendsLastPiece(at) ? wire::Crc32cExtend(sent_.back().crc, p, end - at)
                                             : wire::Crc32c(p, end - at));
     at = end;
@@ -153,9 +147,16 @@ absl::Status Shipper::SendBuffered(uint64_t length) {
     sent_.clear();
     return same;
   }
-  WALSHIP_RETURN_IF_ERROR(SendHeader(DataHeader(length, wire::Crc32c(buf.data(), buf.size()))));
-  WALSHIP_RETURN_IF_ERROR(
-      conn_->SendFully(buf.data(), buf.size(), /*more=*/false, options_.io));
+  const wire::FrameHeader h = DataHeader(length, wire::Crc32c(buf.data(), buf.size()));
+  if (compressed_ != nullptr) {
+    WALSHIP_ASSIGN_OR_RETURN(const uint32_t on_wire,
+                             compressed_->SendBytes(*conn_, buf, h, options_.io));
+    if (on_wire < length) events_->OnCompressed(length, on_wire);
+  } else {
+    WALSHIP_RETURN_IF_ERROR(SendHeader(h));
+    WALSHIP_RETURN_IF_ERROR(
+        conn_->SendFully(buf.data(), buf.size(), /*more=*/false, options_.io));
+  }
   AfterSent(length, /*zerocopy=*/false);
   return absl::OkStatus();
 }

@@ -47,8 +47,9 @@
 // publisher's thread).
 //
 // Memory: one copy buffer for the copy transport or userspace TLS, and 16
-// bytes per kPieceBytes of the segment being sent; with compression, two
-// buffers of up to max_payload bytes.
+// bytes per kPieceBytes of the segment being sent; with compression (or
+// in-place bytes), a read buffer and a compression buffer of up to
+// max_payload bytes each.
 #ifndef WALSHIP_AGENT_SHIPPER_H_
 #define WALSHIP_AGENT_SHIPPER_H_
 
@@ -164,11 +165,12 @@ class Shipper final : private CatalogListener {
   void NotePiece(uint64_t at, uint64_t end, uint32_t crc);
   wire::FrameHeader DataHeader(uint64_t length, uint32_t crc) const;
   void AfterSent(uint64_t length, bool zerocopy);
-  // SendData for a frame that covers a byte the source may rewrite in place
-  // (ShipperOptions::mutable_bytes): the payload is read once into memory
-  // and sent from there, so that its CRC32C is that of the bytes sent even
-  // when the database rewrites the byte meanwhile (sendfile would send the
-  // new value under the old CRC, and the replica would reject the frame).
+  // SendData for a compressing session, and for a frame that covers a byte
+  // the source may rewrite in place (ShipperOptions::mutable_bytes): the
+  // payload is read once into memory, checksummed and compressed or sent
+  // from there, so that its CRC32C is that of the bytes sent even when the
+  // database rewrites the byte meanwhile (sendfile would send the new value
+  // under the old CRC, and the replica would reject the frame).
   absl::Status SendBuffered(uint64_t length);
   // The segment's name still points at the file being sent (kAborted if not).
   absl::Status CheckSameFile(const std::string& path) const;
@@ -217,6 +219,8 @@ class Shipper final : private CatalogListener {
   FileCrcReader crc_reader_;
   // Set when the session compresses (ShipperOptions::compression).
   std::unique_ptr<CompressedSender> compressed_;
+  // SendBuffered's payload, kept between frames.
+  std::vector<uint8_t> buffered_;
 };
 
 }  // namespace walship::agent
