@@ -32,6 +32,7 @@ from integration.chaos import append_world
 from integration.chaos import checks
 from integration.chaos import faults
 from integration.chaos import netfault
+from integration.chaos import nodes
 from integration.chaos import report
 from integration.walshiptest import procs
 
@@ -278,6 +279,9 @@ def main(argv=None):
         for w in worlds:
             if getattr(w, "env", None):
                 w.env.close()
+        for m in nodes.mounts_under(root):  # never leave a mount behind
+            procs.log("a mount was left after the worlds stopped: %s; unmounting it", m)
+            nodes.unmount(m)
     network = netfault.describe() if params.netns else ["fault proxy only: %s" % why]
     summary = report.write(a, camp, worlds, params, started, network)
     failed = bool(camp.failures)

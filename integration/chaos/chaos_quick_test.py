@@ -13,6 +13,7 @@ import unittest
 from integration import harness as h
 from integration.chaos import campaign
 from integration.chaos import faults
+from integration.chaos import nodes
 from integration.walshiptest import procs
 
 
@@ -33,6 +34,8 @@ class ChaosQuickTest(unittest.TestCase):
         # Every family of faults ran (the schedule draws them evenly).
         self.assertEqual(sorted(rep["faults_by_kind"]), sorted(faults.FAMILIES))
         self.assertGreater(rep["invariant_checks"], rep["faults_injected"])
+        # Nothing of the campaign stays mounted (replica r1's tmpfs).
+        self.assertEqual(nodes.mounts_under(out), [], "seed %d" % seed)
 
 
 if __name__ == "__main__":

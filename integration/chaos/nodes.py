@@ -125,3 +125,20 @@ def pause_for(daemon, seconds):
 def run(argv, timeout=30):
     return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True, timeout=timeout)
+
+
+def mounts_under(root):
+    """Mount points at or below `root` (/proc/mounts), deepest first."""
+    root = os.path.realpath(root)
+    with open("/proc/mounts") as f:
+        points = [l.split()[1].replace("\\040", " ") for l in f]
+    return sorted((p for p in points if p == root or p.startswith(root + "/")),
+                  key=len, reverse=True)
+
+
+def unmount(path):
+    """Detaches the mount at `path` (lazily: a process still inside it
+    keeps it alive, not the mount table); logs a failure."""
+    out = run(["umount", "-l", path])
+    if out.returncode != 0:
+        procs.log("umount %s failed: %s", path, out.stderr.strip())

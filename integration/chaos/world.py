@@ -126,14 +126,16 @@ class World(object):
 
     def stop(self):
         self.halt.set()
-        if self.sampler:
-            self.sampler.join(10)
-        for r in self.replicas:
-            r.close()
-        if self.agent and self.agent.running():
-            self.agent.stop(timeout=10)
-        if self.tmpfs:
-            nodes.run(["umount", "-l", self.tmpfs])
+        try:
+            if self.sampler:
+                self.sampler.join(10)
+            for r in self.replicas:
+                r.close()
+            if self.agent and self.agent.running():
+                self.agent.stop(timeout=10)
+        finally:  # a failed stop must not leave the tmpfs mounted
+            if self.tmpfs:
+                nodes.unmount(self.tmpfs)
 
     # -- sampling ---------------------------------------------------------------
     def _sample_loop(self):
