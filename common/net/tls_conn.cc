@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/net/tls_bio.h"
 #include "common/sys/file_util.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
@@ -122,28 +123,6 @@ bool IsIpAddress(const std::string& host) {
          inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
-// A write-only BIO appending to the std::vector<char> in its data: where
-// the agent's userspace TLS gathers records (TlsConn::Drain sends them).
-int GatherWrite(BIO* b, const char* data, int n) {
-  auto* out = static_cast<std::vector<char>*>(BIO_get_data(b));
-  out->insert(out->end(), data, data + n);
-  return n;
-}
-
-long GatherCtrl(BIO* /*b*/, int cmd, long /*num*/, void* /*ptr*/) {
-  return cmd == BIO_CTRL_FLUSH ? 1 : 0;
-}
-
-const BIO_METHOD* GatherMethod() {
-  static BIO_METHOD* const method = [] {
-    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "walship-gather");
-    BIO_meth_set_write(m, GatherWrite);
-    BIO_meth_set_ctrl(m, GatherCtrl);
-    return m;
-  }();
-  return method;
-}
-
 }  // namespace
 
 // ---- DataTlsContext ----
@@ -161,13 +140,6 @@ absl::StatusOr<std::shared_ptr<DataTlsContext>> DataTlsContext::ForClient(
   WALSHIP_ASSIGN_OR_RETURN(TlsPems pems, LoadTlsPems(sys, clock, tls));
   WALSHIP_ASSIGN_OR_RETURN(SSL_CTX * ctx, NewContext(TLS_client_method(), pems));
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
-  // Userspace TLS reads whole batches of records per read(2), not a header
-  // and a body each; not where kernel TLS may take the receive side
-  // (OpenSSL does not hand it over with read-ahead data pending).
-  if (!KernelOffersTlsUlp(sys)) {
-    SSL_CTX_set_read_ahead(ctx, 1);
-    SSL_CTX_set_default_read_buffer_len(ctx, kReadAheadBytes);
-  }
   return std::shared_ptr<DataTlsContext>(new DataTlsContext(ctx, false, tls.server_name));
 }
 
@@ -269,16 +241,26 @@ void TlsConn::ChoosePath() {
                                      : BIO_get_ktls_recv(SSL_get_rbio(ssl_));
   path_ = kernel ? DataPath::kKernelTls : DataPath::kUserspaceTls;
   buffer_.resize(kBufferBytes);
-  if (ctx_->server() && !kernel) {
+  if (kernel) return;
+  if (ctx_->server()) {
     // Userspace TLS on the sending side: records (16 KiB each) are gathered
     // in `gathered_` and sent in one send(2) per buffer (Drain), not one
     // write per record. The socket BIO stays the read side.
-    if (BIO* w = BIO_new(GatherMethod())) {
-      BIO_set_data(w, &gathered_);
-      BIO_set_init(w, 1);
+    if (BIO* w = NewGatherBio(&gathered_)) {
       gathered_.reserve(kBufferBytes + (kBufferBytes >> 4));
       SSL_set0_wbio(ssl_, w);
       gathering_ = true;
+    }
+  } else {
+    // On the receiving side, records come from a buffer filled by one
+    // read(2) at a time (tls_bio.h says why not OpenSSL's read-ahead). The
+    // handshake read exactly what it needed (read-ahead is off), so nothing
+    // is left behind in the socket BIO being replaced.
+    read_ahead_.emplace(sys_, fd_, kReadAheadBytes);
+    if (BIO* r = NewReadAheadBio(&*read_ahead_)) {
+      SSL_set0_rbio(ssl_, r);
+    } else {
+      read_ahead_.reset();
     }
   }
 }
@@ -331,9 +313,10 @@ std::string TlsConn::Describe() const {
 }
 
 size_t TlsConn::Buffered() const {
-  // Decrypted bytes of the current record, or (read-ahead) records not yet
-  // decrypted: either way the socket's queue does not show them.
-  const size_t pending = static_cast<size_t>(SSL_pending(ssl_));
+  // Decrypted bytes of the current record, bytes of a record OpenSSL has
+  // begun, or bytes read ahead (ciphertext): the socket's queue shows none.
+  const size_t pending = static_cast<size_t>(SSL_pending(ssl_)) +
+                         (read_ahead_.has_value() ? read_ahead_->buffered() : 0);
   return pending > 0 ? pending : (SSL_has_pending(ssl_) ? 1 : 0);
 }
 
@@ -483,7 +466,7 @@ absl::Status TlsConn::ReceiveToFile(int out_fd, off_t out_offset, size_t count,
     }
     // SSL_read returns one record (16 KiB) at a time: take every further
     // record already read ahead, so that one pwrite covers the buffer.
-    while (!splice && n < want && SSL_has_pending(ssl_)) {
+    while (!splice && n < want && Buffered() > 0) {
       size_t more = 0;
       ERR_clear_error();
       if (SSL_read_ex(ssl_, buffer_.data() + n, want - n, &more) != 1) {

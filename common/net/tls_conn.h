@@ -28,10 +28,12 @@
 //            (records read ahead, a buffer's worth per pwrite).
 // path() says which (DataPath::kKernelTls or kUserspaceTls).
 //
-// OpenSSL reads the socket itself (its socket BIO; the kernel TLS path
-// needs it, and the handshake writes through it too), so those calls do not
-// go through sys::SysCalls; waiting for readiness, the agent's userspace
-// sends, pread/pwrite and splice do.
+// During the handshake, and wherever kernel TLS takes a direction, OpenSSL
+// moves bytes through its own socket BIO (the kernel TLS hand-over needs it),
+// and those calls do not go through sys::SysCalls. On the userspace path the
+// bulk of the bytes does: the agent's records are sent, and the replica's
+// read, by this class's BIOs (tls_bio.h); waiting for readiness,
+// pread/pwrite and splice go through it too.
 //
 // Thread-safety: a DataTlsContext is immutable and shared; a TlsConn is used
 // by one thread at a time.
@@ -47,6 +49,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "common/net/data_conn.h"
+#include "common/net/tls_bio.h"
 #include "common/sys/pipe.h"
 #include "common/sys/syscalls.h"
 #include "common/tls.h"
@@ -166,6 +169,8 @@ class TlsConn final : public DataConn {
   // ours) and sends them itself (through sys), a buffer at a time.
   bool gathering_ = false;
   std::vector<char> gathered_;
+  // The replica's userspace path reads the socket through this (tls_bio.h).
+  std::optional<ReadAhead> read_ahead_;
   std::vector<char> buffer_;
   std::optional<sys::Pipe> pipe_;
 };

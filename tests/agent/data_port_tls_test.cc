@@ -33,6 +33,7 @@
 #include "common/sys/unique_fd.h"
 #include "common/wire/frame.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/scripted_syscalls.h"
 #include "tests/fakes/temp_dir.h"
 
 namespace walship::agent {
@@ -268,15 +269,30 @@ TEST_F(DataPortTlsTest, ConnectionLayerMovesAFileByteForByte) {
     EXPECT_TRUE((*conn)->SendFile(src.get(), 100, data.size() - 100, io).ok());
   });
   sys::UniqueFd fd = ConnectTo(ntohs(a.sin_port));
-  auto ctx = net::DataTlsContext::ForClient(sys, DefaultClock(), Files(*certs_, "r1"));
+  // The replica's end through a recording seam (nothing scripted: every
+  // call is the real one).
+  sys::ScriptedSysCalls replica_sys;
+  auto ctx = net::DataTlsContext::ForClient(replica_sys, DefaultClock(), Files(*certs_, "r1"));
   ASSERT_TRUE(ctx.ok()) << ctx.status();
-  auto conn = net::TlsConn::Connect(sys, *ctx, fd.get(), "127.0.0.1", io);
+  auto conn = net::TlsConn::Connect(replica_sys, *ctx, fd.get(), "127.0.0.1", io);
   ASSERT_TRUE(conn.ok()) << conn.status();
   sys::UniqueFd dst(::open((dir + "/dst").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   absl::Status got = (*conn)->ReceiveToFile(dst.get(), 7, data.size() - 100, io);
   agent.join();
   ASSERT_TRUE(got.ok()) << got;
   EXPECT_EQ(ReadAll(dir + "/dst").substr(7), data.substr(100));
+  if (!KernelOffersTls()) {
+    // Userspace TLS: after the handshake the socket is read through the
+    // seam, a buffer at a time (common/net/tls_bio.h), not by OpenSSL.
+    size_t socket_reads = 0;
+    for (const auto& c : replica_sys.calls(sys::ScriptedSysCalls::Op::kRead)) {
+      if (c.fd == fd.get()) {
+        ++socket_reads;
+        EXPECT_EQ(c.len, 256u << 10);
+      }
+    }
+    EXPECT_GT(socket_reads, 0u);
+  }
 }
 
 TEST(DataTlsChoiceTest, AgreementPassesAndEveryMismatchIsAFailedPreconditionWithItsReason) {
