@@ -236,39 +236,64 @@ TEST_F(DataPortTlsTest, PlaintextHelloIsRefused) {
   EXPECT_EQ(rejections_.All(), Reasons{"tls_handshake"});
 }
 
-TEST_F(DataPortTlsTest, ConnectionLayerMovesAFileByteForByte) {
-  // The agent's end (server) sends a file with SendFile; the replica's end
-  // lands it with ReceiveToFile.
-  const std::string dir = testing::FreshTempDir("files");
-  std::string data;
-  for (int i = 0; data.size() < (3u << 20) + 12345; ++i) data += absl::StrCat("record ", i, ";");
-  { std::ofstream(dir + "/src", std::ios::binary) << data; }
+// A loopback TCP listener on an ephemeral port.
+struct Listener {
+  sys::UniqueFd fd;
+  uint16_t port = 0;
+};
+
+Listener Listen() {
   int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(::listen(lfd, 1), 0);
+  EXPECT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  EXPECT_EQ(::listen(lfd, 1), 0);
   socklen_t len = sizeof(a);
   ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
-  sys::UniqueFd listener(lfd);
+  return Listener{sys::UniqueFd(lfd), ntohs(a.sin_port)};
+}
+
+// The agent's end of the connection layer: accepts one connection on
+// `listener`, completes the TLS handshake with `tls`, and sends bytes
+// [offset, offset + count) of `path` with SendFile; then closes the socket
+// (without a close_notify).
+void ServeFile(Listener* listener, const TlsOptions& tls, const std::string& path,
+               off_t offset, size_t count) {
   sys::SysCalls& sys = sys::DefaultSysCalls();
   sys::TransferOptions io;
   io.io_timeout = absl::Seconds(20);
-  std::thread agent([&] {
-    sys::UniqueFd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    auto ctx = net::DataTlsContext::ForServer(sys, DefaultClock(), Files(*certs_, "agent"));
-    ASSERT_TRUE(ctx.ok()) << ctx.status();
-    auto conn = net::TlsConn::Server(sys, *ctx, fd.get());
-    ASSERT_TRUE(conn.ok());
-    bool done = false, want_write = false;
-    while (!done) ASSERT_TRUE((*conn)->AcceptStep(&done, &want_write).ok());
-    EXPECT_EQ((*conn)->path(),
-              KernelOffersTls() ? net::DataPath::kKernelTls : net::DataPath::kUserspaceTls);
-    sys::UniqueFd src(::open((dir + "/src").c_str(), O_RDONLY | O_CLOEXEC));
-    EXPECT_TRUE((*conn)->SendFile(src.get(), 100, data.size() - 100, io).ok());
-  });
-  sys::UniqueFd fd = ConnectTo(ntohs(a.sin_port));
+  sys::UniqueFd fd(::accept4(listener->fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  auto ctx = net::DataTlsContext::ForServer(sys, DefaultClock(), tls);
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  auto conn = net::TlsConn::Server(sys, *ctx, fd.get());
+  ASSERT_TRUE(conn.ok());
+  bool done = false, want_write = false;
+  while (!done) ASSERT_TRUE((*conn)->AcceptStep(&done, &want_write).ok());
+  EXPECT_EQ((*conn)->path(),
+            KernelOffersTls() ? net::DataPath::kKernelTls : net::DataPath::kUserspaceTls);
+  sys::UniqueFd src(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  EXPECT_TRUE((*conn)->SendFile(src.get(), offset, count, io).ok());
+}
+
+std::string WriteRecords(const std::string& dir, size_t at_least) {
+  std::string data;
+  for (int i = 0; data.size() < at_least; ++i) data += absl::StrCat("record ", i, ";");
+  { std::ofstream(dir + "/src", std::ios::binary) << data; }
+  return data;
+}
+
+TEST_F(DataPortTlsTest, ConnectionLayerMovesAFileByteForByte) {
+  // The agent's end (server) sends a file with SendFile; the replica's end
+  // lands it with ReceiveToFile.
+  const std::string dir = testing::FreshTempDir("files");
+  const std::string data = WriteRecords(dir, (3u << 20) + 12345);
+  Listener listener = Listen();
+  std::thread agent(ServeFile, &listener, Files(*certs_, "agent"), dir + "/src", 100,
+                    data.size() - 100);
+  sys::UniqueFd fd = ConnectTo(listener.port);
+  sys::TransferOptions io;
+  io.io_timeout = absl::Seconds(20);
   // The replica's end through a recording seam (nothing scripted: every
   // call is the real one).
   sys::ScriptedSysCalls replica_sys;
@@ -293,6 +318,31 @@ TEST_F(DataPortTlsTest, ConnectionLayerMovesAFileByteForByte) {
     }
     EXPECT_GT(socket_reads, 0u);
   }
+}
+
+TEST_F(DataPortTlsTest, ConnectionLayerReportsAPeerGoneMidStreamAsUnavailable) {
+  // The agent's end sends 1 MiB and closes the socket without a
+  // close_notify; the replica's end expected 2 MiB. It must end with
+  // kUnavailable once the bytes run out, not wait for its I/O timeout.
+  const std::string dir = testing::FreshTempDir("cut");
+  const std::string data = WriteRecords(dir, 1u << 20);
+  Listener listener = Listen();
+  std::thread agent(ServeFile, &listener, Files(*certs_, "agent"), dir + "/src", 0, 1u << 20);
+  sys::UniqueFd fd = ConnectTo(listener.port);
+  sys::TransferOptions io;
+  io.io_timeout = absl::Seconds(60);
+  auto ctx = net::DataTlsContext::ForClient(sys::DefaultSysCalls(), DefaultClock(),
+                                            Files(*certs_, "r1"));
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  auto conn = net::TlsConn::Connect(sys::DefaultSysCalls(), *ctx, fd.get(), "127.0.0.1", io);
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  sys::UniqueFd dst(::open((dir + "/dst").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  absl::Status got = (*conn)->ReceiveToFile(dst.get(), 0, 2u << 20, io);
+  agent.join();
+  EXPECT_EQ(got.code(), absl::StatusCode::kUnavailable) << got;
+  EXPECT_EQ(got.message().find("timed out"), absl::string_view::npos) << got;
+  // What arrived before the cut was landed byte for byte.
+  EXPECT_EQ(ReadAll(dir + "/dst").substr(0, 1u << 20), data.substr(0, 1u << 20));
 }
 
 TEST(DataTlsChoiceTest, AgreementPassesAndEveryMismatchIsAFailedPreconditionWithItsReason) {
