@@ -31,7 +31,6 @@ replica: the checks above fail without the format.
 import os
 import shutil
 import subprocess
-import threading
 import unittest
 
 from integration import binlog
@@ -40,41 +39,11 @@ from integration import mariadb
 from integration.mariadb import MariaDb
 from integration.walshiptest import procs
 from integration.walshiptest import waits
+from integration.walshiptest.witness import Witness
 
 ROUNDS = 9
 PER_ROUND = 300
 log = procs.log
-
-
-class Witness(object):
-    """Hard-links every binlog of `d` into `keep` as soon as it is seen."""
-
-    def __init__(self, d, keep):
-        self.d, self.keep = d, keep
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.look()
-            self._stop.wait(0.005)
-
-    def look(self):
-        for n in mariadb.binlogs(self.d):
-            dst = os.path.join(self.keep, n)
-            if not os.path.exists(dst):
-                try:
-                    os.link(os.path.join(self.d, n), dst)
-                except FileNotFoundError:
-                    pass
-
-    def start(self):
-        self._thread.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join(10)
 
 
 def transactions(rnd, n):
@@ -121,7 +90,7 @@ class MariadbTest(h.ClusterTestCase):
                "k INT, v VARCHAR(255)) ENGINE=InnoDB; FLUSH BINARY LOGS;")
         dump, dump_file, dump_pos = db.dump("t")
         log("dump taken at %s:%d", dump_file, dump_pos)
-        witness = Witness(d, c.dir("witness")).start()
+        witness = Witness(d, c.dir("witness"), mariadb.binlogs).start()
         c.on_close(witness.stop)
         agent = c.agent(d, extra_args=["--format=mysql-binlog"]).start()
         dest = c.dir("dest")

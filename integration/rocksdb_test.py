@@ -31,13 +31,13 @@ RocksDB's deletion. At the end:
 import os
 import shutil
 import subprocess
-import threading
 import unittest
 
 from integration import harness as h
 from integration import rocksdblog
 from integration.walshiptest import procs
 from integration.walshiptest import waits
+from integration.walshiptest.witness import Witness
 
 LDB = "/usr/bin/ldb"
 DB_BENCH = "/usr/bin/db_bench"
@@ -69,38 +69,6 @@ def scan(db):
     return out
 
 
-class Witness(object):
-    """Hard-links every log of `wal_dir` into `keep` as soon as it is seen."""
-
-    def __init__(self, wal_dir, keep):
-        self.wal_dir = wal_dir
-        self.keep = keep
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.look()
-            self._stop.wait(0.005)
-
-    def look(self):
-        for n in logs_in(self.wal_dir):
-            dst = os.path.join(self.keep, n)
-            if not os.path.exists(dst):
-                try:
-                    os.link(os.path.join(self.wal_dir, n), dst)
-                except FileNotFoundError:
-                    pass  # deleted since listed
-
-    def start(self):
-        self._thread.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join(10)
-
-
 class RocksdbTest(h.ClusterTestCase):
 
     def ship(self, separate_wal_dir):
@@ -112,7 +80,7 @@ class RocksdbTest(h.ClusterTestCase):
         run(DB_BENCH, "--benchmarks=fillseq", "--db=" + db, "--wal_ttl_seconds=3600",
             "--num=200", "--value_size=100", "--compression_type=none",
             *(["--wal_dir=" + wal] if separate_wal_dir else []))
-        witness = Witness(wal, c.dir("witness")).start()
+        witness = Witness(wal, c.dir("witness"), logs_in).start()
         c.on_close(witness.stop)
         agent = c.agent(wal, extra_args=["--format=rocksdb"]).start()
         dest = c.dir("dest")

@@ -11,6 +11,7 @@ fault campaign, one implementation of each:
   ports     port files; free_port() only where a program cannot take port 0
   binaries  where the built binaries are
   stats     percentiles for reports
+  witness   hard links to every log file a database writes, as it appears
 
 Import modules from here as `from integration.walshiptest import waits`: under
 `bazel test` the runfiles root is on sys.path; for manual runs, run from the

@@ -9,7 +9,6 @@
 
 #include "absl/status/status.h"
 #include "common/net/data_conn.h"
-#include "common/net.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
 #include "common/sys/unique_fd.h"
@@ -18,6 +17,7 @@
 #include "common/wire/frame.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/tcp_pair.h"
 #include "tests/fakes/temp_dir.h"
 
 namespace walship::agent {
@@ -68,16 +68,10 @@ class CompressedSenderTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = testing::FreshTempDir("compression_test");
-    uint16_t port = 0;
-    auto listener = ListenTcp(sys_, HostPort{"127.0.0.1", 0}, 1, &port);
-    ASSERT_TRUE(listener.ok()) << listener.status();
-    auto client = ConnectTcp(sys_, HostPort{"127.0.0.1", port}, absl::Seconds(5),
-                             /*nonblocking=*/true);
-    ASSERT_TRUE(client.ok()) << client.status();
-    sys::SysResult a = sys_.Accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC);
-    ASSERT_TRUE(a.ok()) << a.err;
-    tx_ = std::move(*client);
-    rx_ = sys::UniqueFd(static_cast<int>(a.rc));
+    auto pair = testing::LoopbackTcpPair(sys_, /*nonblocking_tx=*/true);
+    ASSERT_TRUE(pair.ok()) << pair.status();
+    tx_ = std::move(pair->tx);
+    rx_ = std::move(pair->rx);
     io_.io_timeout = absl::Seconds(10);
   }
 

@@ -34,6 +34,7 @@
 #include "common/wire/frame.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/scripted_syscalls.h"
+#include "tests/fakes/string_recorder.h"
 #include "tests/fakes/temp_dir.h"
 
 namespace walship::agent {
@@ -42,21 +43,8 @@ namespace {
 constexpr char kAdmitted[] = "admitted";
 constexpr char kClosed[] = "closed";
 
-class Rejections {
- public:
-  void Add(const std::string& reason) {
-    absl::MutexLock lock(&mu_);
-    reasons_.push_back(reason);
-  }
-  std::vector<std::string> All() const {
-    absl::MutexLock lock(&mu_);
-    return reasons_;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  std::vector<std::string> reasons_ ABSL_GUARDED_BY(mu_);
-};
+// The data port's refusal reasons, as its on_reject callback reports them.
+using Rejections = testing::StringRecorder;
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

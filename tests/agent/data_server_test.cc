@@ -21,6 +21,7 @@
 #include "common/wire/frame.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/fakes/string_recorder.h"
 
 namespace walship::agent {
 namespace {
@@ -30,21 +31,8 @@ constexpr char kAdmitted[] = "admitted";  // the shipper runner's byte arrived
 constexpr char kClosed[] = "closed";      // end of stream or reset, nothing sent
 constexpr char kOpen[] = "still open";    // nothing within the read timeout
 
-class Rejections {
- public:
-  void Add(const std::string& reason) {
-    absl::MutexLock lock(&mu_);
-    reasons_.push_back(reason);
-  }
-  std::vector<std::string> All() const {
-    absl::MutexLock lock(&mu_);
-    return reasons_;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  std::vector<std::string> reasons_ ABSL_GUARDED_BY(mu_);
-};
+// The data port's refusal reasons, as its on_reject callback reports them.
+using Rejections = testing::StringRecorder;
 
 // A blocking connection to 127.0.0.1:port from `source`, with a 10 s
 // receive timeout.

@@ -29,12 +29,12 @@
 #include "agent/stream_order.h"
 #include "agent/wal_source.h"
 #include "common/reason.h"
-#include "common/net.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/unique_fd.h"
 #include "common/wire/crc32c.h"
 #include "common/wire/frame.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/tcp_pair.h"
 #include "tests/fakes/temp_dir.h"
 
 namespace walship::agent {
@@ -145,16 +145,10 @@ class ShipperTest : public ::testing::Test {
       testing::WriteFile(dir_ + "/" + name, bytes);
       contents_.push_back(std::move(bytes));
     }
-    uint16_t port = 0;
-    auto listener = ListenTcp(sys_, HostPort{"127.0.0.1", 0}, 1, &port);
-    ASSERT_TRUE(listener.ok()) << listener.status();
-    auto client = ConnectTcp(sys_, HostPort{"127.0.0.1", port}, absl::Seconds(5),
-                             /*nonblocking=*/true);
-    ASSERT_TRUE(client.ok()) << client.status();
-    sys::SysResult a = sys_.Accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC);
-    ASSERT_TRUE(a.ok()) << a.err;
-    tx_ = std::move(*client);
-    rx_ = sys::UniqueFd(static_cast<int>(a.rc));
+    auto pair = testing::LoopbackTcpPair(sys_, /*nonblocking_tx=*/true);
+    ASSERT_TRUE(pair.ok()) << pair.status();
+    tx_ = std::move(pair->tx);
+    rx_ = std::move(pair->rx);
   }
 
   void TearDown() override { StopShipper(); }

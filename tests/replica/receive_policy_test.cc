@@ -10,11 +10,11 @@
 #include <utility>
 
 #include "absl/time/time.h"
-#include "common/net.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/unique_fd.h"
 #include "common/wire/frame.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/tcp_pair.h"
 
 namespace walship::replica {
 namespace {
@@ -22,18 +22,13 @@ namespace {
 constexpr uint64_t kMaxDeferred = 1u << 20;
 constexpr uint32_t kMaxPayload = 16u << 20;
 
-class ReceivePolicyTest : public testing::Test {
+class ReceivePolicyTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    uint16_t port = 0;
-    auto listener = ListenTcp(sys_, HostPort{"127.0.0.1", 0}, 1, &port);
-    ASSERT_TRUE(listener.ok()) << listener.status();
-    auto client = ConnectTcp(sys_, HostPort{"127.0.0.1", port}, absl::Seconds(5));
-    ASSERT_TRUE(client.ok()) << client.status();
-    sys::SysResult a = sys_.Accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC);
-    ASSERT_TRUE(a.ok()) << a.err;
-    tx_ = std::move(*client);
-    rx_ = sys::UniqueFd(static_cast<int>(a.rc));
+    auto pair = testing::LoopbackTcpPair(sys_);
+    ASSERT_TRUE(pair.ok()) << pair.status();
+    tx_ = std::move(pair->tx);
+    rx_ = std::move(pair->rx);
   }
 
   // Sends `bytes` and waits until all of them are queued on the receiving

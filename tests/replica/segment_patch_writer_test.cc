@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -73,6 +74,20 @@ std::vector<SegmentPatch> FlagPatch(const std::string& closed) {
   return {SegmentPatch{21, closed.substr(21, 1)}};
 }
 
+// A writer over the fresh directory `dir` (recovered: nothing there).
+std::unique_ptr<SegmentWriter> FreshWriter(const std::string& dir) {
+  auto w = std::make_unique<SegmentWriter>(sys::DefaultSysCalls(), dir, WriterOptions());
+  EXPECT_TRUE(w->Recover(std::nullopt).ok());
+  return w;
+}
+
+// Lands `first` as mysql-bin.000001, then begins mysql-bin.000002, which
+// leaves the first complete.
+void LandThenNext(SegmentWriter& w, const std::string& first) {
+  Land(w, "mysql-bin.000001", 1, first);
+  Land(w, "mysql-bin.000002", 2, "next");
+}
+
 TEST(SegmentPatchWriterTest, ACheckpointsPatchMakesTheCopyIdentical) {
   const std::string dir = testing::FreshTempDir("patch-ok");
   SegmentWriter w(sys::DefaultSysCalls(), dir, WriterOptions());
@@ -93,11 +108,10 @@ TEST(SegmentPatchWriterTest, ACheckpointsPatchMakesTheCopyIdentical) {
 
 TEST(SegmentPatchWriterTest, APatchAlreadyThereIsHarmless) {
   const std::string dir = testing::FreshTempDir("patch-noop");
-  SegmentWriter w(sys::DefaultSysCalls(), dir, WriterOptions());
-  ASSERT_TRUE(w.Recover(std::nullopt).ok());
+  std::unique_ptr<SegmentWriter> writer = FreshWriter(dir);
+  SegmentWriter& w = *writer;
   Binlogish b = Make(5000);
-  Land(w, "mysql-bin.000001", 1, b.closed);
-  Land(w, "mysql-bin.000002", 2, "next");
+  LandThenNext(w, b.closed);
   w.AddCheckpoint("mysql-bin.000001", b.closed.size(), Crc(b.closed), FlagPatch(b.closed));
   auto dp = w.Flush();
   ASSERT_TRUE(dp.ok()) << dp.status();
@@ -108,11 +122,10 @@ TEST(SegmentPatchWriterTest, APatchAlreadyThereIsHarmless) {
 
 TEST(SegmentPatchWriterTest, APatchThatDoesNotGiveTheChecksumWritesNothing) {
   const std::string dir = testing::FreshTempDir("patch-bad");
-  SegmentWriter w(sys::DefaultSysCalls(), dir, WriterOptions());
-  ASSERT_TRUE(w.Recover(std::nullopt).ok());
+  std::unique_ptr<SegmentWriter> writer = FreshWriter(dir);
+  SegmentWriter& w = *writer;
   Binlogish b = Make(5000);
-  Land(w, "mysql-bin.000001", 1, b.shipped);
-  Land(w, "mysql-bin.000002", 2, "next");
+  LandThenNext(w, b.shipped);
   ASSERT_TRUE(w.Flush().ok());
   std::string other = b.closed;
   other[22] ^= 0x01;  // not what the patch makes
@@ -127,11 +140,10 @@ TEST(SegmentPatchWriterTest, APatchOutsideTheSegmentOrTooLongIsRefused) {
   for (const SegmentPatch& p :
        {SegmentPatch{4999, std::string("ab")}, SegmentPatch{0, std::string(65, 'x')}}) {
     const std::string dir = testing::FreshTempDir("patch-big");
-    SegmentWriter w(sys::DefaultSysCalls(), dir, WriterOptions());
-    ASSERT_TRUE(w.Recover(std::nullopt).ok());
+    std::unique_ptr<SegmentWriter> writer = FreshWriter(dir);
+    SegmentWriter& w = *writer;
     Binlogish b = Make(5000);
-    Land(w, "mysql-bin.000001", 1, b.shipped);
-    Land(w, "mysql-bin.000002", 2, "next");
+    LandThenNext(w, b.shipped);
     ASSERT_TRUE(w.Flush().ok());
     w.AddCheckpoint("mysql-bin.000001", b.shipped.size(), Crc(b.shipped), {p});
     auto dp = w.Flush();
