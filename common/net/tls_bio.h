@@ -13,6 +13,8 @@
 //                 header and body it asks for (read-ahead stays off in the
 //                 SSL object, so OpenSSL never moves buffered bytes): one
 //                 extra copy of each byte, one system call per buffer.
+//                 Used where walship's own record layer (tls_records.h)
+//                 does not apply: TLS 1.2, ChaCha20-Poly1305.
 //
 // Neither is used where kernel TLS takes the direction (OpenSSL needs its
 // socket BIO to hand the record layer to the kernel).

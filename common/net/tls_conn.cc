@@ -15,9 +15,12 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/net/tls_bio.h"
+#include "common/net/tls_records.h"
 #include "common/sys/file_util.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
@@ -117,6 +120,20 @@ int PollTimeoutMs(absl::Duration timeout) {
                         INT32_MAX));
 }
 
+// The client's key-log callback: keeps the server's first application
+// traffic secret (hex) in the string the SSL object's app data points to,
+// for the record layer that reads after the handshake (tls_records.h).
+// Nothing is logged.
+void KeepServerSecret(const SSL* ssl, const char* line) {
+  constexpr absl::string_view kLabel = "SERVER_TRAFFIC_SECRET_0 ";
+  auto* keep = static_cast<std::string*>(SSL_get_ex_data(ssl, 0));
+  const absl::string_view l(line);
+  if (keep == nullptr || !absl::StartsWith(l, kLabel)) return;
+  const size_t at = l.rfind(' ');
+  const absl::string_view hex = l.substr(at + 1);
+  keep->assign(hex.data(), hex.size());
+}
+
 bool IsIpAddress(const std::string& host) {
   unsigned char buf[sizeof(struct in6_addr)];
   return inet_pton(AF_INET, host.c_str(), buf) == 1 ||
@@ -140,6 +157,7 @@ absl::StatusOr<std::shared_ptr<DataTlsContext>> DataTlsContext::ForClient(
   WALSHIP_ASSIGN_OR_RETURN(TlsPems pems, LoadTlsPems(sys, clock, tls));
   WALSHIP_ASSIGN_OR_RETURN(SSL_CTX * ctx, NewContext(TLS_client_method(), pems));
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  SSL_CTX_set_keylog_callback(ctx, KeepServerSecret);
   return std::shared_ptr<DataTlsContext>(new DataTlsContext(ctx, false, tls.server_name));
 }
 
@@ -186,7 +204,10 @@ std::string CertificateFingerprint(const std::string& pem) {
 TlsConn::TlsConn(sys::SysCalls& sys, std::shared_ptr<DataTlsContext> ctx, SSL* ssl, int fd)
     : sys_(sys), ctx_(std::move(ctx)), ssl_(ssl), fd_(fd) {}
 
-TlsConn::~TlsConn() { SSL_free(ssl_); }
+TlsConn::~TlsConn() {
+  SSL_free(ssl_);
+  OPENSSL_cleanse(server_secret_.data(), server_secret_.size());
+}
 
 absl::StatusOr<std::unique_ptr<TlsConn>> TlsConn::Server(sys::SysCalls& sys,
                                                          std::shared_ptr<DataTlsContext> ctx,
@@ -211,6 +232,7 @@ absl::StatusOr<std::unique_ptr<TlsConn>> TlsConn::Connect(sys::SysCalls& sys,
     return absl::InternalError("SSL_new for the data socket: " + OpenSslError());
   }
   std::unique_ptr<TlsConn> conn(new TlsConn(sys, std::move(ctx), ssl, fd));
+  SSL_set_app_data(ssl, &conn->server_secret_);
   bool named;
   if (IsIpAddress(name)) {
     named = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str()) == 1;
@@ -255,13 +277,54 @@ void TlsConn::ChoosePath() {
     // On the receiving side, records come from a buffer filled by one
     // read(2) at a time (tls_bio.h says why not OpenSSL's read-ahead). The
     // handshake read exactly what it needed (read-ahead is off), so nothing
-    // is left behind in the socket BIO being replaced.
+    // is left behind in the socket BIO being replaced, and no record under
+    // the application keys has been read: walship's record layer starts at
+    // sequence number 0.
+    records_ = StartRecordReader();
+    OPENSSL_cleanse(server_secret_.data(), server_secret_.size());
+    server_secret_.clear();
+    if (records_ != nullptr) return;
     read_ahead_.emplace(sys_, fd_, kReadAheadBytes);
     if (BIO* r = NewReadAheadBio(&*read_ahead_)) {
       SSL_set0_rbio(ssl_, r);
     } else {
       read_ahead_.reset();
     }
+  }
+}
+
+std::unique_ptr<RecordReader> TlsConn::StartRecordReader() {
+  const SSL_CIPHER* cipher = SSL_get_current_cipher(ssl_);
+  if (SSL_version(ssl_) != TLS1_3_VERSION || cipher == nullptr || SSL_has_pending(ssl_) ||
+      server_secret_.empty()) {
+    return nullptr;
+  }
+  const uint16_t suite = SSL_CIPHER_get_protocol_id(cipher);
+  if (suite != kTlsAes128GcmSha256 && suite != kTlsAes256GcmSha384) return nullptr;
+  std::string secret = absl::HexStringToBytes(server_secret_);
+  absl::StatusOr<std::unique_ptr<RecordReader>> r = RecordReader::Create(
+      sys_, fd_, suite,
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(secret.data()), secret.size()),
+      kReadAheadBytes);
+  OPENSSL_cleanse(secret.data(), secret.size());
+  return r.ok() ? std::move(*r) : nullptr;
+}
+
+absl::StatusOr<size_t> TlsConn::ReadRecords(char* buf, size_t count, const char* what,
+                                            const sys::TransferOptions& io) {
+  for (;;) {
+    bool would_block = false;
+    WALSHIP_ASSIGN_OR_RETURN(size_t got, records_->Read(buf, count, &would_block));
+    if (records_->TakeUpdateRequest()) {
+      // The agent updated its keys and asked us to update ours: OpenSSL
+      // sends our KeyUpdate before anything else it sends.
+      ERR_clear_error();
+      if (SSL_key_update(ssl_, SSL_KEY_UPDATE_NOT_REQUESTED) != 1) {
+        return absl::InternalError("data socket TLS: SSL_key_update: " + OpenSslError());
+      }
+    }
+    if (!would_block) return got;
+    WALSHIP_RETURN_IF_ERROR(Wait(POLLIN, what, io));
   }
 }
 
@@ -309,10 +372,12 @@ std::string TlsConn::PeerChainPem() const {
 }
 
 std::string TlsConn::Describe() const {
-  return absl::StrCat(SSL_get_version(ssl_), " ", SSL_get_cipher_name(ssl_));
+  return absl::StrCat(SSL_get_version(ssl_), " ", SSL_get_cipher_name(ssl_),
+                      records_ != nullptr ? ", records decrypted by walship" : "");
 }
 
 size_t TlsConn::Buffered() const {
+  if (records_ != nullptr) return records_->buffered();
   // Decrypted bytes of the current record, bytes of a record OpenSSL has
   // begun, or bytes read ahead (ciphertext): the socket's queue shows none.
   const size_t pending = static_cast<size_t>(SSL_pending(ssl_)) +
@@ -396,14 +461,34 @@ absl::Status TlsConn::SendFully(const void* buf, size_t count, bool more,
   return more ? absl::OkStatus() : Drain(io);
 }
 
+absl::StatusOr<size_t> TlsConn::ReadBlocking(char* buf, size_t count, const char* what,
+                                             const sys::TransferOptions& io) {
+  if (records_ != nullptr) return ReadRecords(buf, count, what, io);
+  size_t n = 0;
+  WALSHIP_ASSIGN_OR_RETURN(size_t ok,
+                           Retry(what, io, [&] { return SSL_read_ex(ssl_, buf, count, &n); }));
+  return ok == 0 ? 0 : n;
+}
+
+absl::StatusOr<size_t> TlsConn::ReadBuffered(char* buf, size_t count) {
+  if (records_ != nullptr) {
+    bool would_block = false;
+    return records_->Read(buf, count, &would_block);
+  }
+  size_t n = 0;
+  ERR_clear_error();
+  if (SSL_read_ex(ssl_, buf, count, &n) != 1) {
+    ERR_clear_error();  // nothing whole yet: the next ReadBlocking reports errors
+    return 0;
+  }
+  return n;
+}
+
 absl::Status TlsConn::ReadFully(void* buf, size_t count, const sys::TransferOptions& io) {
   char* p = static_cast<char*>(buf);
   for (size_t done = 0; done < count;) {
-    size_t n = 0;
-    WALSHIP_ASSIGN_OR_RETURN(size_t ok, Retry("reading", io, [&] {
-      return SSL_read_ex(ssl_, p + done, count - done, &n);
-    }));
-    if (ok == 0) {
+    WALSHIP_ASSIGN_OR_RETURN(size_t n, ReadBlocking(p + done, count - done, "reading", io));
+    if (n == 0) {
       if (done == 0) return absl::OutOfRangeError("end of stream");
       return absl::UnavailableError(
           absl::StrCat("peer closed mid-read after ", done, " of ", count, " bytes"));
@@ -456,23 +541,16 @@ absl::Status TlsConn::ReceiveToFile(int out_fd, off_t out_offset, size_t count,
   const bool splice = path_ == DataPath::kKernelTls;
   while (done < count && (!splice || Buffered() > 0)) {
     const size_t want = std::min(count - done, splice ? Buffered() : buffer_.size());
-    size_t n = 0;
-    WALSHIP_ASSIGN_OR_RETURN(size_t ok, Retry("reading", io, [&] {
-      return SSL_read_ex(ssl_, buffer_.data(), want, &n);
-    }));
-    if (ok == 0) {
+    WALSHIP_ASSIGN_OR_RETURN(size_t n, ReadBlocking(buffer_.data(), want, "reading", io));
+    if (n == 0) {
       return absl::UnavailableError(
           absl::StrCat("peer closed after ", done, " of ", count, " bytes"));
     }
-    // SSL_read returns one record (16 KiB) at a time: take every further
+    // A read returns one record (16 KiB) at a time: take every further
     // record already read ahead, so that one pwrite covers the buffer.
     while (!splice && n < want && Buffered() > 0) {
-      size_t more = 0;
-      ERR_clear_error();
-      if (SSL_read_ex(ssl_, buffer_.data() + n, want - n, &more) != 1) {
-        ERR_clear_error();  // nothing whole yet: the next Retry reports errors
-        break;
-      }
+      WALSHIP_ASSIGN_OR_RETURN(size_t more, ReadBuffered(buffer_.data() + n, want - n));
+      if (more == 0) break;
       n += more;
     }
     WALSHIP_RETURN_IF_ERROR(

@@ -24,9 +24,13 @@
 //            through one reused buffer, the records gathered in memory and
 //            sent with one send(2) per buffer.
 //   replica  kernel receive: splice(2) socket -> pipe -> file, as on a plain
-//            socket. Otherwise SSL_read + pwrite through one reused buffer
-//            (records read ahead, a buffer's worth per pwrite).
-// path() says which (DataPath::kKernelTls or kUserspaceTls).
+//            socket. Otherwise, with TLS 1.3 and AES-GCM, walship's own
+//            receive record layer (tls_records.h: records read ahead and
+//            decrypted straight into one reused buffer, a buffer's worth per
+//            pwrite), with the traffic secret OpenSSL's key-log callback
+//            gives; with TLS 1.2 or ChaCha20, SSL_read through that buffer.
+// path() says which (DataPath::kKernelTls or kUserspaceTls); Describe()
+// names the record layer.
 //
 // During the handshake, and wherever kernel TLS takes a direction, OpenSSL
 // moves bytes through its own socket BIO (the kernel TLS hand-over needs it),
@@ -50,6 +54,7 @@
 #include "common/clock.h"
 #include "common/net/data_conn.h"
 #include "common/net/tls_bio.h"
+#include "common/net/tls_records.h"
 #include "common/sys/pipe.h"
 #include "common/sys/syscalls.h"
 #include "common/tls.h"
@@ -130,8 +135,11 @@ class TlsConn final : public DataConn {
   // when it sent none.
   std::string PeerLeafPem() const;
   std::string PeerChainPem() const;
-  // "TLSv1.3 TLS_AES_256_GCM_SHA384", for log lines.
+  // "TLSv1.3 TLS_AES_128_GCM_SHA256, records decrypted by walship", for log
+  // lines.
   std::string Describe() const;
+  // True when walship's record layer reads the data (tls_records.h).
+  bool DecryptsRecords() const { return records_ != nullptr; }
 
   int fd() const override { return fd_; }
   DataPath path() const override { return path_; }
@@ -159,6 +167,21 @@ class TlsConn final : public DataConn {
   absl::Status Failure(int rc, const char* what);
   // With gathering_: sends the records gathered so far.
   absl::Status Drain(const sys::TransferOptions& io);
+  // The replica's userspace path with TLS 1.3 and AES-GCM: walship's record
+  // layer, or nullptr when OpenSSL's stays.
+  std::unique_ptr<RecordReader> StartRecordReader();
+  // Through records_: > 0 bytes into `buf`, waiting for the socket as
+  // needed; 0 at the end of the stream (close_notify).
+  absl::StatusOr<size_t> ReadRecords(char* buf, size_t count, const char* what,
+                                     const sys::TransferOptions& io);
+  // > 0 bytes into `buf` through whichever record layer reads, waiting for
+  // the socket as needed; 0 at the end of the stream (close_notify).
+  absl::StatusOr<size_t> ReadBlocking(char* buf, size_t count, const char* what,
+                                      const sys::TransferOptions& io);
+  // Without waiting: bytes already buffered (0 when nothing whole is);
+  // errors of the record layer are returned, OpenSSL's are left to the
+  // next ReadBlocking.
+  absl::StatusOr<size_t> ReadBuffered(char* buf, size_t count);
 
   sys::SysCalls& sys_;
   const std::shared_ptr<DataTlsContext> ctx_;
@@ -171,6 +194,10 @@ class TlsConn final : public DataConn {
   std::vector<char> gathered_;
   // The replica's userspace path reads the socket through this (tls_bio.h).
   std::optional<ReadAhead> read_ahead_;
+  // Or, with TLS 1.3 and AES-GCM, through walship's record layer, keyed by
+  // the secret the key-log callback kept in server_secret_ (hex).
+  std::unique_ptr<RecordReader> records_;
+  std::string server_secret_;
   std::vector<char> buffer_;
   std::optional<sys::Pipe> pipe_;
 };
