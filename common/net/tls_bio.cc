@@ -30,6 +30,21 @@ const BIO_METHOD* GatherMethod() {
   return method;
 }
 
+int RefuseWrite(BIO* b, const char* /*data*/, int /*n*/) {
+  BIO_clear_retry_flags(b);
+  return -1;
+}
+
+const BIO_METHOD* RefusingMethod() {
+  static BIO_METHOD* const method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "walship-refuse");
+    BIO_meth_set_write(m, RefuseWrite);
+    BIO_meth_set_ctrl(m, GatherCtrl);
+    return m;
+  }();
+  return method;
+}
+
 int ReadAheadRead(BIO* b, char* out, int n) {
   BIO_clear_retry_flags(b);
   if (n <= 0) return 0;
@@ -76,6 +91,8 @@ BIO* NewBio(const BIO_METHOD* method, void* data) {
 }  // namespace
 
 bio_st* NewGatherBio(std::vector<char>* out) { return NewBio(GatherMethod(), out); }
+
+bio_st* NewRefusingBio() { return NewBio(RefusingMethod(), nullptr); }
 
 bio_st* NewReadAheadBio(ReadAhead* state) { return NewBio(ReadAheadMethod(), state); }
 

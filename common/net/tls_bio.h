@@ -38,6 +38,10 @@ namespace walship::net {
 // A write-only BIO appending every write to `*out`.
 bio_st* NewGatherBio(std::vector<char>* out);
 
+// A write-only BIO failing every write (no retry): OpenSSL's write side
+// once walship's own record layer sends (tls_records.h).
+bio_st* NewRefusingBio();
+
 // The read side's buffer: the socket's bytes not yet handed to OpenSSL.
 class ReadAhead {
  public:

@@ -120,10 +120,10 @@ int PollTimeoutMs(absl::Duration timeout) {
                         INT32_MAX));
 }
 
-// The client's key-log callback: keeps the server's first application
+// The key-log callback of both ends: keeps the server's first application
 // traffic secret (hex) in the string the SSL object's app data points to,
-// for the record layer that reads after the handshake (tls_records.h).
-// Nothing is logged.
+// for walship's record layer after the handshake (tls_records.h). Nothing
+// is logged.
 void KeepServerSecret(const SSL* ssl, const char* line) {
   constexpr absl::string_view kLabel = "SERVER_TRAFFIC_SECRET_0 ";
   auto* keep = static_cast<std::string*>(SSL_get_ex_data(ssl, 0));
@@ -149,6 +149,7 @@ absl::StatusOr<std::shared_ptr<DataTlsContext>> DataTlsContext::ForServer(
   WALSHIP_ASSIGN_OR_RETURN(TlsPems pems, LoadTlsPems(sys, clock, tls));
   WALSHIP_ASSIGN_OR_RETURN(SSL_CTX * ctx, NewContext(TLS_server_method(), pems));
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, AcceptAnyCertificate);
+  SSL_CTX_set_keylog_callback(ctx, KeepServerSecret);
   return std::shared_ptr<DataTlsContext>(new DataTlsContext(ctx, true, ""));
 }
 
@@ -218,7 +219,9 @@ absl::StatusOr<std::unique_ptr<TlsConn>> TlsConn::Server(sys::SysCalls& sys,
     return absl::InternalError("SSL_new for the data socket: " + OpenSslError());
   }
   SSL_set_accept_state(ssl);
-  return std::unique_ptr<TlsConn>(new TlsConn(sys, std::move(ctx), ssl, fd));
+  std::unique_ptr<TlsConn> conn(new TlsConn(sys, std::move(ctx), ssl, fd));
+  SSL_set_app_data(ssl, &conn->server_secret_);
+  return conn;
 }
 
 absl::StatusOr<std::unique_ptr<TlsConn>> TlsConn::Connect(sys::SysCalls& sys,
@@ -263,15 +266,26 @@ void TlsConn::ChoosePath() {
                                      : BIO_get_ktls_recv(SSL_get_rbio(ssl_));
   path_ = kernel ? DataPath::kKernelTls : DataPath::kUserspaceTls;
   buffer_.resize(kBufferBytes);
+  uint16_t suite = 0;
+  std::string secret;
+  const bool own = !kernel && TakeSecret(&suite, &secret);
+  const auto bytes =
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(secret.data()), secret.size());
   if (kernel) return;
   if (ctx_->server()) {
     // Userspace TLS on the sending side: records (16 KiB each) are gathered
     // in `gathered_` and sent in one send(2) per buffer (Drain), not one
-    // write per record. The socket BIO stays the read side.
-    if (BIO* w = NewGatherBio(&gathered_)) {
+    // write per record. The socket BIO stays the read side. With walship's
+    // record layer, OpenSSL is left a write side that refuses (tls_records.h
+    // says why); otherwise it writes its records into `gathered_`.
+    absl::StatusOr<std::unique_ptr<RecordWriter>> w =
+        own ? RecordWriter::Create(suite, bytes) : absl::InternalError("");
+    BIO* b = w.ok() ? NewRefusingBio() : NewGatherBio(&gathered_);
+    if (b != nullptr) {
       gathered_.reserve(kBufferBytes + (kBufferBytes >> 4));
-      SSL_set0_wbio(ssl_, w);
+      SSL_set0_wbio(ssl_, b);
       gathering_ = true;
+      if (w.ok()) writer_ = std::move(*w);
     }
   } else {
     // On the receiving side, records come from a buffer filled by one
@@ -280,34 +294,34 @@ void TlsConn::ChoosePath() {
     // is left behind in the socket BIO being replaced, and no record under
     // the application keys has been read: walship's record layer starts at
     // sequence number 0.
-    records_ = StartRecordReader();
-    OPENSSL_cleanse(server_secret_.data(), server_secret_.size());
-    server_secret_.clear();
-    if (records_ != nullptr) return;
-    read_ahead_.emplace(sys_, fd_, kReadAheadBytes);
-    if (BIO* r = NewReadAheadBio(&*read_ahead_)) {
-      SSL_set0_rbio(ssl_, r);
+    absl::StatusOr<std::unique_ptr<RecordReader>> r =
+        own ? RecordReader::Create(sys_, fd_, suite, bytes, kReadAheadBytes)
+            : absl::InternalError("");
+    if (r.ok()) {
+      records_ = std::move(*r);
     } else {
-      read_ahead_.reset();
+      read_ahead_.emplace(sys_, fd_, kReadAheadBytes);
+      if (BIO* rb = NewReadAheadBio(&*read_ahead_)) {
+        SSL_set0_rbio(ssl_, rb);
+      } else {
+        read_ahead_.reset();
+      }
     }
   }
+  OPENSSL_cleanse(secret.data(), secret.size());
 }
 
-std::unique_ptr<RecordReader> TlsConn::StartRecordReader() {
+bool TlsConn::TakeSecret(uint16_t* suite, std::string* secret) {
   const SSL_CIPHER* cipher = SSL_get_current_cipher(ssl_);
-  if (SSL_version(ssl_) != TLS1_3_VERSION || cipher == nullptr || SSL_has_pending(ssl_) ||
-      server_secret_.empty()) {
-    return nullptr;
+  const bool usable = SSL_version(ssl_) == TLS1_3_VERSION && cipher != nullptr &&
+                      !SSL_has_pending(ssl_) && !server_secret_.empty();
+  if (usable) {
+    *suite = SSL_CIPHER_get_protocol_id(cipher);
+    *secret = absl::HexStringToBytes(server_secret_);
   }
-  const uint16_t suite = SSL_CIPHER_get_protocol_id(cipher);
-  if (suite != kTlsAes128GcmSha256 && suite != kTlsAes256GcmSha384) return nullptr;
-  std::string secret = absl::HexStringToBytes(server_secret_);
-  absl::StatusOr<std::unique_ptr<RecordReader>> r = RecordReader::Create(
-      sys_, fd_, suite,
-      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(secret.data()), secret.size()),
-      kReadAheadBytes);
-  OPENSSL_cleanse(secret.data(), secret.size());
-  return r.ok() ? std::move(*r) : nullptr;
+  OPENSSL_cleanse(server_secret_.data(), server_secret_.size());
+  server_secret_.clear();
+  return usable && (*suite == kTlsAes128GcmSha256 || *suite == kTlsAes256GcmSha384);
 }
 
 absl::StatusOr<size_t> TlsConn::ReadRecords(char* buf, size_t count, const char* what,
@@ -373,7 +387,9 @@ std::string TlsConn::PeerChainPem() const {
 
 std::string TlsConn::Describe() const {
   return absl::StrCat(SSL_get_version(ssl_), " ", SSL_get_cipher_name(ssl_),
-                      records_ != nullptr ? ", records decrypted by walship" : "");
+                      records_ != nullptr   ? ", records decrypted by walship"
+                      : writer_ != nullptr ? ", records encrypted by walship"
+                                           : "");
 }
 
 size_t TlsConn::Buffered() const {
@@ -449,6 +465,10 @@ absl::StatusOr<size_t> TlsConn::ReadSome(void* buf, size_t count) {
 
 absl::Status TlsConn::SendFully(const void* buf, size_t count, bool more,
                                 const sys::TransferOptions& io) {
+  if (writer_ != nullptr) {
+    WALSHIP_RETURN_IF_ERROR(writer_->Seal(static_cast<const char*>(buf), count, &gathered_));
+    return more ? absl::OkStatus() : Drain(io);
+  }
   const char* p = static_cast<const char*>(buf);
   for (size_t done = 0; done < count;) {
     size_t n = 0;

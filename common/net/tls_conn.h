@@ -20,15 +20,17 @@
 // the kernel after the handshake. TlsConn asks which directions went to the
 // kernel (BIO_get_ktls_send / BIO_get_ktls_recv) and picks its path:
 //   agent    kernel send: SSL_sendfile (sendfile(2) from the page cache, the
-//            kernel encrypts; zero copy). Otherwise pread + SSL_write
-//            through one reused buffer, the records gathered in memory and
-//            sent with one send(2) per buffer.
+//            kernel encrypts; zero copy). Otherwise pread into one reused
+//            buffer, encrypted into records gathered in memory and sent
+//            with one send(2) per buffer: with TLS 1.3 and AES-GCM by
+//            walship's own send record layer (tls_records.h), with the
+//            secret OpenSSL's key-log callback gives; otherwise by
+//            SSL_write.
 //   replica  kernel receive: splice(2) socket -> pipe -> file, as on a plain
 //            socket. Otherwise, with TLS 1.3 and AES-GCM, walship's own
 //            receive record layer (tls_records.h: records read ahead and
 //            decrypted straight into one reused buffer, a buffer's worth per
-//            pwrite), with the traffic secret OpenSSL's key-log callback
-//            gives; with TLS 1.2 or ChaCha20, SSL_read through that buffer.
+//            pwrite); with TLS 1.2 or ChaCha20, SSL_read through that buffer.
 // path() says which (DataPath::kKernelTls or kUserspaceTls); Describe()
 // names the record layer.
 //
@@ -138,8 +140,10 @@ class TlsConn final : public DataConn {
   // "TLSv1.3 TLS_AES_128_GCM_SHA256, records decrypted by walship", for log
   // lines.
   std::string Describe() const;
-  // True when walship's record layer reads the data (tls_records.h).
+  // True when walship's record layer (tls_records.h) decrypts what arrives
+  // (the replica's end) or encrypts what is sent (the agent's end).
   bool DecryptsRecords() const { return records_ != nullptr; }
+  bool EncryptsRecords() const { return writer_ != nullptr; }
 
   int fd() const override { return fd_; }
   DataPath path() const override { return path_; }
@@ -167,9 +171,10 @@ class TlsConn final : public DataConn {
   absl::Status Failure(int rc, const char* what);
   // With gathering_: sends the records gathered so far.
   absl::Status Drain(const sys::TransferOptions& io);
-  // The replica's userspace path with TLS 1.3 and AES-GCM: walship's record
-  // layer, or nullptr when OpenSSL's stays.
-  std::unique_ptr<RecordReader> StartRecordReader();
+  // TLS 1.3 with AES-GCM and the key-log callback's secret: true with the
+  // suite and the secret's bytes (walship's record layer takes over);
+  // false when OpenSSL's record layer stays. Clears server_secret_.
+  bool TakeSecret(uint16_t* suite, std::string* secret);
   // Through records_: > 0 bytes into `buf`, waiting for the socket as
   // needed; 0 at the end of the stream (close_notify).
   absl::StatusOr<size_t> ReadRecords(char* buf, size_t count, const char* what,
@@ -188,10 +193,12 @@ class TlsConn final : public DataConn {
   ssl_st* const ssl_;
   const int fd_;
   DataPath path_ = DataPath::kUserspaceTls;
-  // The agent's userspace path writes records into `gathered_` (a BIO of
+  // The agent's userspace path writes records into `gathered_` (with TLS
+  // 1.3 and AES-GCM walship's writer_, otherwise OpenSSL through a BIO of
   // ours) and sends them itself (through sys), a buffer at a time.
   bool gathering_ = false;
   std::vector<char> gathered_;
+  std::unique_ptr<RecordWriter> writer_;
   // The replica's userspace path reads the socket through this (tls_bio.h).
   std::optional<ReadAhead> read_ahead_;
   // Or, with TLS 1.3 and AES-GCM, through walship's record layer, keyed by

@@ -22,6 +22,7 @@ constexpr size_t kTagBytes = 16;
 constexpr size_t kIvBytes = 12;
 // RFC 8446 section 5.2: TLSCiphertext.length <= 2^14 + 256.
 constexpr size_t kMaxCiphertext = (1u << 14) + 256;
+constexpr size_t kMaxPlaintext = 1u << 14;
 constexpr uint8_t kApplicationData = 23;
 constexpr uint8_t kAlert = 21;
 constexpr uint8_t kHandshake = 22;
@@ -71,56 +72,129 @@ absl::StatusOr<std::vector<uint8_t>> HkdfExpandLabel(uint16_t suite,
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<RecordReader>> RecordReader::Create(
-    sys::SysCalls& sys, int fd, uint16_t suite, absl::Span<const uint8_t> secret,
-    size_t read_bytes) {
+// ---- TrafficKeys ----
+
+absl::StatusOr<std::unique_ptr<TrafficKeys>> TrafficKeys::Create(
+    uint16_t suite, bool encrypt, absl::Span<const uint8_t> secret) {
   if (suite != kTlsAes128GcmSha256 && suite != kTlsAes256GcmSha384) {
     return absl::InvalidArgumentError(absl::StrCat("TLS suite 0x", absl::Hex(suite),
-                                                   " is not decrypted by walship"));
+                                                   " is not run by walship"));
   }
   if (secret.size() != HashBytes(suite)) {
     return absl::InvalidArgumentError(absl::StrCat("traffic secret of ", secret.size(),
                                                    " bytes, expected ", HashBytes(suite)));
   }
-  std::unique_ptr<RecordReader> r(new RecordReader(sys, fd, suite, read_bytes));
-  r->cipher_ = EVP_CIPHER_CTX_new();
-  if (r->cipher_ == nullptr) return absl::InternalError("EVP_CIPHER_CTX_new failed");
-  WALSHIP_RETURN_IF_ERROR(r->SetSecret(secret));
-  return r;
+  std::unique_ptr<TrafficKeys> k(new TrafficKeys(suite, encrypt));
+  k->cipher_ = EVP_CIPHER_CTX_new();
+  if (k->cipher_ == nullptr) return absl::InternalError("EVP_CIPHER_CTX_new failed");
+  WALSHIP_RETURN_IF_ERROR(k->Set(secret));
+  return k;
 }
 
-RecordReader::RecordReader(sys::SysCalls& sys, int fd, uint16_t suite, size_t read_bytes)
-    : sys_(sys),
-      fd_(fd),
-      suite_(suite),
-      read_bytes_(read_bytes),
-      // A partial record moved to the front, then one whole read after it.
-      raw_(read_bytes + kHeaderBytes + kMaxCiphertext),
-      plain_(kMaxCiphertext) {}
-
-RecordReader::~RecordReader() {
+TrafficKeys::~TrafficKeys() {
   EVP_CIPHER_CTX_free(cipher_);
   OPENSSL_cleanse(secret_.data(), secret_.size());
   OPENSSL_cleanse(iv_, sizeof(iv_));
 }
 
-absl::Status RecordReader::SetSecret(absl::Span<const uint8_t> secret) {
+absl::Status TrafficKeys::Set(absl::Span<const uint8_t> secret) {
   WALSHIP_ASSIGN_OR_RETURN(std::vector<uint8_t> key,
                            HkdfExpandLabel(suite_, secret, "key", KeyBytes(suite_)));
   WALSHIP_ASSIGN_OR_RETURN(std::vector<uint8_t> iv,
                            HkdfExpandLabel(suite_, secret, "iv", kIvBytes));
   const EVP_CIPHER* aead =
       suite_ == kTlsAes256GcmSha384 ? EVP_aes_256_gcm() : EVP_aes_128_gcm();
-  const int ok = EVP_DecryptInit_ex(cipher_, aead, nullptr, key.data(), nullptr);
+  const int ok =
+      EVP_CipherInit_ex(cipher_, aead, nullptr, key.data(), nullptr, encrypt_ ? 1 : 0);
   OPENSSL_cleanse(key.data(), key.size());
   if (ok != 1) return absl::InternalError("AES-GCM key set-up failed");
+  // Copied first: `secret` may be secret_ itself (Advance).
+  std::vector<uint8_t> kept(secret.begin(), secret.end());
   OPENSSL_cleanse(secret_.data(), secret_.size());
-  secret_.assign(secret.begin(), secret.end());
+  secret_.swap(kept);
   std::memcpy(iv_, iv.data(), kIvBytes);
   OPENSSL_cleanse(iv.data(), iv.size());
   seq_ = 0;
   return absl::OkStatus();
 }
+
+absl::Status TrafficKeys::Advance() {
+  WALSHIP_ASSIGN_OR_RETURN(std::vector<uint8_t> next,
+                           HkdfExpandLabel(suite_, secret_, "traffic upd", HashBytes(suite_)));
+  absl::Status s = Set(next);
+  OPENSSL_cleanse(next.data(), next.size());
+  return s;
+}
+
+void TrafficKeys::NextNonce(uint8_t nonce[kIvBytes]) {
+  std::memcpy(nonce, iv_, kIvBytes);
+  for (int i = 0; i < 8; ++i) nonce[kIvBytes - 1 - i] ^= static_cast<uint8_t>(seq_ >> (8 * i));
+  ++seq_;
+}
+
+// ---- RecordWriter ----
+
+absl::StatusOr<std::unique_ptr<RecordWriter>> RecordWriter::Create(
+    uint16_t suite, absl::Span<const uint8_t> secret) {
+  WALSHIP_ASSIGN_OR_RETURN(std::unique_ptr<TrafficKeys> keys,
+                           TrafficKeys::Create(suite, /*encrypt=*/true, secret));
+  return std::unique_ptr<RecordWriter>(new RecordWriter(std::move(keys)));
+}
+
+absl::Status RecordWriter::Seal(const char* data, size_t n, std::vector<char>* out) {
+  for (size_t at = 0; at < n;) {
+    const size_t k = std::min(n - at, kMaxPlaintext);
+    const size_t len = k + 1 + kTagBytes;  // content, content type, tag
+    const size_t start = out->size();
+    out->resize(start + kHeaderBytes + len);
+    auto* h = reinterpret_cast<uint8_t*>(out->data() + start);
+    h[0] = kApplicationData;
+    h[1] = 3;
+    h[2] = 3;
+    h[3] = static_cast<uint8_t>(len >> 8);
+    h[4] = static_cast<uint8_t>(len & 0xff);
+    uint8_t* body = h + kHeaderBytes;
+    uint8_t nonce[kIvBytes];
+    keys_->NextNonce(nonce);
+    EVP_CIPHER_CTX* c = keys_->cipher();
+    const uint8_t type = kApplicationData;
+    int w = 0;
+    const bool ok =
+        EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, nonce) == 1 &&
+        EVP_EncryptUpdate(c, nullptr, &w, h, kHeaderBytes) == 1 &&
+        EVP_EncryptUpdate(c, body, &w, reinterpret_cast<const uint8_t*>(data + at),
+                          static_cast<int>(k)) == 1 &&
+        EVP_EncryptUpdate(c, body + k, &w, &type, 1) == 1 &&
+        EVP_EncryptFinal_ex(c, body + k + 1, &w) == 1 &&
+        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, kTagBytes, body + k + 1) == 1;
+    if (!ok) {
+      out->resize(start);
+      return absl::InternalError("data socket TLS: AES-GCM encryption failed");
+    }
+    at += k;
+  }
+  return absl::OkStatus();
+}
+
+// ---- RecordReader ----
+
+absl::StatusOr<std::unique_ptr<RecordReader>> RecordReader::Create(
+    sys::SysCalls& sys, int fd, uint16_t suite, absl::Span<const uint8_t> secret,
+    size_t read_bytes) {
+  WALSHIP_ASSIGN_OR_RETURN(std::unique_ptr<TrafficKeys> keys,
+                           TrafficKeys::Create(suite, /*encrypt=*/false, secret));
+  return std::unique_ptr<RecordReader>(new RecordReader(sys, fd, std::move(keys), read_bytes));
+}
+
+RecordReader::RecordReader(sys::SysCalls& sys, int fd, std::unique_ptr<TrafficKeys> keys,
+                           size_t read_bytes)
+    : sys_(sys),
+      fd_(fd),
+      keys_(std::move(keys)),
+      read_bytes_(read_bytes),
+      // A partial record moved to the front, then one whole read after it.
+      raw_(read_bytes + kHeaderBytes + kMaxCiphertext),
+      plain_(kMaxCiphertext) {}
 
 absl::Status RecordReader::Fill(bool* would_block) {
   *would_block = false;
@@ -152,24 +226,24 @@ absl::Status RecordReader::Fill(bool* would_block) {
 absl::Status RecordReader::Open(uint8_t* dst, uint8_t* type, size_t* length) {
   const uint8_t* h = raw_.data() + raw_begin_;
   const size_t len = (static_cast<size_t>(h[3]) << 8) | h[4];
+  const uint64_t seq = keys_->seq();
   uint8_t nonce[kIvBytes];
-  std::memcpy(nonce, iv_, kIvBytes);
-  for (int i = 0; i < 8; ++i) nonce[kIvBytes - 1 - i] ^= static_cast<uint8_t>(seq_ >> (8 * i));
+  keys_->NextNonce(nonce);
   const uint8_t* body = h + kHeaderBytes;
   const size_t inner = len - kTagBytes;
+  EVP_CIPHER_CTX* c = keys_->cipher();
   int out = 0;
   const bool ok =
-      EVP_DecryptInit_ex(cipher_, nullptr, nullptr, nullptr, nonce) == 1 &&
-      EVP_DecryptUpdate(cipher_, nullptr, &out, h, kHeaderBytes) == 1 &&
-      EVP_DecryptUpdate(cipher_, dst, &out, body, static_cast<int>(inner)) == 1 &&
-      EVP_CIPHER_CTX_ctrl(cipher_, EVP_CTRL_GCM_SET_TAG, kTagBytes,
+      EVP_DecryptInit_ex(c, nullptr, nullptr, nullptr, nonce) == 1 &&
+      EVP_DecryptUpdate(c, nullptr, &out, h, kHeaderBytes) == 1 &&
+      EVP_DecryptUpdate(c, dst, &out, body, static_cast<int>(inner)) == 1 &&
+      EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, kTagBytes,
                           const_cast<uint8_t*>(body + inner)) == 1 &&
-      EVP_DecryptFinal_ex(cipher_, dst + out, &out) == 1;
+      EVP_DecryptFinal_ex(c, dst + out, &out) == 1;
   if (!ok) {
-    return Corrupt(absl::StrCat("record ", seq_, " (", len,
+    return Corrupt(absl::StrCat("record ", seq, " (", len,
                                 " bytes) failed authentication: altered in transit"));
   }
-  ++seq_;
   raw_begin_ += kHeaderBytes + len;
   // TLSInnerPlaintext: content, the real content type, then zero padding.
   size_t n = inner;
@@ -201,11 +275,7 @@ absl::Status RecordReader::Control(uint8_t type, const uint8_t* body, size_t len
     if (msg == kKeyUpdate) {
       if (n != 1 || body[at + 4] > 1) return Corrupt("a malformed KeyUpdate");
       if (body[at + 4] == 1) update_requested_ = true;
-      WALSHIP_ASSIGN_OR_RETURN(std::vector<uint8_t> next,
-                               HkdfExpandLabel(suite_, secret_, "traffic upd", HashBytes(suite_)));
-      absl::Status s = SetSecret(next);
-      OPENSSL_cleanse(next.data(), next.size());
-      WALSHIP_RETURN_IF_ERROR(s);
+      WALSHIP_RETURN_IF_ERROR(keys_->Advance());
     } else if (msg != kNewSessionTicket) {
       return Corrupt(absl::StrCat("handshake message ", msg, " after the handshake"));
     }

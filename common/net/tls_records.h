@@ -1,17 +1,32 @@
-// tls_records.h: the replica's TLS 1.3 receive record layer, run by walship
-// after OpenSSL's handshake: the userspace counterpart of kernel TLS receive.
+// tls_records.h: the data socket's TLS 1.3 record layer for the direction
+// WAL travels (agent -> replica), run by walship after OpenSSL's handshake:
+// the userspace counterpart of kernel TLS.
 //
-// OpenSSL 3.0 decrypts a record only inside its own record buffer, and then
-// copies the plaintext out: on the userspace path every byte of WAL was
-// copied twice more than on a plaintext socket (read-ahead buffer -> record
-// buffer -> caller). Kernel TLS avoids this by taking the record layer once
-// the handshake is done, with the keys OpenSSL hands it. RecordReader does
-// the same in user space, for the one direction it serves (agent ->
-// replica): it reads the socket a buffer at a time and decrypts each record
+// OpenSSL 3.0 encrypts and decrypts a record only inside its own record
+// buffer: on the userspace path every byte of WAL was copied twice more on
+// each side than on a plaintext socket (agent: caller -> record buffer ->
+// send buffer; replica: read buffer -> record buffer -> caller). Kernel TLS
+// avoids this by taking the record layer once the handshake is done, with
+// the keys OpenSSL hands it. RecordWriter (agent) and RecordReader
+// (replica) do the same in user space for that one direction: the agent
+// encrypts from its file buffer straight into the buffer it sends; the
+// replica reads the socket a buffer at a time and decrypts each record
 // from that buffer straight into the caller's memory. OpenSSL keeps the
-// handshake, certificate checks and the whole sending side.
+// handshake, the certificate checks and the other direction (the replica's
+// HELLO).
 //
-// What it accepts (RFC 8446 section 5), and nothing else:
+// Both take the server's application traffic secret from OpenSSL's key-log
+// callback (SERVER_TRAFFIC_SECRET_0), derive key and IV with
+// HKDF-Expand-Label (RFC 8446 sections 7.1 and 7.3), and start at sequence
+// number 0: the caller hands over before any record under these keys was
+// sent or read (the agent sends no session tickets). Once RecordWriter
+// sends, OpenSSL must never write again with the same keys (its nonces
+// would repeat): the caller gives OpenSSL a write side that refuses.
+//
+// RecordWriter writes application_data records of at most 2^14 bytes of
+// plaintext, no padding.
+//
+// What RecordReader accepts (RFC 8446 section 5), and nothing else:
 //   - TLS 1.3 with TLS_AES_128_GCM_SHA256 or TLS_AES_256_GCM_SHA384 (the
 //     caller keeps OpenSSL's record layer for TLS 1.2 and ChaCha20).
 //   - Records of type application_data, legacy version 0x0303, at most
@@ -22,10 +37,6 @@
 //     stream; any other is an error); handshake messages KeyUpdate (the
 //     read keys advance; a requested update is reported through
 //     TakeUpdateRequest()) and NewSessionTicket (ignored).
-// The traffic secret comes from OpenSSL's key-log callback
-// (SERVER_TRAFFIC_SECRET_0); key and IV are derived from it with
-// HKDF-Expand-Label (RFC 8446 section 7.1 and 7.3).
-//
 // Errors: a record that fails authentication or is malformed is kDataLoss
 // with Reason::kChecksum (nothing of it is returned; the caller discards
 // the frame and reconnects); a read error is the errno's status; the peer
@@ -61,6 +72,55 @@ absl::StatusOr<std::vector<uint8_t>> HkdfExpandLabel(uint16_t suite,
                                                      absl::Span<const uint8_t> secret,
                                                      const std::string& label, size_t length);
 
+// One direction's AES-GCM state (RFC 8446 section 5.3): the key, the IV and
+// the sequence number, derived from a traffic secret.
+class TrafficKeys {
+ public:
+  // kInvalidArgument for a suite other than the two AES-GCM ones or a
+  // secret of the wrong length.
+  static absl::StatusOr<std::unique_ptr<TrafficKeys>> Create(uint16_t suite, bool encrypt,
+                                                             absl::Span<const uint8_t> secret);
+  ~TrafficKeys();
+  TrafficKeys(const TrafficKeys&) = delete;
+  TrafficKeys& operator=(const TrafficKeys&) = delete;
+
+  // KeyUpdate: the next traffic secret, its key and IV; sequence number 0.
+  absl::Status Advance();
+  // The nonce of the next record (IV xor sequence number); the sequence
+  // number then moves on.
+  void NextNonce(uint8_t nonce[12]);
+  uint64_t seq() const { return seq_; }
+  // The AES-GCM context, keyed; each record sets its nonce.
+  evp_cipher_ctx_st* cipher() const { return cipher_; }
+
+ private:
+  TrafficKeys(uint16_t suite, bool encrypt) : suite_(suite), encrypt_(encrypt) {}
+  absl::Status Set(absl::Span<const uint8_t> secret);
+
+  const uint16_t suite_;
+  const bool encrypt_;
+  evp_cipher_ctx_st* cipher_ = nullptr;
+  std::vector<uint8_t> secret_;
+  uint8_t iv_[12] = {};
+  uint64_t seq_ = 0;
+};
+
+class RecordWriter {
+ public:
+  // Encrypts under `secret` (the server's application traffic secret for
+  // `suite`); see TrafficKeys::Create for the errors.
+  static absl::StatusOr<std::unique_ptr<RecordWriter>> Create(uint16_t suite,
+                                                              absl::Span<const uint8_t> secret);
+  // Appends `data` to `out` as application_data records (one per 2^14
+  // bytes). kInternal if OpenSSL's AES-GCM fails (nothing usable is then
+  // appended; the connection must not be used again).
+  absl::Status Seal(const char* data, size_t n, std::vector<char>* out);
+
+ private:
+  explicit RecordWriter(std::unique_ptr<TrafficKeys> keys) : keys_(std::move(keys)) {}
+  std::unique_ptr<TrafficKeys> keys_;
+};
+
 class RecordReader {
  public:
   // Reads records from `fd` (borrowed, non-blocking) through `sys`, up to
@@ -72,7 +132,6 @@ class RecordReader {
                                                               uint16_t suite,
                                                               absl::Span<const uint8_t> secret,
                                                               size_t read_bytes);
-  ~RecordReader();
   RecordReader(const RecordReader&) = delete;
   RecordReader& operator=(const RecordReader&) = delete;
 
@@ -95,8 +154,8 @@ class RecordReader {
   }
 
  private:
-  RecordReader(sys::SysCalls& sys, int fd, uint16_t suite, size_t read_bytes);
-  absl::Status SetSecret(absl::Span<const uint8_t> secret);
+  RecordReader(sys::SysCalls& sys, int fd, std::unique_ptr<TrafficKeys> keys,
+               size_t read_bytes);
   // One read(2) after the buffered bytes (moved to the front first).
   absl::Status Fill(bool* would_block);
   // Authenticates and decrypts the whole record at raw_begin_ into `dst`
@@ -108,12 +167,8 @@ class RecordReader {
 
   sys::SysCalls& sys_;
   const int fd_;
-  const uint16_t suite_;
+  const std::unique_ptr<TrafficKeys> keys_;
   const size_t read_bytes_;
-  evp_cipher_ctx_st* cipher_ = nullptr;
-  std::vector<uint8_t> secret_;
-  uint8_t iv_[12] = {};
-  uint64_t seq_ = 0;
   // Ciphertext read ahead: [raw_begin_, raw_end_) of raw_.
   std::vector<uint8_t> raw_;
   size_t raw_begin_ = 0;

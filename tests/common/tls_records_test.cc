@@ -3,7 +3,8 @@
 // (TlsConn::Connect): every suite it takes (and the ones it leaves to
 // OpenSSL) delivers the server's bytes exactly; a KeyUpdate mid-stream moves
 // its keys on; close_notify ends the stream; a record altered in transit is
-// kDataLoss with Reason::kChecksum and none of it lands.
+// kDataLoss with Reason::kChecksum and none of it lands. And the send
+// record layer (the agent's end) read by a plain OpenSSL client.
 #include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -78,7 +79,7 @@ void Relay(int client_side, int server_side, long corrupt_at) {
 }
 
 class TlsRecordsTest : public ::testing::Test {
- protected:
+ public:
   static void SetUpTestSuite() {
     sys::IgnoreSigpipe();
     certs_ = new std::string(testing::FreshTempDir("certs"));
@@ -86,6 +87,7 @@ class TlsRecordsTest : public ::testing::Test {
         absl::StrCat("bash integration/make_test_certs.sh ", *certs_, " r1 >/dev/null");
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
+  // `who`'s certificate, trusting the test CA.
   static TlsOptions Files(const std::string& who) {
     TlsOptions t;
     t.cert_file = absl::StrCat(*certs_, "/", who, ".pem");
@@ -94,6 +96,7 @@ class TlsRecordsTest : public ::testing::Test {
     return t;
   }
 
+ protected:
   // Runs a blocking OpenSSL server (the agent's data context) on one end of
   // a relay and connects the replica's end to the other. `configure` sets
   // the server's SSL object up before its handshake; `serve` then talks.
@@ -258,6 +261,63 @@ TEST_F(TlsRecordsTest, RecordAlteredInTransitIsDataLossAndNoneOfItLands) {
   const std::string landed = ReadAll(dir + "/dst");
   EXPECT_LT(landed.size(), 1u << 20);
   EXPECT_EQ(landed, data.substr(0, landed.size()));
+}
+
+// The agent's end (TlsConn::Server, walship's send record layer under TLS
+// 1.3 and AES-GCM) read by a plain OpenSSL client: what walship encrypts is
+// standard TLS. `max_version` 0: TLS 1.3.
+std::string ServeToOpenSslClient(const std::string& dir, int max_version, bool* walship_sent) {
+  const std::string data = Pattern((2u << 20) + 999);
+  { std::ofstream(dir + "/src", std::ios::binary) << data; }
+  int sv[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  sys::UniqueFd agent_fd(sv[0]), client_fd(sv[1]);
+  ::fcntl(agent_fd.get(), F_SETFL, O_NONBLOCK);
+  std::string got;
+  std::thread client([&] {
+    SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+    if (max_version != 0) SSL_CTX_set_max_proto_version(ctx, max_version);
+    SSL* ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, client_fd.get());
+    if (SSL_connect(ssl) == 1) {
+      char buf[70000];
+      for (int n; (n = SSL_read(ssl, buf, sizeof(buf))) > 0;) got.append(buf, n);
+    }
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+  });
+  sys::SysCalls& sys = sys::DefaultSysCalls();
+  auto ctx = DataTlsContext::ForServer(sys, DefaultClock(), TlsRecordsTest::Files("agent"));
+  EXPECT_TRUE(ctx.ok()) << ctx.status();
+  auto conn = TlsConn::Server(sys, *ctx, agent_fd.get());
+  EXPECT_TRUE(conn.ok());
+  bool done = false, want_write = false;
+  while (!done && (*conn)->AcceptStep(&done, &want_write).ok()) {
+    pollfd p = {agent_fd.get(), static_cast<short>(want_write ? POLLOUT : POLLIN), 0};
+    if (!done) ::poll(&p, 1, 10000);
+  }
+  *walship_sent = (*conn)->EncryptsRecords();
+  sys::TransferOptions io;
+  io.io_timeout = absl::Seconds(20);
+  // A frame header held back (more) and sent with its payload, then the
+  // file, as the shipper sends.
+  EXPECT_TRUE((*conn)->SendFully(data.data(), 24, /*more=*/true, io).ok());
+  sys::UniqueFd src(::open((dir + "/src").c_str(), O_RDONLY | O_CLOEXEC));
+  EXPECT_TRUE((*conn)->SendFile(src.get(), 24, data.size() - 24, io).ok());
+  conn->reset();
+  agent_fd = sys::UniqueFd();
+  client.join();
+  EXPECT_EQ(got.size(), data.size());
+  EXPECT_TRUE(got == data);
+  return got;
+}
+
+TEST_F(TlsRecordsTest, WhatTheAgentEncryptsIsReadByOpenSsl) {
+  bool walship_sent = false;
+  ServeToOpenSslClient(testing::FreshTempDir("agent13"), 0, &walship_sent);
+  EXPECT_TRUE(walship_sent);
+  ServeToOpenSslClient(testing::FreshTempDir("agent12"), TLS1_2_VERSION, &walship_sent);
+  EXPECT_FALSE(walship_sent);  // TLS 1.2: OpenSSL's record layer
 }
 
 }  // namespace
