@@ -16,6 +16,10 @@ counted. (A valid token over another replica's certificate:
 tests/agent/data_port_tls_test.cc, which can obtain a token.)
 test_resume_after_kill9_over_tls: kill -9 of the replica mid-segment; it
 resumes over TLS and ends byte-identical.
+test_altered_record_is_a_checksum_failure: one byte of the TLS stream
+flipped by the fault proxy: the record holding it fails authentication in
+walship's record layer, the replica counts a checksum failure, keeps none
+of it, reconnects and ends byte-identical.
 """
 
 import os
@@ -25,6 +29,7 @@ import ssl
 import threading
 import unittest
 
+from integration import fault_proxy
 from integration import harness as h
 from integration import wirelib
 
@@ -170,6 +175,12 @@ class DataTlsTest(h.ClusterTestCase):
         self.assertTrue(replica.grep(r"replica: data socket TLS on .*, path " + path))
         self.assertTrue(agent.grep(r"connected its data socket from .*data path " + path))
         self.assertTrue(replica.grep(r"data socket to 127\.0\.0\.1: TLSv1\.3 .*data path " + path))
+        if path == "userspace":
+            # TLS 1.3 with AES-GCM: walship runs the WAL direction's record
+            # layer on both ends (common/net/tls_records.h).
+            self.assertTrue(agent.grep(r"connected its data socket from .*records encrypted by "
+                                       r"walship"))
+            self.assertTrue(replica.grep(r"data socket to .*records decrypted by walship"))
         m = h.scrape(agent.metrics)
         self.assertEqual(h.metric_total(m, "walship_agent_data_sessions_total", path=path), 1)
 
@@ -298,6 +309,25 @@ class DataTlsTest(h.ClusterTestCase):
         self.wait_caught_up(agent, wal, ["r1"], timeout=60)
         h.compare_dirs(wal, replica.dest)
         self.assertTrue(replica.grep(r"data path (userspace|ktls)"))
+
+    def test_altered_record_is_a_checksum_failure(self):
+        c = self.cluster
+        wal = c.dir("wal")
+        write_marked_wal(wal)
+        agent = self.start_agent(wal)
+        rng = random.Random(h.seed_from_env("WALSHIP_DATA_TLS_SEED", "altered-record"))
+        proxy = fault_proxy.FaultProxy(agent.data, seed=rng.randrange(1 << 32))
+        c.on_close(proxy.close)
+        proxy.start()
+        # 1 MiB into the agent's stream: past the handshake, inside WAL.
+        proxy.corrupt_at(1 << 20)
+        replica = self.start_replica(agent, data_address=proxy.address)
+        line = replica.wait_log(r"error .*DATA_LOSS: .*failed authentication", 20)
+        self.assertEqual(h.dest_consistency(wal, replica.dest), [], line)
+        self.wait_caught_up(agent, wal, ["r1"], timeout=60)
+        h.compare_dirs(wal, replica.dest)
+        m = h.scrape(replica.metrics_address())
+        self.assertEqual(h.metric_total(m, "walship_replica_checksum_failures_total"), 1)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@
 //   - The replica (client) presents its certificate and verifies the agent's:
 //     it must chain to --tls-ca and name --tls-server-name, or the host
 //     dialled (a DNS name, or an IP address in an IP SAN), as gRPC does.
-// TLS 1.2 or 1.3 with OpenSSL's default suites (AES-GCM first on hardware
-// with AES instructions); no session tickets or resumption.
+// TLS 1.2 or 1.3; TLS 1.3 suites AES-128-GCM, AES-256-GCM, ChaCha20-Poly1305,
+// in that order; no session tickets or resumption.
 //
 // Kernel TLS: contexts set SSL_OP_ENABLE_KTLS, so when OpenSSL was built with
 // it and the kernel offers the "tls" ULP, OpenSSL hands the record layer to
@@ -38,8 +38,9 @@
 // moves bytes through its own socket BIO (the kernel TLS hand-over needs it),
 // and those calls do not go through sys::SysCalls. On the userspace path the
 // bulk of the bytes does: the agent's records are sent, and the replica's
-// read, by this class's BIOs (tls_bio.h); waiting for readiness,
-// pread/pwrite and splice go through it too.
+// read, by this class (tls_records.h, or OpenSSL through the BIOs of
+// tls_bio.h); waiting for readiness, pread/pwrite and splice go through it
+// too.
 //
 // Thread-safety: a DataTlsContext is immutable and shared; a TlsConn is used
 // by one thread at a time.
