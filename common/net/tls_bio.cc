@@ -16,18 +16,16 @@ int GatherWrite(BIO* b, const char* data, int n) {
   return n;
 }
 
-long GatherCtrl(BIO* /*b*/, int cmd, long /*num*/, void* /*ptr*/) {
+// Write-only BIOs answer flush, and nothing else.
+long WriteOnlyCtrl(BIO* /*b*/, int cmd, long /*num*/, void* /*ptr*/) {
   return cmd == BIO_CTRL_FLUSH ? 1 : 0;
 }
 
-const BIO_METHOD* GatherMethod() {
-  static BIO_METHOD* const method = [] {
-    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "walship-gather");
-    BIO_meth_set_write(m, GatherWrite);
-    BIO_meth_set_ctrl(m, GatherCtrl);
-    return m;
-  }();
-  return method;
+BIO_METHOD* NewWriteOnlyMethod(const char* name, int (*write)(BIO*, const char*, int)) {
+  BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, name);
+  BIO_meth_set_write(m, write);
+  BIO_meth_set_ctrl(m, WriteOnlyCtrl);
+  return m;
 }
 
 int RefuseWrite(BIO* b, const char* /*data*/, int /*n*/) {
@@ -35,13 +33,13 @@ int RefuseWrite(BIO* b, const char* /*data*/, int /*n*/) {
   return -1;
 }
 
+const BIO_METHOD* GatherMethod() {
+  static BIO_METHOD* const method = NewWriteOnlyMethod("walship-gather", GatherWrite);
+  return method;
+}
+
 const BIO_METHOD* RefusingMethod() {
-  static BIO_METHOD* const method = [] {
-    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "walship-refuse");
-    BIO_meth_set_write(m, RefuseWrite);
-    BIO_meth_set_ctrl(m, GatherCtrl);
-    return m;
-  }();
+  static BIO_METHOD* const method = NewWriteOnlyMethod("walship-refuse", RefuseWrite);
   return method;
 }
 

@@ -46,17 +46,10 @@ constexpr char kClosed[] = "closed";
 // The data port's refusal reasons, as its on_reject callback reports them.
 using Rejections = testing::StringRecorder;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // True when the running kernel offers the "tls" ULP (then OpenSSL may hand
 // the record layer to it).
 bool KernelOffersTls() {
-  return absl::StrContains(ReadAll("/proc/sys/net/ipv4/tcp_available_ulp"), "tls");
+  return absl::StrContains(testing::ReadFile("/proc/sys/net/ipv4/tcp_available_ulp"), "tls");
 }
 
 sys::UniqueFd ConnectTo(uint16_t port) {
@@ -95,7 +88,7 @@ class DataPortTlsTest : public ::testing::Test {
     return t;
   }
   static std::string Fingerprint(const std::string& dir, const std::string& who) {
-    return net::CertificateFingerprint(ReadAll(absl::StrCat(dir, "/", who, ".pem")));
+    return net::CertificateFingerprint(testing::ReadFile(absl::StrCat(dir, "/", who, ".pem")));
   }
 
   void StartServer() {
@@ -269,7 +262,7 @@ void ServeFile(Listener* listener, const TlsOptions& tls, const std::string& pat
 std::string WriteRecords(const std::string& dir, size_t at_least) {
   std::string data;
   for (int i = 0; data.size() < at_least; ++i) data += absl::StrCat("record ", i, ";");
-  { std::ofstream(dir + "/src", std::ios::binary) << data; }
+  testing::WriteFile(dir + "/src", data);
   return data;
 }
 
@@ -295,7 +288,7 @@ TEST_F(DataPortTlsTest, ConnectionLayerMovesAFileByteForByte) {
   absl::Status got = (*conn)->ReceiveToFile(dst.get(), 7, data.size() - 100, io);
   agent.join();
   ASSERT_TRUE(got.ok()) << got;
-  EXPECT_EQ(ReadAll(dir + "/dst").substr(7), data.substr(100));
+  EXPECT_EQ(testing::ReadFile(dir + "/dst").substr(7), data.substr(100));
   if (!KernelOffersTls()) {
     // Userspace TLS 1.3 with AES-GCM: walship's record layer reads
     // (common/net/tls_records.h), not OpenSSL's.
@@ -335,7 +328,7 @@ TEST_F(DataPortTlsTest, ConnectionLayerReportsAPeerGoneMidStreamAsUnavailable) {
   EXPECT_EQ(got.code(), absl::StatusCode::kUnavailable) << got;
   EXPECT_EQ(got.message().find("timed out"), absl::string_view::npos) << got;
   // What arrived before the cut was landed byte for byte.
-  EXPECT_EQ(ReadAll(dir + "/dst").substr(0, 1u << 20), data.substr(0, 1u << 20));
+  EXPECT_EQ(testing::ReadFile(dir + "/dst").substr(0, 1u << 20), data.substr(0, 1u << 20));
 }
 
 TEST(DataTlsChoiceTest, AgreementPassesAndEveryMismatchIsAFailedPreconditionWithItsReason) {

@@ -13,9 +13,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <functional>
-#include <sstream>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -36,13 +35,6 @@ std::string Pattern(size_t n) {
   for (int i = 0; s.size() < n; ++i) s += absl::StrCat("wal ", i, ";");
   s.resize(n);
   return s;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // Forwards bytes between two sockets in both directions until both ends
@@ -180,7 +172,7 @@ TEST_P(TlsRecordsSuiteTest, DeliversTheServersBytesExactly) {
         if (n.max_version != 0) SSL_set_max_proto_version(ssl, n.max_version);
         SSL_set_ciphersuites(ssl, n.suites);
       },
-      [&data](SSL* ssl) { EXPECT_TRUE(WriteInPieces(ssl, data)); });
+      [data](SSL* ssl) { EXPECT_TRUE(WriteInPieces(ssl, data)); });
   EXPECT_EQ(conn_->DecryptsRecords(), n.walship_reads) << conn_->Describe();
   // A frame header's worth, an odd piece, then the rest through the file
   // path, as the replica's session reads.
@@ -192,7 +184,7 @@ TEST_P(TlsRecordsSuiteTest, DeliversTheServersBytesExactly) {
   const size_t rest = data.size() - head.size() - odd.size();
   absl::Status s = conn_->ReceiveToFile(dst.get(), 0, rest, io_);
   ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(head + odd + ReadAll(dir + "/dst"), data);
+  EXPECT_EQ(head + odd + testing::ReadFile(dir + "/dst"), data);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -208,9 +200,10 @@ TEST_F(TlsRecordsTest, KeyUpdateMidStreamMovesTheKeysOn) {
   // every byte after each update still arrives, and the server reads what
   // the replica sends afterwards.
   const std::string data = Pattern(2u << 20);
-  std::string heard;
+  // Shared with the server thread, which may outlive a failed assertion.
+  auto heard = std::make_shared<std::string>();
   Start([](SSL*) {},
-        [&data, &heard](SSL* ssl) {
+        [data, heard](SSL* ssl) {
           const size_t third = data.size() / 3;
           ASSERT_EQ(SSL_write(ssl, data.data(), static_cast<int>(third)), static_cast<int>(third));
           ASSERT_EQ(SSL_key_update(ssl, SSL_KEY_UPDATE_REQUESTED), 1);
@@ -220,7 +213,7 @@ TEST_F(TlsRecordsTest, KeyUpdateMidStreamMovesTheKeysOn) {
           const int last = static_cast<int>(data.size() - 2 * third);
           ASSERT_EQ(SSL_write(ssl, data.data() + 2 * third, last), last);
           char buf[5];
-          if (SSL_read(ssl, buf, sizeof(buf)) == 5) heard.assign(buf, 5);
+          if (SSL_read(ssl, buf, sizeof(buf)) == 5) heard->assign(buf, 5);
         });
   ASSERT_TRUE(conn_->DecryptsRecords());
   std::string got(data.size(), '\0');
@@ -229,7 +222,7 @@ TEST_F(TlsRecordsTest, KeyUpdateMidStreamMovesTheKeysOn) {
   EXPECT_EQ(got, data);
   ASSERT_TRUE(conn_->SendFully("hello", 5, false, io_).ok());
   server_.join();
-  EXPECT_EQ(heard, "hello");
+  EXPECT_EQ(*heard, "hello");
 }
 
 TEST_F(TlsRecordsTest, CloseNotifyEndsTheStream) {
@@ -250,7 +243,7 @@ TEST_F(TlsRecordsTest, RecordAlteredInTransitIsDataLossAndNoneOfItLands) {
   // One bit flipped 1 MiB into the server's stream (well past the
   // handshake): the record holding it fails authentication.
   const std::string data = Pattern(2u << 20);
-  Start([](SSL*) {}, [&data](SSL* ssl) { WriteInPieces(ssl, data); }, 1L << 20);
+  Start([](SSL*) {}, [data](SSL* ssl) { WriteInPieces(ssl, data); }, 1L << 20);
   ASSERT_TRUE(conn_->DecryptsRecords());
   const std::string dir = testing::FreshTempDir("altered");
   sys::UniqueFd dst(::open((dir + "/dst").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
@@ -258,7 +251,7 @@ TEST_F(TlsRecordsTest, RecordAlteredInTransitIsDataLossAndNoneOfItLands) {
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_EQ(ReasonOf(s), Reason::kChecksum) << s;
   // What landed is an exact prefix, ending before the altered record.
-  const std::string landed = ReadAll(dir + "/dst");
+  const std::string landed = testing::ReadFile(dir + "/dst");
   EXPECT_LT(landed.size(), 1u << 20);
   EXPECT_EQ(landed, data.substr(0, landed.size()));
 }
@@ -268,7 +261,7 @@ TEST_F(TlsRecordsTest, RecordAlteredInTransitIsDataLossAndNoneOfItLands) {
 // standard TLS. `max_version` 0: TLS 1.3.
 std::string ServeToOpenSslClient(const std::string& dir, int max_version, bool* walship_sent) {
   const std::string data = Pattern((2u << 20) + 999);
-  { std::ofstream(dir + "/src", std::ios::binary) << data; }
+  testing::WriteFile(dir + "/src", data);
   int sv[2];
   EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
   sys::UniqueFd agent_fd(sv[0]), client_fd(sv[1]);

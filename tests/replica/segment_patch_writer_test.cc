@@ -25,11 +25,6 @@
 namespace walship::replica {
 namespace {
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
 bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
 uint32_t Crc(const std::string& s) { return wire::Crc32c(s.data(), s.size()); }
@@ -99,7 +94,7 @@ TEST(SegmentPatchWriterTest, ACheckpointsPatchMakesTheCopyIdentical) {
   w.AddCheckpoint("mysql-bin.000001", b.closed.size(), Crc(b.closed), FlagPatch(b.closed));
   auto dp = w.Flush();
   ASSERT_TRUE(dp.ok()) << dp.status();
-  EXPECT_EQ(ReadAll(dir + "/mysql-bin.000001"), b.closed);
+  EXPECT_EQ(testing::ReadFile(dir + "/mysql-bin.000001"), b.closed);
   EXPECT_FALSE(Exists(dir + "/mysql-bin.000001.partial"));
   auto sums = LoadSegmentSums(sys::DefaultSysCalls(), dir);
   ASSERT_EQ(sums.count("mysql-bin.000001"), 1u);
@@ -117,7 +112,7 @@ TEST(SegmentPatchWriterTest, APatchAlreadyThereIsHarmless) {
   ASSERT_TRUE(dp.ok()) << dp.status();
   dp = w.Flush();
   ASSERT_TRUE(dp.ok()) << dp.status();
-  EXPECT_EQ(ReadAll(dir + "/mysql-bin.000001"), b.closed);
+  EXPECT_EQ(testing::ReadFile(dir + "/mysql-bin.000001"), b.closed);
 }
 
 TEST(SegmentPatchWriterTest, APatchThatDoesNotGiveTheChecksumWritesNothing) {
@@ -133,7 +128,7 @@ TEST(SegmentPatchWriterTest, APatchThatDoesNotGiveTheChecksumWritesNothing) {
   auto dp = w.Flush();
   ASSERT_FALSE(dp.ok());
   EXPECT_EQ(dp.status().code(), absl::StatusCode::kFailedPrecondition) << dp.status();
-  EXPECT_EQ(ReadAll(dir + "/mysql-bin.000001.partial"), b.shipped);
+  EXPECT_EQ(testing::ReadFile(dir + "/mysql-bin.000001.partial"), b.shipped);
 }
 
 TEST(SegmentPatchWriterTest, APatchOutsideTheSegmentOrTooLongIsRefused) {
@@ -149,7 +144,7 @@ TEST(SegmentPatchWriterTest, APatchOutsideTheSegmentOrTooLongIsRefused) {
     auto dp = w.Flush();
     ASSERT_FALSE(dp.ok());
     EXPECT_EQ(dp.status().code(), absl::StatusCode::kInvalidArgument) << dp.status();
-    EXPECT_EQ(ReadAll(dir + "/mysql-bin.000001.partial"), b.shipped);
+    EXPECT_EQ(testing::ReadFile(dir + "/mysql-bin.000001.partial"), b.shipped);
   }
 }
 
@@ -177,7 +172,7 @@ TEST(SegmentPatchWriterTest, ACrashAfterThePatchPublishesTheSegment) {
   ASSERT_TRUE(rp.ok()) << rp.status();
   EXPECT_TRUE(rp->durable.complete);
   EXPECT_EQ(rp->durable.position, (Position{"mysql-bin.000001", b.closed.size()}));
-  EXPECT_EQ(ReadAll(dir + "/mysql-bin.000001"), b.closed);
+  EXPECT_EQ(testing::ReadFile(dir + "/mysql-bin.000001"), b.closed);
   EXPECT_FALSE(Exists(dir + "/mysql-bin.000001.partial"));
 }
 
@@ -189,7 +184,7 @@ TEST(SegmentPatchWriterTest, ACrashBeforeThePatchResumesAsRecorded) {
   EXPECT_FALSE(rp->durable.complete);
   EXPECT_EQ(rp->durable.position, (Position{"mysql-bin.000001", b.shipped.size()}));
   EXPECT_EQ(rp->durable.prefix_crc32c, Crc(b.shipped));
-  EXPECT_EQ(ReadAll(dir + "/mysql-bin.000001.partial"), b.shipped);
+  EXPECT_EQ(testing::ReadFile(dir + "/mysql-bin.000001.partial"), b.shipped);
 }
 
 }  // namespace
