@@ -20,6 +20,10 @@ test_altered_record_is_a_checksum_failure: one byte of the TLS stream
 flipped by the fault proxy: the record holding it fails authentication in
 walship's record layer, the replica counts a checksum failure, keeps none
 of it, reconnects and ends byte-identical.
+test_thin_link_and_cuts_over_tls: records arriving in small pieces through
+a link limited by the fault proxy, and connections reset mid-stream three
+times while WAL is written: the replica resumes each time and ends
+byte-identical.
 """
 
 import os
@@ -27,6 +31,7 @@ import random
 import socket
 import ssl
 import threading
+import time
 import unittest
 
 from integration import fault_proxy
@@ -328,6 +333,33 @@ class DataTlsTest(h.ClusterTestCase):
         h.compare_dirs(wal, replica.dest)
         m = h.scrape(replica.metrics_address())
         self.assertEqual(h.metric_total(m, "walship_replica_checksum_failures_total"), 1)
+
+    def test_thin_link_and_cuts_over_tls(self):
+        c = self.cluster
+        wal = c.dir("wal")
+        gen = c.generator(wal, rate=2e6, segment_size=4 << 20)
+        agent = self.start_agent(wal)
+        rng = random.Random(h.seed_from_env("WALSHIP_DATA_TLS_SEED", "thin-link-cuts"))
+        proxy = fault_proxy.FaultProxy(agent.data, seed=rng.randrange(1 << 32))
+        c.on_close(proxy.close)
+        proxy.start()
+        proxy.set_rate(300_000, "s2c")  # 64 KiB pieces: records split across reads
+        replica = self.start_replica(agent, data_address=proxy.address)
+        gen.start()
+        h.wait_until(lambda: (h.flushed(h.try_status(agent), "r1") or h.Pos("", 0)).offset
+                     > 512 << 10, 30, "r1 to flush 512 KiB through the thin link")
+        proxy.set_rate(0, "s2c")
+        for i in range(3):
+            before = h.flushed(h.status(agent), "r1")
+            time.sleep(rng.uniform(0.2, 0.8))
+            self.assertGreaterEqual(proxy.cut(reset=True), 1, "cut %d found no connection" % i)
+            h.wait_until(lambda: (h.flushed(h.try_status(agent), "r1") or before) > before, 30,
+                         "r1 to flush past %s after cut %d" % (before, i))
+        gen.stop()
+        self.wait_caught_up(agent, wal, ["r1"], timeout=60)
+        h.compare_dirs(wal, replica.dest)
+        self.assertGreaterEqual(len(replica.grep(r"data path userspace|data path ktls")), 4,
+                                "a data socket per cut")
 
 
 if __name__ == "__main__":
