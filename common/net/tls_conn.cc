@@ -268,24 +268,30 @@ void TlsConn::ChoosePath() {
   buffer_.resize(kBufferBytes);
   uint16_t suite = 0;
   std::string secret;
-  const bool own = !kernel && TakeSecret(&suite, &secret);
+  const bool own = TakeSecret(&suite, &secret) && !kernel;
   const auto bytes =
       absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(secret.data()), secret.size());
-  if (kernel) return;
+  if (kernel) {
+    OPENSSL_cleanse(secret.data(), secret.size());
+    return;
+  }
   if (ctx_->server()) {
     // Userspace TLS on the sending side: records (16 KiB each) are gathered
     // in `gathered_` and sent in one send(2) per buffer (Drain), not one
     // write per record. The socket BIO stays the read side. With walship's
     // record layer, OpenSSL is left a write side that refuses (tls_records.h
     // says why); otherwise it writes its records into `gathered_`.
-    absl::StatusOr<std::unique_ptr<RecordWriter>> w =
-        own ? RecordWriter::Create(suite, bytes) : absl::InternalError("");
-    BIO* b = w.ok() ? NewRefusingBio() : NewGatherBio(&gathered_);
+    std::unique_ptr<RecordWriter> w;
+    if (own) {
+      absl::StatusOr<std::unique_ptr<RecordWriter>> made = RecordWriter::Create(suite, bytes);
+      if (made.ok()) w = std::move(*made);
+    }
+    BIO* b = w != nullptr ? NewRefusingBio() : NewGatherBio(&gathered_);
     if (b != nullptr) {
       gathered_.reserve(kBufferBytes + (kBufferBytes >> 4));
       SSL_set0_wbio(ssl_, b);
       gathering_ = true;
-      if (w.ok()) writer_ = std::move(*w);
+      writer_ = std::move(w);
     }
   } else {
     // On the receiving side, records come from a buffer filled by one
@@ -294,12 +300,12 @@ void TlsConn::ChoosePath() {
     // is left behind in the socket BIO being replaced, and no record under
     // the application keys has been read: walship's record layer starts at
     // sequence number 0.
-    absl::StatusOr<std::unique_ptr<RecordReader>> r =
-        own ? RecordReader::Create(sys_, fd_, suite, bytes, kReadAheadBytes)
-            : absl::InternalError("");
-    if (r.ok()) {
-      records_ = std::move(*r);
-    } else {
+    if (own) {
+      absl::StatusOr<std::unique_ptr<RecordReader>> made =
+          RecordReader::Create(sys_, fd_, suite, bytes, kReadAheadBytes);
+      if (made.ok()) records_ = std::move(*made);
+    }
+    if (records_ == nullptr) {
       read_ahead_.emplace(sys_, fd_, kReadAheadBytes);
       if (BIO* rb = NewReadAheadBio(&*read_ahead_)) {
         SSL_set0_rbio(ssl_, rb);
