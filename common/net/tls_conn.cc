@@ -283,7 +283,8 @@ void TlsConn::ChoosePath() {
     // says why); otherwise it writes its records into `gathered_`.
     std::unique_ptr<RecordWriter> w;
     if (own) {
-      absl::StatusOr<std::unique_ptr<RecordWriter>> made = RecordWriter::Create(suite, bytes);
+      absl::StatusOr<std::unique_ptr<RecordWriter>> made =
+          RecordWriter::Create(suite, bytes, ctx_->records_per_key());
       if (made.ok()) w = std::move(*made);
     }
     BIO* b = w != nullptr ? NewRefusingBio() : NewGatherBio(&gathered_);

@@ -87,6 +87,11 @@ class DataTlsContext {
   bool server() const { return server_; }
   // Empty unless the client's TlsOptions named one (--tls-server-name).
   const std::string& server_name() const { return server_name_; }
+  // Records walship's send record layer protects under one key before a
+  // KeyUpdate (RecordWriter::kRecordsPerKey). Tests lower it, before the
+  // context is shared.
+  uint64_t records_per_key() const { return records_per_key_; }
+  void set_records_per_key_for_test(uint64_t n) { records_per_key_ = n; }
 
  private:
   DataTlsContext(ssl_ctx_st* ctx, bool server, std::string server_name)
@@ -94,6 +99,7 @@ class DataTlsContext {
   ssl_ctx_st* const ctx_;
   const bool server_;
   const std::string server_name_;
+  uint64_t records_per_key_ = RecordWriter::kRecordsPerKey;
 };
 
 // True when this OpenSSL was built with kernel TLS support (the kernel is

@@ -135,42 +135,53 @@ void TrafficKeys::NextNonce(uint8_t nonce[kIvBytes]) {
 // ---- RecordWriter ----
 
 absl::StatusOr<std::unique_ptr<RecordWriter>> RecordWriter::Create(
-    uint16_t suite, absl::Span<const uint8_t> secret) {
+    uint16_t suite, absl::Span<const uint8_t> secret, uint64_t records_per_key) {
   WALSHIP_ASSIGN_OR_RETURN(std::unique_ptr<TrafficKeys> keys,
                            TrafficKeys::Create(suite, /*encrypt=*/true, secret));
-  return std::unique_ptr<RecordWriter>(new RecordWriter(std::move(keys)));
+  return std::unique_ptr<RecordWriter>(new RecordWriter(std::move(keys), records_per_key));
+}
+
+absl::Status RecordWriter::SealRecord(const uint8_t* content, size_t k, uint8_t type,
+                                      std::vector<char>* out) {
+  const size_t len = k + 1 + kTagBytes;  // content, content type, tag
+  const size_t start = out->size();
+  out->resize(start + kHeaderBytes + len);
+  auto* h = reinterpret_cast<uint8_t*>(out->data() + start);
+  h[0] = kApplicationData;  // the outer type of every protected record
+  h[1] = 3;
+  h[2] = 3;
+  h[3] = static_cast<uint8_t>(len >> 8);
+  h[4] = static_cast<uint8_t>(len & 0xff);
+  uint8_t* body = h + kHeaderBytes;
+  uint8_t nonce[kIvBytes];
+  keys_->NextNonce(nonce);
+  EVP_CIPHER_CTX* c = keys_->cipher();
+  int w = 0;
+  const bool ok =
+      EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, nonce) == 1 &&
+      EVP_EncryptUpdate(c, nullptr, &w, h, kHeaderBytes) == 1 &&
+      EVP_EncryptUpdate(c, body, &w, content, static_cast<int>(k)) == 1 &&
+      EVP_EncryptUpdate(c, body + k, &w, &type, 1) == 1 &&
+      EVP_EncryptFinal_ex(c, body + k + 1, &w) == 1 &&
+      EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, kTagBytes, body + k + 1) == 1;
+  if (!ok) {
+    out->resize(start);
+    return absl::InternalError("data socket TLS: AES-GCM encryption failed");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RecordWriter::Seal(const char* data, size_t n, std::vector<char>* out) {
   for (size_t at = 0; at < n;) {
-    const size_t k = std::min(n - at, kMaxPlaintext);
-    const size_t len = k + 1 + kTagBytes;  // content, content type, tag
-    const size_t start = out->size();
-    out->resize(start + kHeaderBytes + len);
-    auto* h = reinterpret_cast<uint8_t*>(out->data() + start);
-    h[0] = kApplicationData;
-    h[1] = 3;
-    h[2] = 3;
-    h[3] = static_cast<uint8_t>(len >> 8);
-    h[4] = static_cast<uint8_t>(len & 0xff);
-    uint8_t* body = h + kHeaderBytes;
-    uint8_t nonce[kIvBytes];
-    keys_->NextNonce(nonce);
-    EVP_CIPHER_CTX* c = keys_->cipher();
-    const uint8_t type = kApplicationData;
-    int w = 0;
-    const bool ok =
-        EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, nonce) == 1 &&
-        EVP_EncryptUpdate(c, nullptr, &w, h, kHeaderBytes) == 1 &&
-        EVP_EncryptUpdate(c, body, &w, reinterpret_cast<const uint8_t*>(data + at),
-                          static_cast<int>(k)) == 1 &&
-        EVP_EncryptUpdate(c, body + k, &w, &type, 1) == 1 &&
-        EVP_EncryptFinal_ex(c, body + k + 1, &w) == 1 &&
-        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, kTagBytes, body + k + 1) == 1;
-    if (!ok) {
-      out->resize(start);
-      return absl::InternalError("data socket TLS: AES-GCM encryption failed");
+    if (keys_->seq() >= records_per_key_) {
+      // KeyUpdate (update_not_requested) under the old keys, then the new.
+      static constexpr uint8_t kUpdate[] = {kKeyUpdate, 0, 0, 1, 0};
+      WALSHIP_RETURN_IF_ERROR(SealRecord(kUpdate, sizeof(kUpdate), kHandshake, out));
+      WALSHIP_RETURN_IF_ERROR(keys_->Advance());
     }
+    const size_t k = std::min(n - at, kMaxPlaintext);
+    WALSHIP_RETURN_IF_ERROR(
+        SealRecord(reinterpret_cast<const uint8_t*>(data + at), k, kApplicationData, out));
     at += k;
   }
   return absl::OkStatus();

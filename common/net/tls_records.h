@@ -24,7 +24,8 @@
 // would repeat): the caller gives OpenSSL a write side that refuses.
 //
 // RecordWriter writes application_data records of at most 2^14 bytes of
-// plaintext, no padding.
+// plaintext, no padding, and updates its keys (KeyUpdate) every 2^23
+// records.
 //
 // What RecordReader accepts (RFC 8446 section 5), and nothing else:
 //   - TLS 1.3 with TLS_AES_128_GCM_SHA256 or TLS_AES_256_GCM_SHA384 (the
@@ -107,18 +108,32 @@ class TrafficKeys {
 
 class RecordWriter {
  public:
+  // RFC 8446 section 5.5: AES-GCM protects at most 2^24.5 full records
+  // under one key; the writer moves to the next key (KeyUpdate) well
+  // before, every 2^23 records (128 GiB of WAL).
+  static constexpr uint64_t kRecordsPerKey = uint64_t{1} << 23;
+
   // Encrypts under `secret` (the server's application traffic secret for
-  // `suite`); see TrafficKeys::Create for the errors.
-  static absl::StatusOr<std::unique_ptr<RecordWriter>> Create(uint16_t suite,
-                                                              absl::Span<const uint8_t> secret);
+  // `suite`); see TrafficKeys::Create for the errors. `records_per_key`
+  // is for tests.
+  static absl::StatusOr<std::unique_ptr<RecordWriter>> Create(
+      uint16_t suite, absl::Span<const uint8_t> secret,
+      uint64_t records_per_key = kRecordsPerKey);
   // Appends `data` to `out` as application_data records (one per 2^14
-  // bytes). kInternal if OpenSSL's AES-GCM fails (nothing usable is then
-  // appended; the connection must not be used again).
+  // bytes), preceded by a KeyUpdate when the key's records are used up.
+  // kInternal if OpenSSL's AES-GCM fails (nothing usable is then appended;
+  // the connection must not be used again).
   absl::Status Seal(const char* data, size_t n, std::vector<char>* out);
 
  private:
-  explicit RecordWriter(std::unique_ptr<TrafficKeys> keys) : keys_(std::move(keys)) {}
+  RecordWriter(std::unique_ptr<TrafficKeys> keys, uint64_t records_per_key)
+      : keys_(std::move(keys)), records_per_key_(records_per_key) {}
+  // One record of `type` holding `content` (k <= 2^14 bytes).
+  absl::Status SealRecord(const uint8_t* content, size_t k, uint8_t type,
+                          std::vector<char>* out);
+
   std::unique_ptr<TrafficKeys> keys_;
+  const uint64_t records_per_key_;
 };
 
 class RecordReader {

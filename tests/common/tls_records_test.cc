@@ -273,7 +273,19 @@ TEST_F(TlsRecordsTest, RecordAlteredInTransitIsDataLossAndNoneOfItLands) {
 // The agent's end (TlsConn::Server, walship's send record layer under TLS
 // 1.3 and AES-GCM) read by a plain OpenSSL client: what walship encrypts is
 // standard TLS. `max_version` 0: TLS 1.3.
-std::string ServeToOpenSslClient(const std::string& dir, int max_version, bool* walship_sent) {
+// OpenSSL's message callback: counts the KeyUpdate messages it reads.
+void CountKeyUpdates(int write_p, int /*version*/, int content_type, const void* buf, size_t len,
+                     SSL* /*ssl*/, void* arg) {
+  if (write_p == 0 && content_type == SSL3_RT_HANDSHAKE && len > 0 &&
+      static_cast<const uint8_t*>(buf)[0] == SSL3_MT_KEY_UPDATE) {
+    ++*static_cast<int*>(arg);
+  }
+}
+
+// Sets *key_updates (when given) to the KeyUpdates the client read.
+std::string ServeToOpenSslClient(const std::string& dir, int max_version, bool* walship_sent,
+                                 uint64_t records_per_key = RecordWriter::kRecordsPerKey,
+                                 int* key_updates = nullptr) {
   const std::string data = Pattern((2u << 20) + 999);
   testing::WriteFile(dir + "/src", data);
   int sv[2];
@@ -286,6 +298,10 @@ std::string ServeToOpenSslClient(const std::string& dir, int max_version, bool* 
     if (max_version != 0) SSL_CTX_set_max_proto_version(ctx, max_version);
     SSL* ssl = SSL_new(ctx);
     SSL_set_fd(ssl, client_fd.get());
+    if (key_updates != nullptr) {
+      SSL_set_msg_callback(ssl, CountKeyUpdates);
+      SSL_set_msg_callback_arg(ssl, key_updates);
+    }
     if (SSL_connect(ssl) == 1) {
       char buf[70000];
       for (int n; (n = SSL_read(ssl, buf, sizeof(buf))) > 0;) got.append(buf, n);
@@ -296,6 +312,7 @@ std::string ServeToOpenSslClient(const std::string& dir, int max_version, bool* 
   sys::SysCalls& sys = sys::DefaultSysCalls();
   auto ctx = DataTlsContext::ForServer(sys, DefaultClock(), TlsRecordsTest::Files("agent"));
   EXPECT_TRUE(ctx.ok()) << ctx.status();
+  (*ctx)->set_records_per_key_for_test(records_per_key);
   auto conn = TlsConn::Server(sys, *ctx, agent_fd.get());
   EXPECT_TRUE(conn.ok());
   bool done = false, want_write = false;
@@ -317,6 +334,55 @@ std::string ServeToOpenSslClient(const std::string& dir, int max_version, bool* 
   EXPECT_EQ(got.size(), data.size());
   EXPECT_TRUE(got == data);
   return got;
+}
+
+TEST_F(TlsRecordsTest, TheAgentUpdatesItsKeysAndOpenSslFollows) {
+  // A key per 10 records: 2 MiB of WAL is about 130 records, so OpenSSL
+  // reads through a dozen KeyUpdates from walship's writer.
+  bool walship_sent = false;
+  int key_updates = 0;
+  ServeToOpenSslClient(testing::FreshTempDir("rekey"), 0, &walship_sent, 10, &key_updates);
+  EXPECT_TRUE(walship_sent);
+  EXPECT_GE(key_updates, 10);  // 2 MiB: about 130 records
+}
+
+TEST_F(TlsRecordsTest, TheReplicaFollowsTheAgentsKeyUpdates) {
+  // Both ends walship's, a key per 7 records.
+  const std::string data = Pattern((1u << 20) + 77);
+  testing::WriteFile(testing::FreshTempDir("rekey2") + "/src", data);
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  sys::UniqueFd agent_fd(sv[0]), replica_fd(sv[1]);
+  ::fcntl(agent_fd.get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(replica_fd.get(), F_SETFL, O_NONBLOCK);
+  sys::SysCalls& sys = sys::DefaultSysCalls();
+  auto sctx = DataTlsContext::ForServer(sys, DefaultClock(), Files("agent"));
+  ASSERT_TRUE(sctx.ok()) << sctx.status();
+  (*sctx)->set_records_per_key_for_test(7);
+  std::thread agent([&] {
+    auto conn = TlsConn::Server(sys, *sctx, agent_fd.get());
+    ASSERT_TRUE(conn.ok());
+    bool done = false, want_write = false;
+    while (!done && (*conn)->AcceptStep(&done, &want_write).ok()) {
+      pollfd p = {agent_fd.get(), static_cast<short>(want_write ? POLLOUT : POLLIN), 0};
+      if (!done) ::poll(&p, 1, 10000);
+    }
+    EXPECT_TRUE((*conn)->EncryptsRecords());
+    sys::TransferOptions io;
+    io.io_timeout = absl::Seconds(20);
+    EXPECT_TRUE((*conn)->SendFully(data.data(), data.size(), false, io).ok());
+  });
+  auto cctx = DataTlsContext::ForClient(sys, DefaultClock(), Files("r1"));
+  ASSERT_TRUE(cctx.ok()) << cctx.status();
+  io_.io_timeout = absl::Seconds(20);
+  auto conn = TlsConn::Connect(sys, *cctx, replica_fd.get(), "127.0.0.1", io_);
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  EXPECT_TRUE((*conn)->DecryptsRecords());
+  std::string got(data.size(), '\0');
+  absl::Status s = (*conn)->ReadFully(got.data(), got.size(), io_);
+  agent.join();
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(got == data);
 }
 
 TEST_F(TlsRecordsTest, WhatTheAgentEncryptsIsReadByOpenSsl) {
