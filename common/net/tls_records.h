@@ -3,9 +3,9 @@
 // the userspace counterpart of kernel TLS.
 //
 // OpenSSL 3.0 encrypts and decrypts a record only inside its own record
-// buffer: on the userspace path every byte of WAL was copied twice more on
-// each side than on a plaintext socket (agent: caller -> record buffer ->
-// send buffer; replica: read buffer -> record buffer -> caller). Kernel TLS
+// buffer: through its record layer every byte of WAL is copied twice more
+// on each side than on a plaintext socket (agent: caller -> record buffer
+// -> send buffer; replica: read buffer -> record buffer -> caller). Kernel TLS
 // avoids this by taking the record layer once the handshake is done, with
 // the keys OpenSSL hands it. RecordWriter (agent) and RecordReader
 // (replica) do the same in user space for that one direction: the agent
