@@ -7,6 +7,8 @@
 #include <climits>
 #include <cstring>
 
+#include "common/sys/transfer.h"
+
 namespace walship::net {
 namespace {
 
@@ -100,10 +102,7 @@ ReadAhead::ReadAhead(sys::SysCalls& sys, int fd, size_t capacity)
 int ReadAhead::Read(char* out, size_t n, bool* retry) {
   *retry = false;
   if (begin_ == end_) {
-    sys::SysResult r;
-    do {
-      r = sys_.Read(fd_, buf_.data(), buf_.size());
-    } while (!r.ok() && r.err == EINTR);
+    const sys::SysResult r = sys::ReadOnce(sys_, fd_, buf_.data(), buf_.size());
     if (!r.ok()) {
       if (r.err == EAGAIN || r.err == EWOULDBLOCK) {
         *retry = true;

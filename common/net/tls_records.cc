@@ -13,6 +13,7 @@
 #include "common/reason.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
+#include "common/sys/transfer.h"
 
 namespace walship::net {
 namespace {
@@ -214,10 +215,7 @@ absl::Status RecordReader::Fill(bool* would_block) {
     raw_end_ -= raw_begin_;
     raw_begin_ = 0;
   }
-  sys::SysResult r;
-  do {
-    r = sys_.Read(fd_, raw_.data() + raw_end_, read_bytes_);
-  } while (!r.ok() && r.err == EINTR);
+  const sys::SysResult r = sys::ReadOnce(sys_, fd_, raw_.data() + raw_end_, read_bytes_);
   if (!r.ok()) {
     if (r.err == EAGAIN || r.err == EWOULDBLOCK) {
       *would_block = true;
@@ -234,9 +232,8 @@ absl::Status RecordReader::Fill(bool* would_block) {
   return absl::OkStatus();
 }
 
-absl::Status RecordReader::Open(uint8_t* dst, uint8_t* type, size_t* length) {
+absl::Status RecordReader::Open(size_t len, uint8_t* dst, uint8_t* type, size_t* length) {
   const uint8_t* h = raw_.data() + raw_begin_;
-  const size_t len = (static_cast<size_t>(h[3]) << 8) | h[4];
   const uint64_t seq = keys_->seq();
   uint8_t nonce[kIvBytes];
   keys_->NextNonce(nonce);
@@ -325,7 +322,7 @@ absl::StatusOr<size_t> RecordReader::Read(char* out, size_t n, bool* would_block
     uint8_t* dst = direct ? reinterpret_cast<uint8_t*>(out) : plain_.data();
     uint8_t type = 0;
     size_t got = 0;
-    WALSHIP_RETURN_IF_ERROR(Open(dst, &type, &got));
+    WALSHIP_RETURN_IF_ERROR(Open(len, dst, &type, &got));
     if (type != kApplicationData) {
       WALSHIP_RETURN_IF_ERROR(Control(type, dst, got));
       continue;

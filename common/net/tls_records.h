@@ -173,10 +173,11 @@ class RecordReader {
                size_t read_bytes);
   // One read(2) after the buffered bytes (moved to the front first).
   absl::Status Fill(bool* would_block);
-  // Authenticates and decrypts the whole record at raw_begin_ into `dst`
-  // (room for its ciphertext length - 16 bytes), consumes it, and returns
-  // its inner content type and content length.
-  absl::Status Open(uint8_t* dst, uint8_t* type, size_t* length);
+  // Authenticates and decrypts the whole record at raw_begin_ (its header
+  // checked, `len` bytes of ciphertext) into `dst` (room for len - 16
+  // bytes), consumes it, and returns its inner content type and content
+  // length.
+  absl::Status Open(size_t len, uint8_t* dst, uint8_t* type, size_t* length);
   // A record that is not application data: alert or handshake.
   absl::Status Control(uint8_t type, const uint8_t* body, size_t length);
 

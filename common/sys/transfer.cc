@@ -326,6 +326,14 @@ absl::Status CopySocketToFile(SysCalls& sys, int in_sock, int out_fd,
   return absl::OkStatus();
 }
 
+SysResult ReadOnce(SysCalls& sys, int fd, void* buf, size_t count) {
+  SysResult r;
+  do {
+    r = sys.Read(fd, buf, count);
+  } while (!r.ok() && r.err == EINTR);
+  return r;
+}
+
 absl::Status ReadFully(SysCalls& sys, int fd, void* buf, size_t count,
                        const TransferOptions& opts) {
   char* const out = static_cast<char*>(buf);

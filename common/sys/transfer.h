@@ -153,6 +153,14 @@ absl::Status CopySocketToFile(SysCalls& sys, int in_sock, int out_fd,
 absl::Status ReadFully(SysCalls& sys, int fd, void* buf, size_t count,
                        const TransferOptions& opts);
 
+// ReadOnce()
+//
+// One read(2) of up to `count` bytes into `buf`, retried while it fails
+// with EINTR; any other result as the kernel gave it (bytes read, 0 at end
+// of stream, EAGAIN on an empty non-blocking socket, errors). For callers
+// that buffer a socket themselves and must not wait.
+SysResult ReadOnce(SysCalls& sys, int fd, void* buf, size_t count);
+
 // SendFully()
 //
 // Sends exactly `count` bytes from `buf` on the socket `fd` with send(2).

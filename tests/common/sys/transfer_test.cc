@@ -633,6 +633,20 @@ TEST(ReadFullyTest, ShortReadsEintrAndEagainFillTheBuffer) {
   EXPECT_EQ(sys.calls(Op::kPoll).at(0).events, POLLIN);
 }
 
+TEST(ReadOnceTest, RetriesEintrOnlyAndReturnsTheRest) {
+  ScriptedSysCalls sys;
+  sys.ScriptRead({Err(EINTR), Err(EINTR), Ok(7), Err(EAGAIN), Ok(0), Err(ECONNRESET)});
+  char buf[16];
+  const SysResult first = ReadOnce(sys, kSock, buf, sizeof(buf));
+  EXPECT_TRUE(first.ok());
+  EXPECT_EQ(first.rc, 7);
+  EXPECT_EQ(std::string(buf, 7), ScriptedSysCalls::Pattern(0, 7));
+  EXPECT_EQ(ReadOnce(sys, kSock, buf, sizeof(buf)).err, EAGAIN);
+  EXPECT_EQ(ReadOnce(sys, kSock, buf, sizeof(buf)).rc, 0);
+  EXPECT_EQ(ReadOnce(sys, kSock, buf, sizeof(buf)).err, ECONNRESET);
+  EXPECT_THAT(Lens(sys.calls(Op::kRead)), ElementsAre(16, 16, 16, 16, 16, 16));
+}
+
 TEST(ReadFullyTest, EofBeforeAnyByteIsOutOfRange) {
   ScriptedSysCalls sys;
   sys.ScriptRead({Ok(0)});
