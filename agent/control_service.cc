@@ -339,6 +339,7 @@ grpc::Status ControlServiceImpl::Handshake(grpc::ServerContext* ctx,
   resp->set_heartbeat_interval_ms(
       static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.heartbeat)));
   resp->set_data_port(data_port_);
+  resp->set_ack_stream(true);
   resp->set_source_format(source_.FormatName());
   resp->set_timeline(source_.Timeline());
   SetCompression(compression, resp);
@@ -382,6 +383,8 @@ class SessionReactor final
     }
     if (!ok) {
       session->Fail(absl::UnavailableError("replica closed the control stream"));
+      // The events' stream is finished by its writer; this one has none.
+      if (acks_only_) FinishNow(grpc::Status::OK);
       return;
     }
     if (request_.has_ack()) {
@@ -443,11 +446,14 @@ class SessionReactor final
                     id.error_message());
       return FinishNow(id);
     }
-    session->SetReplicaDataPath(request_.open().data_path());
+    acks_only_ = request_.open().acks_only();
+    if (!acks_only_) session->SetReplicaDataPath(request_.open().data_path());
     absl::MutexLock lock(&mu_);
     session_ = session;
     if (cancelled_) session->Fail(absl::CancelledError("control stream cancelled"));
-    writer_ = std::thread([this, session] { WriteEvents(*session); });
+    // A stream of acknowledgements only: read on; the session's events go
+    // out on its other stream.
+    if (!acks_only_) writer_ = std::thread([this, session] { WriteEvents(*session); });
     StartRead(&request_);
   }
 
@@ -529,6 +535,7 @@ class SessionReactor final
   grpc::CallbackServerContext* const ctx_;
   walship::v1::SessionRequest request_;  // one read at a time
   std::thread writer_;
+  bool acks_only_ = false;  // set by Open(), before any later reaction
   absl::Mutex mu_;
   std::shared_ptr<ReplicaSession> session_ ABSL_GUARDED_BY(mu_);
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;

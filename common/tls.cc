@@ -208,10 +208,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(sys::SysCalls& sys, Clock& clock,
                                                            const std::string& target,
-                                                           const TlsOptions& tls) {
+                                                           const TlsOptions& tls,
+                                                           grpc::ChannelArguments args) {
   if (absl::Status s = tls.Validate(); !s.ok()) return s;
   if (tls.insecure) {
-    return grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+    return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
   }
   auto pems = LoadPems(sys, clock, tls);
   if (!pems.ok()) return pems.status();
@@ -219,7 +220,6 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(sys::SysCalls& sys, C
   opts.pem_root_certs = pems->ca;
   opts.pem_private_key = pems->key;
   opts.pem_cert_chain = pems->cert;
-  grpc::ChannelArguments args;
   if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
   return grpc::CreateCustomChannel(target, grpc::SslCredentials(opts), args);
 }

@@ -77,9 +77,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     sys::SysCalls& sys, Clock& clock, const TlsOptions& tls, RefusalCallback on_refused);
 
 // A channel to `target` with `tls` (Validate()d); the same file checks.
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(sys::SysCalls& sys, Clock& clock,
-                                                           const std::string& target,
-                                                           const TlsOptions& tls);
+// `args`: more channel arguments (channels whose arguments differ never
+// share a connection).
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(
+    sys::SysCalls& sys, Clock& clock, const std::string& target, const TlsOptions& tls,
+    grpc::ChannelArguments args = grpc::ChannelArguments());
 
 // The PEM texts of `tls`'s three files (Validate()d, not insecure), read
 // through `sys` and checked as MakeServerCredentials and MakeChannel check

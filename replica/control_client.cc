@@ -90,8 +90,16 @@ absl::StatusOr<std::unique_ptr<ControlClient>> ControlClient::Create(
     return absl::UnavailableError(
         absl::StrCat("TLS files: ", channel.status().message()));
   }
+  grpc::ChannelArguments own;
+  own.SetInt("walship.acknowledgements", 1);  // never the events' connection
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> ack_channel =
+      MakeChannel(sys, clock, options.agent, options.tls, own);
+  if (!ack_channel.ok()) {
+    return absl::UnavailableError(absl::StrCat("TLS files: ", ack_channel.status().message()));
+  }
   return std::unique_ptr<ControlClient>(
-      new ControlClient(options, std::move(agent), walship::v1::Control::NewStub(*channel), clock));
+      new ControlClient(options, std::move(agent), walship::v1::Control::NewStub(*channel),
+                        walship::v1::Control::NewStub(*ack_channel), clock));
 }
 
 grpc::Status ControlClient::Call(const std::string& stream_id,
@@ -138,6 +146,11 @@ absl::StatusOr<Negotiated> ControlClient::Handshake(const std::string& stream_id
 std::unique_ptr<ControlClient::SessionStream> ControlClient::OpenSession(
     grpc::ClientContext* ctx) {
   return stub_->Session(ctx);
+}
+
+std::unique_ptr<ControlClient::SessionStream> ControlClient::OpenAckSession(
+    grpc::ClientContext* ctx) {
+  return ack_stub_->Session(ctx);
 }
 
 }  // namespace walship::replica

@@ -107,11 +107,21 @@ class ControlClient {
 
   // Opens the Session stream under `ctx` (cancel it to unblock a Read).
   std::unique_ptr<SessionStream> OpenSession(grpc::ClientContext* ctx);
+  // Opens a Session stream for acknowledgements alone, on a connection of
+  // its own: gRPC reads what arrives on a connection on whichever thread
+  // waits on it, and the agent answers every acknowledgement (HTTP/2 flow
+  // control), which would wake the thread waiting for events.
+  std::unique_ptr<SessionStream> OpenAckSession(grpc::ClientContext* ctx);
 
  private:
   ControlClient(const ReplicaOptions& options, HostPort agent,
-                std::unique_ptr<walship::v1::Control::Stub> stub, Clock& clock)
-      : clock_(clock), options_(options), agent_(std::move(agent)), stub_(std::move(stub)) {}
+                std::unique_ptr<walship::v1::Control::Stub> stub,
+                std::unique_ptr<walship::v1::Control::Stub> ack_stub, Clock& clock)
+      : clock_(clock),
+        options_(options),
+        agent_(std::move(agent)),
+        stub_(std::move(stub)),
+        ack_stub_(std::move(ack_stub)) {}
 
   grpc::Status Call(const std::string& stream_id, const std::vector<HeldCopy>& held,
                     const DurablePoint& at, bool unrecorded,
@@ -122,6 +132,7 @@ class ControlClient {
   const ReplicaOptions& options_;
   const HostPort agent_;
   const std::unique_ptr<walship::v1::Control::Stub> stub_;
+  const std::unique_ptr<walship::v1::Control::Stub> ack_stub_;  // its own connection
 };
 
 }  // namespace walship::replica

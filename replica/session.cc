@@ -186,6 +186,7 @@ absl::Status Session::Run() {
   open.mutable_open()->set_session_id(handshake_.session_id());
   open.mutable_open()->set_data_path(net::DataPathName(conn_->path()));
   if (!stream_->Write(open)) Fail(absl::UnavailableError("control stream closed"));
+  if (handshake_.ack_stream()) OpenAckStream();
 
   max_payload_ = std::min<uint32_t>(handshake_.max_payload_bytes()
                                         ? handshake_.max_payload_bytes()
@@ -219,8 +220,10 @@ absl::Status Session::Run() {
   if (recorder.joinable()) recorder.join();
   StopDropper();
   dropper.join();
+  // Fail() has cancelled both calls: Finish() returns at once.
   grpc::Status fin = stream_->Finish();
   (void)fin;
+  if (ack_stream_ != nullptr) (void)ack_stream_->Finish();
   Detach();
   return WindDown();
 }
@@ -471,7 +474,7 @@ bool Session::SendAck(const DurablePoint& dp) {
   // load may come well after the agent has read the message (the trace's
   // ack_sent -> ack_written; the callback API's non-blocking write measured
   // no better, see docs/benchmarks.md).
-  const bool ok = stream_->Write(msg);
+  const bool ok = ack_stream_ != nullptr ? ack_stream_->Write(msg) : stream_->Write(msg);
   if (trace != nullptr) {
     trace->Record(TraceStage::kAckWritten, dp.position.segment, dp.position.offset);
   }
@@ -592,6 +595,7 @@ void Session::Fail(absl::Status s) {
   // first) leaves nothing to wake.
   if (data_fd_ >= 0) (void)sys_.Shutdown(data_fd_, SHUT_RDWR);
   if (ctx_ != nullptr) ctx_->TryCancel();
+  if (ack_ctx_attached_ != nullptr) ack_ctx_attached_->TryCancel();
 }
 
 bool Session::failed() {
@@ -620,6 +624,20 @@ void Session::Detach() {
   absl::MutexLock lock(&fail_mu_);
   data_fd_ = -1;
   ctx_ = nullptr;
+  ack_ctx_attached_ = nullptr;
+}
+
+void Session::OpenAckStream() {
+  ack_stream_ = control_->OpenAckSession(&ack_ctx_);
+  {
+    absl::MutexLock lock(&fail_mu_);
+    ack_ctx_attached_ = &ack_ctx_;
+    if (failed_) ack_ctx_.TryCancel();
+  }
+  walship::v1::SessionRequest open;
+  open.mutable_open()->set_session_id(handshake_.session_id());
+  open.mutable_open()->set_acks_only(true);
+  if (!ack_stream_->Write(open)) Fail(absl::UnavailableError("acknowledgement stream closed"));
 }
 
 void Session::Kick() {

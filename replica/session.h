@@ -144,6 +144,9 @@ class Session {
   // What Fail() unblocks: the data socket and the control stream's context.
   void Attach(int data_fd, grpc::ClientContext* ctx) ABSL_LOCKS_EXCLUDED(fail_mu_);
   void Detach() ABSL_LOCKS_EXCLUDED(fail_mu_);
+  // Opens the stream that carries acknowledgements alone, when the agent
+  // takes them so (HandshakeResponse.ack_stream).
+  void OpenAckStream() ABSL_LOCKS_EXCLUDED(fail_mu_);
 
   Clock& clock_;
 
@@ -173,6 +176,14 @@ class Session {
   // it after the threads ended.
   grpc::ClientContext session_ctx_;
   std::unique_ptr<ControlClient::SessionStream> stream_;
+  // Acknowledgements go on a stream of their own where the agent takes them
+  // so, on a connection of their own (ControlClient::OpenAckSession): a
+  // call's blocking Write and blocking Read share one completion queue, so
+  // on stream_ each Write's completion would wake the thread reading events,
+  // and so would the agent's flow-control answer on a shared connection
+  // (common/sys/grpc_polling.h). Null: acknowledgements go on stream_.
+  grpc::ClientContext ack_ctx_;
+  std::unique_ptr<ControlClient::SessionStream> ack_stream_;
 
   // The session's end, and the agent's last sign of life.
   absl::Mutex fail_mu_;
@@ -180,6 +191,7 @@ class Session {
   absl::Status status_ ABSL_GUARDED_BY(fail_mu_);
   int data_fd_ ABSL_GUARDED_BY(fail_mu_) = -1;
   grpc::ClientContext* ctx_ ABSL_GUARDED_BY(fail_mu_) = nullptr;
+  grpc::ClientContext* ack_ctx_attached_ ABSL_GUARDED_BY(fail_mu_) = nullptr;
   absl::Time last_heard_ ABSL_GUARDED_BY(fail_mu_) = clock_.Now();
 
   // Wakes the flusher.

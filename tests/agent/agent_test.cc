@@ -407,6 +407,57 @@ TEST_F(AgentTest, SessionStreamMustOpenALiveSessionAndEndsItWhenClosed) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
 }
 
+TEST_F(AgentTest, AcknowledgementsMayTakeAStreamOfTheirOwn) {
+  HandshakeResponse resp;
+  ASSERT_TRUE(Handshake(Request(), &resp).ok());
+  EXPECT_TRUE(resp.ack_stream());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto events = stub_->Session(&ctx);
+  walship::v1::SessionRequest open;
+  open.mutable_open()->set_session_id(resp.session_id());
+  ASSERT_TRUE(events->Write(open));
+  walship::v1::SessionEvent ev;
+  ASSERT_TRUE(events->Read(&ev));
+  ASSERT_TRUE(ev.has_ack_pacing());
+
+  grpc::ClientContext actx;
+  actx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto acks = stub_->Session(&actx);
+  open.mutable_open()->set_acks_only(true);
+  ASSERT_TRUE(acks->Write(open));
+  walship::v1::SessionRequest ack;
+  ack.mutable_ack()->mutable_flushed()->set_segment("seg-001");
+  ack.mutable_ack()->mutable_flushed()->set_offset(5000);
+  ASSERT_TRUE(acks->Write(ack));
+  bool acked = false;
+  for (int i = 0; i < 100 && !acked; ++i) {
+    grpc::ClientContext sctx;
+    walship::v1::StatusResponse st;
+    ASSERT_TRUE(stub_->Status(&sctx, walship::v1::StatusRequest(), &st).ok());
+    ASSERT_EQ(st.replicas_size(), 1);
+    acked = st.replicas(0).flushed().segment() == "seg-001" &&
+            st.replicas(0).flushed().offset() == 5000u;
+    if (!acked) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(acked) << "an acknowledgement on the acknowledgements' stream was not taken";
+  // Events still go out on the first stream only.
+  ASSERT_TRUE(events->Read(&ev));
+  EXPECT_TRUE(ev.has_heartbeat());
+
+  // Closing the acknowledgements' stream finishes it and ends the session,
+  // as closing the events' stream does.
+  acks->WritesDone();
+  grpc::Status s = acks->Finish();
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  while (events->Read(&ev)) {
+  }
+  s = events->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_NE(s.error_message().find("replica closed the control stream"), std::string::npos)
+      << s.error_message();
+}
+
 TEST_F(AgentTest, GarbageAndWrongTokensAreClosed) {
   HandshakeResponse resp;
   ASSERT_TRUE(Handshake(Request(), &resp).ok());
