@@ -69,6 +69,15 @@ class AgentTest : public ::testing::Test {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     return stub_->Handshake(&ctx, req, resp);
   }
+  // The agent's Status; empty if the call failed (which fails the test).
+  walship::v1::StatusResponse AgentStatus() {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    walship::v1::StatusResponse st;
+    grpc::Status s = stub_->Status(&ctx, walship::v1::StatusRequest(), &st);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return st;
+  }
   // Replaces the running agent with one of options `o` (on the test's WAL
   // directory, plaintext) reading the time from `clock`.
   void Restart(AgentOptions o, Clock& clock) {
@@ -321,9 +330,7 @@ TEST_F(AgentTest, ShipsFramesAfterAValidTokenAndRejectsReplays) {
   ASSERT_TRUE(stream->Write(ack));
   bool acked = false;
   for (int i = 0; i < 100 && !acked; ++i) {
-    grpc::ClientContext ctx;
-    walship::v1::StatusResponse st;
-    ASSERT_TRUE(stub_->Status(&ctx, walship::v1::StatusRequest(), &st).ok());
+    walship::v1::StatusResponse st = AgentStatus();
     ASSERT_EQ(st.replicas_size(), 1);
     // The shipper counts bytes after sendfile returns, which can be after
     // the reader got them: wait for both.
@@ -432,9 +439,7 @@ TEST_F(AgentTest, AcknowledgementsMayTakeAStreamOfTheirOwn) {
   ASSERT_TRUE(acks->Write(ack));
   bool acked = false;
   for (int i = 0; i < 100 && !acked; ++i) {
-    grpc::ClientContext sctx;
-    walship::v1::StatusResponse st;
-    ASSERT_TRUE(stub_->Status(&sctx, walship::v1::StatusRequest(), &st).ok());
+    walship::v1::StatusResponse st = AgentStatus();
     ASSERT_EQ(st.replicas_size(), 1);
     acked = st.replicas(0).flushed().segment() == "seg-001" &&
             st.replicas(0).flushed().offset() == 5000u;
