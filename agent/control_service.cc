@@ -382,9 +382,8 @@ class SessionReactor final
       return;
     }
     if (!ok) {
+      // Both streams' threads finish them once the session has ended.
       session->Fail(absl::UnavailableError("replica closed the control stream"));
-      // The events' stream is finished by its writer; this one has none.
-      if (acks_only_) FinishNow(grpc::Status::OK);
       return;
     }
     if (request_.has_ack()) {
@@ -451,9 +450,17 @@ class SessionReactor final
     absl::MutexLock lock(&mu_);
     session_ = session;
     if (cancelled_) session->Fail(absl::CancelledError("control stream cancelled"));
-    // A stream of acknowledgements only: read on; the session's events go
-    // out on its other stream.
-    if (!acks_only_) writer_ = std::thread([this, session] { WriteEvents(*session); });
+    // A stream of acknowledgements only: read on, and finish it when the
+    // session ends (the replica closed a stream, or the agent ended the
+    // session), so that no call outlives its session; the session's events
+    // go out on its other stream.
+    writer_ = std::thread([this, session] {
+      if (acks_only_) {
+        FinishWhenEnded(*session);
+      } else {
+        WriteEvents(*session);
+      }
+    });
     StartRead(&request_);
   }
 
@@ -468,6 +475,12 @@ class SessionReactor final
       finishing_ = true;
     }
     Finish(status);
+  }
+
+  void FinishWhenEnded(const ReplicaSession& session) {
+    NameThisThread(absl::StrCat("ws-acks-", session.name()));
+    session.AwaitFinished();
+    FinishNow(grpc::Status::OK);
   }
 
   // Writes `ev` and waits for the write to complete.

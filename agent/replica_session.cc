@@ -217,6 +217,11 @@ bool ReplicaSession::finished() const {
   return finished_;
 }
 
+void ReplicaSession::AwaitFinished() const {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&finished_));
+}
+
 bool ReplicaSession::has_data_socket() const {
   absl::MutexLock lock(&mu_);
   return data_fd_.valid();

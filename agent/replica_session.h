@@ -110,6 +110,8 @@ class ReplicaSession final : public ShipperEvents {
   void Close();
 
   bool finished() const;
+  // Returns once the session has finished (Fail, Close).
+  void AwaitFinished() const;
   absl::Time token_deadline() const { return token_deadline_; }
   bool has_data_socket() const;
 
