@@ -547,7 +547,7 @@ class SessionReactor final
   ControlServiceImpl& service_;
   grpc::CallbackServerContext* const ctx_;
   walship::v1::SessionRequest request_;  // one read at a time
-  std::thread writer_;
+  std::thread writer_;  // WriteEvents(); FinishWhenEnded() on a stream of acknowledgements
   bool acks_only_ = false;  // set by Open(), before any later reaction
   absl::Mutex mu_;
   std::shared_ptr<ReplicaSession> session_ ABSL_GUARDED_BY(mu_);
