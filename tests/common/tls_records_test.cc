@@ -282,6 +282,16 @@ void CountKeyUpdates(int write_p, int /*version*/, int content_type, const void*
   }
 }
 
+// Runs the server side of the handshake on non-blocking `fd`, waiting for
+// the socket between steps; returns when it is done or failed.
+void AcceptOn(TlsConn& conn, int fd) {
+  bool done = false, want_write = false;
+  while (!done && conn.AcceptStep(&done, &want_write).ok()) {
+    pollfd p = {fd, static_cast<short>(want_write ? POLLOUT : POLLIN), 0};
+    if (!done) ::poll(&p, 1, 10000);
+  }
+}
+
 // Sets *key_updates (when given) to the KeyUpdates the client read.
 std::string ServeToOpenSslClient(const std::string& dir, int max_version, bool* walship_sent,
                                  uint64_t records_per_key = RecordWriter::kRecordsPerKey,
@@ -315,11 +325,7 @@ std::string ServeToOpenSslClient(const std::string& dir, int max_version, bool* 
   (*ctx)->set_records_per_key_for_test(records_per_key);
   auto conn = TlsConn::Server(sys, *ctx, agent_fd.get());
   EXPECT_TRUE(conn.ok());
-  bool done = false, want_write = false;
-  while (!done && (*conn)->AcceptStep(&done, &want_write).ok()) {
-    pollfd p = {agent_fd.get(), static_cast<short>(want_write ? POLLOUT : POLLIN), 0};
-    if (!done) ::poll(&p, 1, 10000);
-  }
+  AcceptOn(**conn, agent_fd.get());
   *walship_sent = (*conn)->EncryptsRecords();
   sys::TransferOptions io;
   io.io_timeout = absl::Seconds(20);
@@ -362,11 +368,7 @@ TEST_F(TlsRecordsTest, TheReplicaFollowsTheAgentsKeyUpdates) {
   std::thread agent([&] {
     auto conn = TlsConn::Server(sys, *sctx, agent_fd.get());
     ASSERT_TRUE(conn.ok());
-    bool done = false, want_write = false;
-    while (!done && (*conn)->AcceptStep(&done, &want_write).ok()) {
-      pollfd p = {agent_fd.get(), static_cast<short>(want_write ? POLLOUT : POLLIN), 0};
-      if (!done) ::poll(&p, 1, 10000);
-    }
+    AcceptOn(**conn, agent_fd.get());
     EXPECT_TRUE((*conn)->EncryptsRecords());
     sys::TransferOptions io;
     io.io_timeout = absl::Seconds(20);
