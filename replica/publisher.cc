@@ -97,6 +97,19 @@ absl::Status Publisher::AppendSum(const std::string& name, uint64_t length, uint
   return absl::OkStatus();
 }
 
+absl::Status Publisher::CutToLength(const sys::UniqueFd& fd, const std::string& name,
+                                    uint64_t length) {
+  WALSHIP_ASSIGN_OR_RETURN(uint64_t size, FileSizeOf(sys_, fd.get(), name));
+  if (size <= length) return absl::OkStatus();
+  const std::string path = SegmentPath(dir_, name, true);
+  sys::SysResult r = sys_.Ftruncate(fd.get(), static_cast<off_t>(length));
+  if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("truncate ", path));
+  r = sys_.Fdatasync(fd.get());
+  if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("fdatasync ", path));
+  spdlog::info("{}: complete at {} bytes, cut from its pre-sized {}", path, length, size);
+  return absl::OkStatus();
+}
+
 absl::Status Publisher::Rename(const std::string& name) {
   return RenamePartial(sys_, dir_, name);
 }

@@ -84,6 +84,11 @@ class Publisher {
   // unreadable line instead of swallowing this one.
   absl::Status AppendSum(const std::string& name, uint64_t length, uint32_t crc32c);
   // Step 2.
+  // Before AppendSum: when the open NAME.partial `fd` is longer than
+  // `length` (zeros past the segment's end: a pre-sized file, see
+  // spare_segment.h), truncates it to `length` and fdatasyncs it, so the
+  // published file's length is its segment's. Durable when it returns.
+  absl::Status CutToLength(const sys::UniqueFd& fd, const std::string& name, uint64_t length);
   absl::Status Rename(const std::string& name);
   // Step 3.
   absl::Status SyncDir();

@@ -12,9 +12,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_crc.h"
+#include "common/pgwal/wal_names.h"
+#include "common/pgwal/wal_page.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
 #include "common/sys/file_util.h"
+#include "common/sys/transfer.h"
 #include "common/wire/segment_name.h"
 #include "replica/publisher.h"
 #include "spdlog/spdlog.h"
@@ -22,13 +25,34 @@
 namespace walship::replica {
 namespace {
 
+// The offset just past the last non-zero byte of [from, to) of `fd`, or
+// `from` when they are all zero. Reads backwards from `to`.
+absl::StatusOr<uint64_t> EndOfNonZero(sys::SysCalls& sys, int fd, uint64_t from, uint64_t to,
+                                      const std::string& path) {
+  std::vector<char> buf(1u << 16);
+  while (to > from) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), to - from));
+    absl::Status s = sys::PreadFully(sys, fd, buf.data(), n, to - n);
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat("read ", path, ": ", s.message()));
+    for (size_t i = n; i > 0; --i) {
+      if (buf[i - 1] != 0) return to - n + i;
+    }
+    to -= n;
+  }
+  return from;
+}
+
 // One run of RecoverDirectory(): the steps in the order they run, over the
 // lists of what the directory holds.
 class DirectoryRecovery {
  public:
   DirectoryRecovery(sys::SysCalls& sys, const std::string& dir,
-                    const std::optional<ReplicaState>& state, TailPolicy tail)
-      : sys_(sys), dir_(dir), state_(state), keep_tail_(tail == TailPolicy::kKeep) {}
+                    const std::optional<ReplicaState>& state, TailPolicy tail, uint64_t segment_size)
+      : sys_(sys),
+        dir_(dir),
+        state_(state),
+        keep_tail_(tail == TailPolicy::kKeep),
+        segment_size_(segment_size) {}
 
   absl::StatusOr<RecoveredPoint> Run();
 
@@ -53,6 +77,7 @@ class DirectoryRecovery {
   const std::string& dir_;
   const std::optional<ReplicaState>& state_;
   const bool keep_tail_;
+  const uint64_t segment_size_;  // 0: unknown (see RecoverDirectory)
   std::vector<std::string> complete_, partial_;  // names, without .partial
   DurablePoint dp_;
   uint64_t tail_size_ = 0;  // the partial's size when it keeps a tail
@@ -201,8 +226,24 @@ absl::Status DirectoryRecovery::ResumeInPartial(const std::string& path) {
   if (size > state_->durable.offset) {
     if (keep_tail_) {
       // Written after the last recorded flush: kept only if the agent
-      // confirms it (SegmentWriter::ResolveTail).
+      // confirms it (SegmentWriter::ResolveTail). The file's length is not
+      // its data's: a segment pre-sized with zeros (spare_segment.h) is
+      // longer. The tail ends at its last non-zero byte; zeros past it are
+      // never presented (any that were data are received again).
       tail_size_ = size;
+      const uint64_t seg = segment_size_ != 0
+                               ? segment_size_
+                               : PgSegmentSizeOf(sys_, fd->get(), state_->durable.segment);
+      if (size == seg) {
+        // Pre-sized (disk_format.md section 8): zeros the spare left cannot
+        // be told from zero bytes of data, so the tail ends at its last
+        // non-zero byte; zero bytes of data past it are received again.
+        WALSHIP_ASSIGN_OR_RETURN(
+            tail_size_, EndOfNonZero(sys_, fd->get(), state_->durable.offset, size, path));
+        spdlog::info("{} is pre-sized to its segment size {}: bytes past {} are zeros, "
+                     "not held", path, size, std::max(tail_size_, state_->durable.offset));
+        if (tail_size_ == state_->durable.offset) tail_size_ = 0;
+      }
     } else {
       // Written after the last flush, never acknowledged: discard.
       sys::SysResult r = sys_.Ftruncate(fd->get(), state_->durable.offset);
@@ -305,8 +346,19 @@ absl::StatusOr<std::optional<DurablePoint>> DirectoryRecovery::TailPoint() {
 
 absl::StatusOr<RecoveredPoint> RecoverDirectory(sys::SysCalls& sys, const std::string& dir,
                                                 const std::optional<ReplicaState>& state,
-                                                TailPolicy tail) {
-  return DirectoryRecovery(sys, dir, state, tail).Run();
+                                                TailPolicy tail, uint64_t segment_size) {
+  return DirectoryRecovery(sys, dir, state, tail, segment_size).Run();
+}
+
+uint64_t PgSegmentSizeOf(sys::SysCalls& sys, int fd, const std::string& name) {
+  uint8_t header[pg::kLongPageHeaderSize];
+  if (!sys::PreadFully(sys, fd, header, sizeof(header), 0).ok()) return 0;
+  auto h = pg::DecodePageHeader(absl::MakeConstSpan(header, sizeof(header)));
+  if (!h.ok() || !h->is_long || !pg::IsValidSegmentSize(h->seg_size) ||
+      !pg::ParseSegmentName(name, h->seg_size).ok()) {
+    return 0;
+  }
+  return h->seg_size;
 }
 
 absl::StatusOr<DurablePoint> RecoverFromStore(StateStore& store, const RecoverFn& recover,

@@ -68,9 +68,17 @@ struct RecoveredPoint {
 
 // Reconciles `dir` with `state` (empty: no record, lost or never written;
 // the point is then the end of the newest published segment). See above.
+// `segment_size`: the stream's fixed segment size when the caller knows it
+// (0: taken from the partial's own first page header, PostgreSQL WAL only);
+// it tells a pre-sized partial from a grown one (disk_format.md section 8).
 absl::StatusOr<RecoveredPoint> RecoverDirectory(sys::SysCalls& sys, const std::string& dir,
                                                 const std::optional<ReplicaState>& state,
-                                                TailPolicy tail);
+                                                TailPolicy tail, uint64_t segment_size = 0);
+
+// The segment size that the first page header of the open segment file
+// `fd` names: PostgreSQL WAL whose name `name` is a segment name of that
+// size, with a long page header at offset 0. 0 otherwise (unknown).
+uint64_t PgSegmentSizeOf(sys::SysCalls& sys, int fd, const std::string& name);
 
 // Recovers from one candidate record (RecoverDirectory through a writer).
 using RecoverFn =

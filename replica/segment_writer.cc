@@ -100,81 +100,12 @@ absl::Status SegmentWriter::ResolveTail(bool keep) {
 
 absl::StatusOr<DurablePoint> SegmentWriter::Recover(const std::optional<ReplicaState>& state,
                                                     Tail keep) {
-  WALSHIP_ASSIGN_OR_RETURN(RecoveredPoint r, RecoverDirectory(sys_, dir_, state, keep));
+  WALSHIP_ASSIGN_OR_RETURN(RecoveredPoint r, RecoverDirectory(sys_, dir_, state, keep, options_.segment_size));
   absl::MutexLock lock(&mu_);
   durable_ = r.durable;
   tail_ = r.tail;
   last_begun_ = r.durable.position.segment;
   return r.durable;
-}
-
-absl::Status SegmentWriter::BeginSegment(const std::string& name, uint64_t handle,
-                                         uint64_t start_offset) {
-  WALSHIP_RETURN_IF_ERROR(wire::ValidateSegmentName(name));
-  {
-    absl::MutexLock lock(&mu_);
-    if (tail_.has_value()) {
-      return absl::FailedPreconditionError(
-          "internal: the recovered tail was neither confirmed nor discarded");
-    }
-    if (handle <= handle_) {
-      return absl::DataLossError(absl::StrCat("SEGMENT handle ", handle,
-                                              " does not increase (last ", handle_, ")"));
-    }
-    if (name < last_begun_) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "agent went backwards: segment ", name, " after ", last_begun_));
-    }
-    if (durable_.complete && name == durable_.position.segment) {
-      if (start_offset != durable_.position.offset) {
-        return WithReason(absl::FailedPreconditionError(absl::StrCat(
-            "divergent history: ", name, " is complete here at ",
-            durable_.position.offset, " bytes but the agent resumes it at ", start_offset)), Reason::kDivergent);
-      }
-      handle_ = handle;
-      handle_complete_ = true;
-      last_begun_ = name;
-      return absl::OkStatus();
-    }
-    if (!open_.empty() && open_.back().name == name) {
-      return absl::DataLossError(absl::StrCat("segment ", name, " announced twice"));
-    }
-  }
-  // File I/O without the lock: the flusher finalizes older segments
-  // meanwhile, and only this (receiver) thread adds segments.
-  const std::string path = PathOf(name, true);
-  sys::SysResult r = sys_.Open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("open ", path));
-  auto fd = std::make_shared<sys::UniqueFd>(static_cast<int>(r.rc));
-  WALSHIP_ASSIGN_OR_RETURN(uint64_t size, FileSizeOf(sys_, fd->get(), path));
-  if (start_offset > size) {
-    return absl::OutOfRangeError(absl::StrCat("gap: agent starts ", name, " at ",
-                                            start_offset, " but only ", size,
-                                            " bytes are on disk"));
-  }
-  Segment seg;
-  seg.name = name;
-  seg.written = size;
-  if (size > 0) {
-    WALSHIP_ASSIGN_OR_RETURN(seg.written_crc, Crc32cOfFileRange(sys_, fd->get(), 0, size, path));
-  }
-  seg.fd = std::move(fd);
-  absl::MutexLock lock(&mu_);
-  if (name == durable_.position.segment && durable_.position.offset == size) {
-    seg.flushed = size;
-    seg.flushed_crc = seg.written_crc;
-  }
-  // Only the segment we resume in is known to have a durable entry.
-  seg.entry_durable = name == durable_.position.segment;
-  handle_ = handle;
-  handle_complete_ = false;
-  open_.push_back(std::move(seg));
-  last_begun_ = name;
-  // The new directory entry must be durable before any byte in it is
-  // acknowledged; the flusher's next Flush() fsyncs the directory, off the
-  // receive path.
-  dir_sync_needed_ = true;
-  return absl::OkStatus();
 }
 
 absl::Status SegmentWriter::EnsurePipe() {
@@ -511,6 +442,10 @@ absl::Status SegmentWriter::ExecutePublicationRound(const DataRound& data,
         std::any_of(data.early_sums.begin(), data.early_sums.end(), [&f](const Sum& e) {
           return e.name == f.name && e.length == f.length && e.crc32c == f.crc32c;
         });
+    // A pre-sized file longer than the segment (one that completes short,
+    // at a timeline switch) is cut to its length before its line and name
+    // say it is complete.
+    WALSHIP_RETURN_IF_ERROR(publisher_.CutToLength(*f.fd, f.name, f.length));
     if (!summed) WALSHIP_RETURN_IF_ERROR(publisher_.AppendSum(f.name, f.length, f.crc32c));
     WALSHIP_RETURN_IF_ERROR(publisher_.Rename(f.name));
   }

@@ -73,6 +73,7 @@
 #include "common/wire/frame.h"
 #include "replica/publisher.h"
 #include "replica/recovery.h"
+#include "replica/spare_segment.h"
 #include "replica/state_store.h"
 
 namespace walship::replica {
@@ -90,6 +91,17 @@ struct WriterOptions {
   // the distribution. May be empty.
   std::function<void(absl::Duration)> on_data_sync;
   sys::TransferOptions io;
+  // Live segments of a stream whose segment size is known (PostgreSQL: the
+  // first page header) start as a spare file zero-filled to full size
+  // (spare_segment.h, NoteCaughtUp()), so their fdatasyncs commit no size
+  // change. Off: every segment grows from empty.
+  bool presize_segments = true;
+  // The stream's segment size when known in advance (tests); 0: learned
+  // from the first page header of PostgreSQL WAL, unknown for other streams.
+  uint64_t segment_size = 0;
+  // Called on the spare's thread with the time each spare took to write
+  // and sync. May be empty.
+  std::function<void(absl::Duration)> on_spare_prepared;
   // Records each DATA frame's payload landing in its file and its checksum
   // matching (TraceStage::kSpliced, kVerified); null: off. Borrowed.
   CommitTrace* trace = nullptr;
@@ -203,6 +215,16 @@ class SegmentWriter {
   // True when DropPublishedPages() has segments to drop. Any thread.
   bool HasPagesToDrop() const;
 
+  // The receiver found the socket empty (the stream is live, not catching
+  // up). Once the segment size is known, a spare segment file is prepared
+  // in the background, and the next segment begun at offset 0 takes it
+  // instead of growing from an empty file (BeginSegment). Receiver thread.
+  void NoteCaughtUp();
+  // Waits up to `timeout` for the spare asked for by NoteCaughtUp() to be
+  // ready; false if none was asked for or it is not ready by then. For
+  // tests. Receiver thread.
+  bool WaitForSpare(absl::Duration timeout);
+
   // True when a Flush() now would make more bytes durable or publish a
   // segment: the flusher runs again at once instead of waiting for a kick.
   bool HasUnflushedWork() const;
@@ -276,6 +298,11 @@ class SegmentWriter {
 
   std::string PathOf(const std::string& name, bool partial) const;
   absl::Status EnsurePipe();
+  // BeginSegment's parts (segment_writer_begin.cc): renames the spare to
+  // `path` when the stream is live, returning whether it did; the segment
+  // size the stream's first page header names (0: unknown).
+  absl::StatusOr<bool> TakeSpare(const std::string& path, uint64_t start_offset);
+  uint64_t LearnSegmentSize();
   // Runs `persist(target)` on the helper thread while this thread fdatasyncs
   // `fd`; returns the first error.
   absl::Status SyncOverlapped(int fd, const std::string& path, const PersistFn& persist,
@@ -346,6 +373,10 @@ class SegmentWriter {
   const std::string dir_;
   const WriterOptions options_;
   std::optional<sys::Pipe> pipe_;  // receiver thread only
+  // Pre-sized segments (NoteCaughtUp): receiver thread only.
+  std::unique_ptr<SpareSegment> spare_;
+  uint64_t segment_size_ = 0;
+  bool caught_up_ = false;
   std::vector<char> buffer_;       // receiver thread only
   FileCrcReader crc_reader_;       // receiver thread only
   Publisher publisher_;            // Flush() (or one job it runs); dropping: see publisher.h

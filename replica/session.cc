@@ -344,6 +344,8 @@ bool Session::AfterData(uint32_t length) {
       return true;
     case AfterFrame::kSyncNow:
       deferred_ = 0;
+      // Live, not catching up: the next segment may start pre-sized.
+      writer_.NoteCaughtUp();
       if (flush_mu_.TryLock()) {
         const bool ok = FlushCycleLocked();
         flush_mu_.Unlock();

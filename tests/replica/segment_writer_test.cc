@@ -26,6 +26,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/pgwal/wal_page.h"
 #include "common/wire/crc32c.h"
 #include "common/wire/frame.h"
 #include "gtest/gtest.h"
@@ -623,6 +624,65 @@ TEST_P(SegmentWriterTest, RecoveredTailCountsOnlyOnceConfirmed) {
     ASSERT_TRUE(w.Recover(st, SegmentWriter::Tail::kKeep).ok());
     EXPECT_FALSE(w.tail().has_value());
     ASSERT_TRUE(w.BeginSegment("seg-2", 1, 200).ok());
+  }
+}
+
+// A pre-sized NAME.partial (zero-filled to its segment size in advance,
+// spare_segment.h) is longer than its data: its length is not what it
+// holds. A restart presents as unconfirmed tail only the bytes up to the
+// last non-zero one (never the zeros: an agent would wait for a source
+// that never reaches the file's length), and resumes writing at the
+// durable point, not at the end of the file.
+TEST_P(SegmentWriterTest, PresizedPartialHoldsOnlyItsData) {
+  std::string dir = testing::FreshTempDir("presized-resume");
+  // PostgreSQL WAL of 1 MiB segments: the size is in the first page header.
+  const uint64_t kSegment = 1 << 20;
+  const std::string name = "000000010000000000000002";
+  std::string data(pg::kLongPageHeaderSize, '\0');
+  pg::PageHeader ph{};
+  ph.magic = pg::kPg15PageMagic;
+  ph.info = pg::kXlpLongHeader;
+  ph.timeline = 1;
+  ph.pageaddr = 2 * kSegment;
+  ph.is_long = true;
+  ph.system_id = 7301234567890123456ull;
+  ph.seg_size = kSegment;
+  ph.block_size = pg::kDefaultBlockSize;
+  pg::EncodePageHeader(ph, absl::MakeSpan(reinterpret_cast<uint8_t*>(data.data()), data.size()));
+  std::mt19937_64 rng(26);
+  data += RandomBytes(rng, 260);
+  data.back() = 'z';  // the data's last byte is not zero
+  std::string file = data;
+  file.resize(kSegment, '\0');
+  for (const uint64_t recorded : {uint64_t{200}, uint64_t{300}}) {
+    SCOPED_TRACE(recorded);
+    std::ofstream(dir + "/" + name + ".partial", std::ios::binary | std::ios::trunc) << file;
+    const ReplicaState record{"stream", Position{name, recorded}, false,
+                              wire::Crc32c(data.data(), recorded)};
+    SegmentWriter w(sys_, dir, Options());
+    auto dp = w.Recover(record, SegmentWriter::Tail::kKeep);
+    ASSERT_TRUE(dp.ok()) << dp.status();
+    EXPECT_EQ(dp->position, (Position{name, recorded}));
+    if (recorded < data.size()) {
+      // The bytes past the record up to the last non-zero one; not the zeros.
+      ASSERT_TRUE(w.tail().has_value());
+      EXPECT_EQ(w.tail()->position, (Position{name, data.size()}));
+      EXPECT_EQ(w.tail()->prefix_crc32c, wire::Crc32c(data.data(), data.size()));
+      ASSERT_TRUE(w.ResolveTail(true).ok());
+    } else {
+      EXPECT_FALSE(w.tail().has_value());
+    }
+    // Frames continue at the end of the data.
+    ASSERT_TRUE(w.BeginSegment(name, 1, data.size()).ok());
+    EXPECT_EQ(w.written(), (Position{name, data.size()}));
+    Channel ch;
+    const std::string more = RandomBytes(rng, 100);
+    ch.Put(more);
+    ASSERT_TRUE(w.WriteData(ch.out(), DataHeader(1, data.size(), more)).ok());
+    auto flushed = w.Flush();
+    ASSERT_TRUE(flushed.ok()) << flushed.status();
+    EXPECT_EQ(flushed->position, (Position{name, data.size() + more.size()}));
+    EXPECT_EQ(flushed->prefix_crc32c, wire::Crc32c((data + more).data(), 400));
   }
 }
 
