@@ -1,6 +1,7 @@
 #include "common/file_crc.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -41,6 +42,21 @@ absl::StatusOr<uint32_t> Crc32cOfFileRange(sys::SysCalls& sys, int fd, uint64_t 
   FileCrcReader reader(sys);
   WALSHIP_ASSIGN_OR_RETURN(auto crcs, reader.Twice(fd, offset, length, context, seed, seed));
   return crcs.first;
+}
+
+absl::StatusOr<uint64_t> EndOfNonZeroBytes(sys::SysCalls& sys, int fd, uint64_t from,
+                                           uint64_t to, const std::string& context) {
+  std::vector<char> buf(1u << 16);
+  while (to > from) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), to - from));
+    absl::Status s = sys::PreadFully(sys, fd, buf.data(), n, to - n);
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat("read ", context, ": ", s.message()));
+    for (size_t i = n; i > 0; --i) {
+      if (buf[i - 1] != 0) return to - n + i;
+    }
+    to -= n;
+  }
+  return from;
 }
 
 absl::StatusOr<std::pair<uint32_t, uint32_t>> Crc32cOfFileRangeTwice(

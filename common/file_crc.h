@@ -30,6 +30,13 @@ absl::StatusOr<uint32_t> Crc32cOfFileRange(sys::SysCalls& sys, int fd,
                                            const std::string& context,
                                            uint32_t seed = 0);
 
+// The offset just past the last non-zero byte of [from, to) of `fd`, or
+// `from` when every byte there is zero. Reads backwards from `to` (a file
+// zero-filled in advance has its data at the front). `context` names the
+// file in error messages.
+absl::StatusOr<uint64_t> EndOfNonZeroBytes(sys::SysCalls& sys, int fd, uint64_t from,
+                                           uint64_t to, const std::string& context);
+
 // Two CRC32Cs of the same range in one pass: extending `seed_a` and `seed_b`
 // (e.g. a frame's own CRC and a segment's running CRC). Each buffer's worth
 // (256 KiB) is read once with pread(2) and checksummed twice while it is in

@@ -25,23 +25,6 @@
 namespace walship::replica {
 namespace {
 
-// The offset just past the last non-zero byte of [from, to) of `fd`, or
-// `from` when they are all zero. Reads backwards from `to`.
-absl::StatusOr<uint64_t> EndOfNonZero(sys::SysCalls& sys, int fd, uint64_t from, uint64_t to,
-                                      const std::string& path) {
-  std::vector<char> buf(1u << 16);
-  while (to > from) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), to - from));
-    absl::Status s = sys::PreadFully(sys, fd, buf.data(), n, to - n);
-    if (!s.ok()) return absl::Status(s.code(), absl::StrCat("read ", path, ": ", s.message()));
-    for (size_t i = n; i > 0; --i) {
-      if (buf[i - 1] != 0) return to - n + i;
-    }
-    to -= n;
-  }
-  return from;
-}
-
 // One run of RecoverDirectory(): the steps in the order they run, over the
 // lists of what the directory holds.
 class DirectoryRecovery {
@@ -239,7 +222,7 @@ absl::Status DirectoryRecovery::ResumeInPartial(const std::string& path) {
         // be told from zero bytes of data, so the tail ends at its last
         // non-zero byte; zero bytes of data past it are received again.
         WALSHIP_ASSIGN_OR_RETURN(
-            tail_size_, EndOfNonZero(sys_, fd->get(), state_->durable.offset, size, path));
+            tail_size_, EndOfNonZeroBytes(sys_, fd->get(), state_->durable.offset, size, path));
         spdlog::info("{} is pre-sized to its segment size {}: bytes past {} are zeros, "
                      "not held", path, size, std::max(tail_size_, state_->durable.offset));
         if (tail_size_ == state_->durable.offset) tail_size_ = 0;

@@ -171,6 +171,12 @@ int PlanRestore(sys::SysCalls& sys, const std::string& dest, const std::string& 
     if (sys.Fstat(fd->get(), &st).ok() && static_cast<uint64_t>(st.st_size) > durable) {
       size = std::min<uint64_t>(static_cast<uint64_t>(st.st_size), h->seg_size);
     }
+    if (size == h->seg_size) {
+      // Pre-sized (disk_format.md section 8): zero-filled in advance, so
+      // what follows the last non-zero byte is padding, sent as such.
+      auto end = EndOfNonZeroBytes(sys, fd->get(), durable, size, partial);
+      if (end.ok()) size = *end;
+    }
     pad = h->seg_size - size;
   }
   *why = absl::StrCat("served ", name, ": ", durable, " verified bytes of the segment being "

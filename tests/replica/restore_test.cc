@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "common/wire/crc32c.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/temp_dir.h"
@@ -110,6 +111,45 @@ TEST_F(RestoreTest, ServesThePartialSegmentVerifiedThenItsTailPadded) {
   EXPECT_EQ(served.find_first_not_of('\0', on_disk.size()), std::string::npos);
 
   // Durable bytes changed on disk: refused.
+  on_disk[9000] = 'Z';
+  testing::WriteFile(dir_ + "/" + name + ".partial", on_disk);
+  EXPECT_EQ(Run(name), kRestoreRefused);
+}
+
+// A pre-sized NAME.partial (zero-filled to its segment size before the
+// first byte arrived) is served the same: verified bytes, the rest of its
+// data unverified, then the zeros as padding, not as data.
+TEST_F(RestoreTest, ServesAPresizedPartialLikeAGrownOne) {
+  const std::string name = "000000010000000000000007";
+  const std::string data = FirstPage(7ull << 20) + std::string(5000, 'u');
+  std::string on_disk = data;
+  on_disk.resize(1 << 20, '\0');
+  testing::WriteFile(dir_ + "/" + name + ".partial", on_disk);
+  const uint64_t durable = 8192 + 1000;
+  StateStore store(sys::DefaultSysCalls(), dir_);
+  ASSERT_TRUE(store.Save(ReplicaState{"pg-1", Position{name, durable}, false,
+                                      wire::Crc32c(on_disk.data(), durable)})
+                  .ok());
+  EXPECT_EQ(Run(name), kRestoreServed) << why_;
+  EXPECT_NE(why_.find("9192 verified bytes"), std::string::npos) << why_;
+  EXPECT_NE(why_.find("4000 more past them unverified"), std::string::npos) << why_;
+  EXPECT_NE(why_.find(absl::StrCat("zero-padded by ", (1 << 20) - data.size())),
+            std::string::npos) << why_;
+  EXPECT_TRUE(ReadFile(target_) == on_disk);
+  RestorePlan plan;
+  std::string why;
+  ASSERT_EQ(PlanRestore(sys::DefaultSysCalls(), dir_, name, &plan, &why), kRestoreServed);
+  EXPECT_EQ(plan.size, data.size());
+  EXPECT_EQ(plan.pad, (1u << 20) - data.size());
+
+  // Nothing past the record: only the verified bytes, then padding.
+  testing::WriteFile(dir_ + "/" + name + ".partial",
+                     on_disk.substr(0, durable) + std::string((1 << 20) - durable, '\0'));
+  ASSERT_EQ(PlanRestore(sys::DefaultSysCalls(), dir_, name, &plan, &why), kRestoreServed);
+  EXPECT_EQ(plan.size, durable);
+  EXPECT_EQ(plan.pad, (1u << 20) - durable);
+
+  // Durable bytes changed on disk: refused, as for a grown file.
   on_disk[9000] = 'Z';
   testing::WriteFile(dir_ + "/" + name + ".partial", on_disk);
   EXPECT_EQ(Run(name), kRestoreRefused);
