@@ -12,9 +12,18 @@ the state (the state is saved lazily inside a segment). The progress claim
 is taken as written, without checking the segment file's bytes as the
 replica's own recovery does: for a running or killed replica whose machine
 kept its page cache. None when there is no state file.
+
+held_partial(dest) -> (segment, bytes) of the segment being received, as
+far as the records prove it (read_durable), never the file's length: a
+live segment's NAME.partial is pre-sized with zeros to the segment size
+(section 8 of replica/disk_format.md). None when the durable position is a
+complete segment or there is none. partial_kind(path) says "pre-sized" or
+"grown" by that section's rule; tail_end(path, offset) is where the bytes
+past `offset` that a restart offers the agent end.
 """
 
 import os
+import struct
 import zlib
 
 from integration import wirelib
@@ -116,3 +125,51 @@ def replica_files(dest):
             data = f.read()
         out[n] = (len(data), zlib.crc32(data))
     return out
+
+
+# PostgreSQL's long page header (common/pgwal/wal_page.h): xlp_info at 2,
+# XLP_LONG_HEADER 0x0002, xlp_seg_size at 32.
+_XLP_LONG_HEADER = 0x0002
+
+
+def segment_size_of(path):
+    """The segment size the long page header at the start of `path` names
+    (a power of two from 1 MiB to 1 GiB), or 0 when it has none."""
+    with open(path, "rb") as f:
+        head = f.read(40)
+    if len(head) < 40:
+        return 0
+    info, = struct.unpack_from("<H", head, 2)
+    size, = struct.unpack_from("<I", head, 32)
+    if not info & _XLP_LONG_HEADER or size < (1 << 20) or size > (1 << 30) or size & (size - 1):
+        return 0
+    return size
+
+
+def partial_kind(path, segment_size=None):
+    """"pre-sized" when the file's length is its stream's segment size
+    (`segment_size`, else the size its first page header names), else
+    "grown" (disk_format.md section 8)."""
+    size = segment_size or segment_size_of(path)
+    return "pre-sized" if size and os.path.getsize(path) == size else "grown"
+
+
+def tail_end(path, offset, segment_size=None):
+    """The end of the bytes past `offset` that a restart offers the agent to
+    confirm: the file's length when grown, the end of its last non-zero
+    byte when pre-sized; `offset` when there are none."""
+    length = os.path.getsize(path)
+    if partial_kind(path, segment_size) == "grown":
+        return max(offset, length)
+    with open(path, "rb") as f:
+        f.seek(offset)
+        rest = f.read()
+    return offset + len(rest.rstrip(b"\0"))
+
+
+def held_partial(dest):
+    """(segment, bytes held) of the segment being received, from the records."""
+    st = read_durable(dest)
+    if st is None or st["complete"] or not st["segment"]:
+        return None
+    return st["segment"], st["offset"]

@@ -223,5 +223,57 @@ class ProgressTest(unittest.TestCase):
         self.assertIsNone(statefile.read_durable(self.dir))
 
 
+class SegmentFileTest(unittest.TestCase):
+    """Section 8: a NAME.partial's length is not what the replica holds."""
+
+    NAME = "000000010000000000000003"
+    SEG = 1 << 20
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.path = os.path.join(self.dir, self.NAME + ".partial")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def _partial(self, data, length):
+        with open(self.path, "wb") as f:
+            f.write(data.ljust(length, b"\0"))
+
+    def _first_page(self, seg_size=SEG):
+        head = bytearray(40)
+        head[0:2] = (0xD110).to_bytes(2, "little")
+        head[2:4] = (0x0002).to_bytes(2, "little")  # XLP_LONG_HEADER
+        head[32:36] = seg_size.to_bytes(4, "little")
+        return bytes(head)
+
+    def test_pre_sized_and_grown(self):
+        data = self._first_page() + b"w" * 960 + b"\0\0" + b"x" * 8
+        self._partial(data, self.SEG)
+        self.assertEqual(statefile.partial_kind(self.path), "pre-sized")
+        # The tail a restart offers ends at the last non-zero byte.
+        self.assertEqual(statefile.tail_end(self.path, 100), len(data))
+        self.assertEqual(statefile.tail_end(self.path, len(data)), len(data))
+        self._partial(self._first_page() + b"w" * 960, 1000 + 24)
+        self.assertEqual(statefile.partial_kind(self.path), "grown")
+        self.assertEqual(statefile.tail_end(self.path, 100), 1024)
+        # No long page header: grown, unless the caller knows the size.
+        self._partial(b"w" * 1000, self.SEG)
+        self.assertEqual(statefile.partial_kind(self.path), "grown")
+        self.assertEqual(statefile.partial_kind(self.path, self.SEG), "pre-sized")
+        self._partial(self._first_page(3 << 20), self.SEG)
+        self.assertEqual(statefile.partial_kind(self.path), "grown")
+
+    def test_held_bytes_come_from_the_records(self):
+        data = self._first_page() + b"w" * 4000
+        self._partial(data, self.SEG)
+        with open(os.path.join(self.dir, statefile.STATE), "wb") as f:
+            f.write(statefile.encode("pg-1", self.NAME, 1000, seq=3))
+        self.assertEqual(statefile.held_partial(self.dir), (self.NAME, 1000))
+        with open(os.path.join(self.dir, statefile.STATE), "wb") as f:
+            f.write(statefile.encode("pg-1", self.NAME, self.SEG, complete=True, seq=4))
+        self.assertIsNone(statefile.held_partial(self.dir))
+
+
 if __name__ == "__main__":
     unittest.main()

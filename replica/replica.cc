@@ -103,6 +103,12 @@ Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* me
   metrics_.Histogram("walship_replica_data_fdatasync_seconds",
                      "Duration of each fdatasync of a segment file (the data's device flush).",
                      sync_bounds);
+  std::vector<double> spare_bounds;
+  for (double b = 1e-3; b < 30.0; b *= 1.5) spare_bounds.push_back(b);
+  metrics_.Histogram("walship_replica_spare_prepare_seconds",
+                     "Time to write, fdatasync and enter each zero-filled spare segment file "
+                     "(a live segment's file, prepared in the background).",
+                     spare_bounds);
   metrics_.Gauge("walship_replica_durable_offset_bytes",
                  "Byte offset of the durable position within its segment.");
   metrics_.Gauge("walship_replica_timeline",

@@ -14,7 +14,9 @@
 //     of the file, unverified (after a power loss it holds acknowledged bytes
 //     no record vouches for, and maybe damaged ones: PostgreSQL checks every
 //     record and stops at the first bad one); zero-padded to the segment
-//     size taken from the segment's own first page header, so PostgreSQL
+//     size taken from the segment's own first page header (a pre-sized
+//     partial, disk_format.md section 8: its zeros after the last non-zero
+//     byte count as that padding), so PostgreSQL
 //     replays up to the last valid record and asks again later;
 //   * nothing else.
 // Exit status, as restore_command expects: 0 served; 1 not available (PostgreSQL

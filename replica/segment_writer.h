@@ -3,7 +3,15 @@
 // Layout in the destination directory:
 //   NAME          a complete segment: every byte present, fdatasync'ed, and its
 //                 CRC32C equal to the agent's checkpoint.
-//   NAME.partial  a segment still being received.
+//   NAME.partial  a segment still being received: it holds the bytes the
+//                 durable records prove (state_store.h), never "its length".
+//                 A live segment starts as a spare zero-filled to the
+//                 segment size (spare_segment.h, NoteCaughtUp), so that its
+//                 fdatasyncs commit no size change; during catch-up segments
+//                 grow from empty (disk_format.md section 8). A segment that
+//                 completes short of a pre-sized file is cut to its length
+//                 before its checksum line and rename.
+//   walship.spare the next live segment's file, zero-filled in advance.
 //   walship.state the durable position (state_store.h).
 //   walship.sums  one line "NAME LENGTH CRC32C" per complete segment, appended
 //                 and fdatasync'ed before the rename that publishes it; the
@@ -376,6 +384,7 @@ class SegmentWriter {
   // Pre-sized segments (NoteCaughtUp): receiver thread only.
   std::unique_ptr<SpareSegment> spare_;
   uint64_t segment_size_ = 0;
+  std::string size_probed_;  // the segment LearnSegmentSize() last read
   bool caught_up_ = false;
   std::vector<char> buffer_;       // receiver thread only
   FileCrcReader crc_reader_;       // receiver thread only

@@ -147,10 +147,16 @@ uint64_t SegmentWriter::LearnSegmentSize() {
   std::string name;
   {
     absl::MutexLock lock(&mu_);
-    if (open_.empty() || open_.back().written < pg::kLongPageHeaderSize) return 0;
+    if (open_.empty() || open_.back().written < pg::kLongPageHeaderSize ||
+        open_.back().name == size_probed_) {
+      return 0;
+    }
     fd = open_.back().fd;
     name = open_.back().name;
   }
+  // Once per segment: a stream without such headers (the append format) is
+  // not asked again on every sync.
+  size_probed_ = name;
   const uint64_t size = PgSegmentSizeOf(sys_, fd->get(), name);
   if (size != 0) {
     spdlog::info("segments are {} bytes (first page header of {}): new live segments are "

@@ -55,6 +55,10 @@ WriterOptions WriterOptionsFor(const ReplicaOptions& options, MetricsRegistry& m
                                                       "", {})](absl::Duration d) {
     sync_seconds.Observe({}, absl::ToDoubleSeconds(d));
   };
+  wo.on_spare_prepared = [spare_seconds = metrics.Histogram(
+                              "walship_replica_spare_prepare_seconds", "", {})](absl::Duration d) {
+    spare_seconds.Observe({}, absl::ToDoubleSeconds(d));
+  };
   return wo;
 }
 
