@@ -30,7 +30,8 @@ namespace {
 class DirectoryRecovery {
  public:
   DirectoryRecovery(sys::SysCalls& sys, const std::string& dir,
-                    const std::optional<ReplicaState>& state, TailPolicy tail, uint64_t segment_size)
+                    const std::optional<ReplicaState>& state, TailPolicy tail,
+                    uint64_t segment_size)
       : sys_(sys),
         dir_(dir),
         state_(state),
@@ -209,18 +210,16 @@ absl::Status DirectoryRecovery::ResumeInPartial(const std::string& path) {
   if (size > state_->durable.offset) {
     if (keep_tail_) {
       // Written after the last recorded flush: kept only if the agent
-      // confirms it (SegmentWriter::ResolveTail). The file's length is not
-      // its data's: a segment pre-sized with zeros (spare_segment.h) is
-      // longer. The tail ends at its last non-zero byte; zeros past it are
-      // never presented (any that were data are received again).
+      // confirms it (SegmentWriter::ResolveTail).
       tail_size_ = size;
       const uint64_t seg = segment_size_ != 0
                                ? segment_size_
                                : PgSegmentSizeOf(sys_, fd->get(), state_->durable.segment);
       if (size == seg) {
-        // Pre-sized (disk_format.md section 8): zeros the spare left cannot
-        // be told from zero bytes of data, so the tail ends at its last
-        // non-zero byte; zero bytes of data past it are received again.
+        // Pre-sized (spare_segment.h, disk_format.md section 8): its length
+        // is not its data's, and the zeros the spare left cannot be told
+        // from zero bytes of data, so the tail ends at its last non-zero
+        // byte; zero bytes of data past it are received again.
         WALSHIP_ASSIGN_OR_RETURN(
             tail_size_, EndOfNonZeroBytes(sys_, fd->get(), state_->durable.offset, size, path));
         spdlog::info("{} is pre-sized to its segment size {}: bytes past {} are zeros, "

@@ -91,8 +91,11 @@ void SpareSegment::Loop() {
     if (!s.ok()) {
       spdlog::warn("cannot prepare a zero-filled segment file ({}); new segments are created "
                    "empty until the next attempt: {}", path_, s.ToString());
-    } else if (on_prepared_) {
-      on_prepared_(clock_.Now() - start);
+    } else {
+      const absl::Duration took = clock_.Now() - start;
+      spdlog::info("prepared {}: {} bytes of zeros written and synced in {}", path_, size,
+                   absl::FormatDuration(took));
+      if (on_prepared_) on_prepared_(took);
     }
     absl::MutexLock lock(&mu_);
     state_ = s.ok() ? State::kReady : State::kNone;
