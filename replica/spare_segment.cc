@@ -65,10 +65,14 @@ absl::StatusOr<bool> SpareSegment::Take(uint64_t size, const std::string& to) {
   {
     absl::MutexLock lock(&mu_);
     if (state_ != State::kReady || size_ != size) return false;
-    // The thread touches the file only while kWriting: it is ours now.
+  }
+  // While kReady the thread leaves the file alone, and only this thread
+  // (which also makes the requests) changes the state.
+  sys::SysResult r = sys_.Rename(path_.c_str(), to.c_str());
+  {
+    absl::MutexLock lock(&mu_);
     state_ = State::kNone;
   }
-  sys::SysResult r = sys_.Rename(path_.c_str(), to.c_str());
   if (!r.ok()) {
     return sys::ErrnoToStatus(r.err, absl::StrCat("rename ", path_, " to ", to));
   }

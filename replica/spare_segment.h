@@ -17,9 +17,10 @@
 // WalServe never list or serve it. A spare left by a stopped replica is
 // written again from the start by the next Request().
 //
-// Threading: Request() and ready() from any thread; Take() from one thread
-// (the receiver). The destructor stops the thread (waiting for a spare
-// being written to be finished).
+// Threading: Request() and Take() from one thread (the receiver), so that a
+// spare is never asked for while one is being renamed; ready() and
+// WaitReady() from any thread. The destructor stops the thread (waiting for
+// a spare being written to be finished).
 #ifndef WALSHIP_REPLICA_SPARE_SEGMENT_H_
 #define WALSHIP_REPLICA_SPARE_SEGMENT_H_
 
