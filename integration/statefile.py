@@ -27,6 +27,7 @@ import struct
 import zlib
 
 from integration import wirelib
+from integration.walshiptest import lsn
 
 SLOT = 4096
 
@@ -165,6 +166,17 @@ def tail_end(path, offset, segment_size=None):
         f.seek(offset)
         rest = f.read()
     return offset + len(rest.rstrip(b"\0"))
+
+
+def durable_lsn(dest, segment_size):
+    """The LSN up to which the replica in `dest` holds a PostgreSQL stream
+    durably (walship.state, or walship.progress past it): 0 before any
+    record, and while the records cannot be read (a test polls this)."""
+    try:
+        st = read_durable(dest)
+    except (OSError, ValueError):
+        return 0
+    return lsn.position_lsn(st, segment_size) or 0
 
 
 def held_partial(dest):

@@ -17,7 +17,6 @@ import urllib.request
 
 from integration import statefile
 from integration.walshiptest import daemons
-from integration.walshiptest.lsn import position_lsn
 from integration.walshiptest.pg import PgEnv, test_primary
 from integration.walshiptest.procs import Proc, read_text
 from integration.walshiptest.waits import wait_until
@@ -57,11 +56,7 @@ class PgCompressTest(unittest.TestCase):
         self.logs_to_show = [self.agent_log, self.replica_log]
 
     def replica_lsn(self):
-        try:
-            st = statefile.read_durable(self.dest)
-        except (OSError, ValueError):
-            return 0
-        return position_lsn(st, SEG) or 0
+        return statefile.durable_lsn(self.dest, SEG)
 
     def agent_metric(self, name, *labels):
         """The series of `name` whose labels include every one of `labels`

@@ -30,7 +30,7 @@ import sys
 import time
 import unittest
 
-from integration.walshiptest.lsn import fmt_lsn, position_lsn
+from integration.walshiptest.lsn import fmt_lsn
 from integration.walshiptest.pg import PgCluster, PgEnv, SUPERUSER, waldump_end
 from integration.walshiptest.ports import free_port
 from integration.walshiptest.procs import Proc, SBIN_PATH, read_text
@@ -134,11 +134,7 @@ class PgCrashRuleTest(unittest.TestCase):
         self.agent.stop()
 
     def replica_lsn(self):
-        try:
-            st = statefile.read_durable(self.dest)
-        except (OSError, ValueError):
-            return 0
-        return position_lsn(st, SEG) or 0
+        return statefile.durable_lsn(self.dest, SEG)
 
     def commit_row(self):
         self.pg.psql("INSERT INTO t VALUES (1)")

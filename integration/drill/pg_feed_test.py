@@ -40,7 +40,7 @@ import unittest
 import urllib.request
 
 from integration.walshiptest import daemons
-from integration.walshiptest.lsn import fmt_lsn, parse_lsn, position_lsn
+from integration.walshiptest.lsn import fmt_lsn, parse_lsn
 from integration.walshiptest.pg import PgEnv, SUPERUSER, test_primary, waldump_end
 from integration.walshiptest.procs import Proc, read_text
 from integration.walshiptest.waits import wait_until
@@ -91,11 +91,7 @@ class PgFeedTest(unittest.TestCase):
     def replica_lsn(self):
         """The replica's durable LSN (walship.state, or walship.progress past
         it; 0 before any)."""
-        try:
-            st = statefile.read_durable(self.dest)
-        except (OSError, ValueError):
-            return 0
-        return position_lsn(st, SEG) or 0
+        return statefile.durable_lsn(self.dest, SEG)
 
     def commit_row(self):
         """Inserts a row; returns an LSN at or past the end of its commit record."""

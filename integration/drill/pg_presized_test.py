@@ -21,7 +21,6 @@ import signal
 import unittest
 
 from integration.walshiptest import daemons
-from integration.walshiptest.lsn import position_lsn
 from integration.walshiptest.pg import PgEnv, test_primary
 from integration.walshiptest.procs import Proc, read_text
 from integration.walshiptest.waits import wait_until
@@ -61,11 +60,7 @@ class PgPresizedTest(unittest.TestCase):
             "--dest=%s" % self.dest, "--name=r1", "--insecure"], log)
 
     def replica_lsn(self):
-        try:
-            st = statefile.read_durable(self.dest)
-        except (OSError, ValueError):
-            return 0
-        return position_lsn(st, SEG) or 0
+        return statefile.durable_lsn(self.dest, SEG)
 
     def commit_rows(self, n):
         """Commits n rows one by one, each held by the replica before the next."""
