@@ -215,8 +215,13 @@ TEST(RocksdbSourceTest, LogsMovedToTheArchiveStaySegments) {
   std::string twelve = b12.Add("the next log");
   Write(dir + "/000012.log", twelve);
   ASSERT_EQ(rename((dir + "/000009.log").c_str(), (dir + "/archive/000009.log").c_str()), 0);
+  // The new log may be listed before its records are scanned: wait for both.
+  auto settled = [&] {
+    CatalogSnapshot now = catalog.Get();
+    return now.segments->size() == 3 && now.segments->back().shippable == twelve.size();
+  };
   absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (catalog.Get().segments->size() != 3 && absl::Now() < deadline) {
+  while (!settled() && absl::Now() < deadline) {
     catalog.WaitForChange(catalog.Get().version, absl::Now() + absl::Milliseconds(100));
   }
   s = catalog.Get();
