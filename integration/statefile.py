@@ -158,7 +158,8 @@ def partial_kind(path, segment_size=None):
 def tail_end(path, offset, segment_size=None):
     """The end of the bytes past `offset` that a restart offers the agent to
     confirm: the file's length when grown, the end of its last non-zero
-    byte when pre-sized; `offset` when there are none."""
+    byte when pre-sized; `offset` when there are none (replica/recovery.h,
+    PartialTailEnd)."""
     length = os.path.getsize(path)
     if partial_kind(path, segment_size) == "grown":
         return max(offset, length)

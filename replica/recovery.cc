@@ -211,21 +211,19 @@ absl::Status DirectoryRecovery::ResumeInPartial(const std::string& path) {
     if (keep_tail_) {
       // Written after the last recorded flush: kept only if the agent
       // confirms it (SegmentWriter::ResolveTail).
-      tail_size_ = size;
+      // A pre-sized one (spare_segment.h): the zeros the spare left cannot
+      // be told from zero bytes of data, so the tail ends at its last
+      // non-zero byte; zero bytes of data past it are received again.
       const uint64_t seg = segment_size_ != 0
                                ? segment_size_
                                : PgSegmentSizeOf(sys_, fd->get(), state_->durable.segment);
-      if (size == seg) {
-        // Pre-sized (spare_segment.h, disk_format.md section 8): its length
-        // is not its data's, and the zeros the spare left cannot be told
-        // from zero bytes of data, so the tail ends at its last non-zero
-        // byte; zero bytes of data past it are received again.
-        WALSHIP_ASSIGN_OR_RETURN(
-            tail_size_, EndOfNonZeroBytes(sys_, fd->get(), state_->durable.offset, size, path));
+      WALSHIP_ASSIGN_OR_RETURN(
+          tail_size_, PartialTailEnd(sys_, fd->get(), state_->durable.offset, size, seg, path));
+      if (tail_size_ != size) {
         spdlog::info("{} is pre-sized to its segment size {}: bytes past {} are zeros, "
-                     "not held", path, size, std::max(tail_size_, state_->durable.offset));
-        if (tail_size_ == state_->durable.offset) tail_size_ = 0;
+                     "not held", path, size, tail_size_);
       }
+      if (tail_size_ == state_->durable.offset) tail_size_ = 0;
     } else {
       // Written after the last flush, never acknowledged: discard.
       sys::SysResult r = sys_.Ftruncate(fd->get(), state_->durable.offset);
@@ -341,6 +339,12 @@ uint64_t PgSegmentSizeOf(sys::SysCalls& sys, int fd, const std::string& name) {
     return 0;
   }
   return h->seg_size;
+}
+
+absl::StatusOr<uint64_t> PartialTailEnd(sys::SysCalls& sys, int fd, uint64_t from, uint64_t size,
+                                        uint64_t segment_size, const std::string& path) {
+  if (segment_size == 0 || size != segment_size || size <= from) return size;
+  return EndOfNonZeroBytes(sys, fd, from, size, path);
 }
 
 absl::StatusOr<DurablePoint> RecoverFromStore(StateStore& store, const RecoverFn& recover,

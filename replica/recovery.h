@@ -80,6 +80,14 @@ absl::StatusOr<RecoveredPoint> RecoverDirectory(sys::SysCalls& sys, const std::s
 // size, with a long page header at offset 0. 0 otherwise (unknown).
 uint64_t PgSegmentSizeOf(sys::SysCalls& sys, int fd, const std::string& name);
 
+// Where the bytes past `from` of the partial `fd`, `size` bytes long, end
+// for a reader that offers or serves them (disk_format.md section 8): at
+// its length when grown; at the end of its last non-zero byte (at least
+// `from`) when pre-sized, i.e. when `size` is the stream's `segment_size`
+// (0: unknown, so grown). `path` names the file in errors.
+absl::StatusOr<uint64_t> PartialTailEnd(sys::SysCalls& sys, int fd, uint64_t from, uint64_t size,
+                                        uint64_t segment_size, const std::string& path);
+
 // Recovers from one candidate record (RecoverDirectory through a writer).
 using RecoverFn =
     std::function<absl::StatusOr<DurablePoint>(const std::optional<ReplicaState>&)>;

@@ -18,6 +18,7 @@
 #include "common/sys/transfer.h"
 #include "common/wire/crc32c.h"
 #include "common/wire/segment_name.h"
+#include "replica/recovery.h"
 #include "replica/state_store.h"
 
 namespace walship::replica {
@@ -171,11 +172,10 @@ int PlanRestore(sys::SysCalls& sys, const std::string& dest, const std::string& 
     if (sys.Fstat(fd->get(), &st).ok() && static_cast<uint64_t>(st.st_size) > durable) {
       size = std::min<uint64_t>(static_cast<uint64_t>(st.st_size), h->seg_size);
     }
-    if (size == h->seg_size) {
-      // Pre-sized (disk_format.md section 8): zero-filled in advance, so
-      // what follows the last non-zero byte is padding, sent as such.
-      auto end = EndOfNonZeroBytes(sys, fd->get(), durable, size, partial);
-      if (end.ok()) size = *end;
+    // A pre-sized partial's zeros after its last non-zero byte are sent as
+    // the padding.
+    if (auto end = PartialTailEnd(sys, fd->get(), durable, size, h->seg_size, partial); end.ok()) {
+      size = *end;
     }
     pad = h->seg_size - size;
   }

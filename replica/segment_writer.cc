@@ -100,7 +100,8 @@ absl::Status SegmentWriter::ResolveTail(bool keep) {
 
 absl::StatusOr<DurablePoint> SegmentWriter::Recover(const std::optional<ReplicaState>& state,
                                                     Tail keep) {
-  WALSHIP_ASSIGN_OR_RETURN(RecoveredPoint r, RecoverDirectory(sys_, dir_, state, keep, options_.segment_size));
+  WALSHIP_ASSIGN_OR_RETURN(RecoveredPoint r,
+                           RecoverDirectory(sys_, dir_, state, keep, options_.segment_size));
   absl::MutexLock lock(&mu_);
   durable_ = r.durable;
   tail_ = r.tail;
