@@ -226,15 +226,8 @@ def _span(s, scale=1.0, spec="%.1f"):
 def _round_ratio(results, v):
     """Median over interleaved rounds of variant v's TPS over pg_receivewal's
     in the same round (drift between rounds cancels); None without both."""
-    runs = _get(results, "sections", "pgbench", "runs") or {}
-    a, b = runs.get(v) or [], runs.get("pg_receivewal") or []
-    ratios = [x["tps"] / y["tps"] for x, y in zip(a, b)
-              if x.get("tps") and y.get("tps")]
-    if not ratios:
-        return None
-    ratios.sort()
-    n = len(ratios)
-    return ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2
+    runs = _get(results, "sections", "pgbench", "runs")
+    return report_synccost.median(report_synccost.round_ratios(runs, v, "pg_receivewal"))
 
 
 def _query_interval_label(v):

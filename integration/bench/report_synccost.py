@@ -28,6 +28,34 @@ def _med(sc, variant, key):
     return get_path(sc, "summary", variant, key, "median")
 
 
+def round_ratios(runs, variant, base):
+    """Round by round, variant's TPS over base's in the same interleaved round
+    (the drift of a busy machine between rounds cancels), in round order;
+    [] without both."""
+    a, b = (runs or {}).get(variant) or [], (runs or {}).get(base) or []
+    return [x["tps"] / y["tps"] for x, y in zip(a, b) if x.get("tps") and y.get("tps")]
+
+
+def median(values):
+    """The median of a list of numbers; None when it is empty."""
+    v = sorted(values)
+    n = len(v)
+    if not n:
+        return None
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def _round_line(runs, variant, base, label, base_label):
+    """"Round by round, X's TPS over Y's ...: r1, r2, ... (median m; X ahead in k of n)."
+    or None when they share no round."""
+    rs = round_ratios(runs, variant, base)
+    if not rs:
+        return None
+    return ("Round by round, %s's TPS over %s's in the same round: %s (median %.2f; %s "
+            "ahead in %d of %d)." % (label, base_label, ", ".join("%.2f" % r for r in rs),
+                                     median(rs), label, sum(1 for r in rs if r > 1), len(rs)))
+
+
 def target(results):
     """The issue's target for a synchronous commit through walship, or None
     when the section did not run."""
@@ -37,6 +65,7 @@ def target(results):
     wt, rt = _med(sc, "walship", "tps"), _med(sc, "pg_receivewal", "tps")
     wa = get_path(sc, "added_latency_ms", "walship")
     ra = get_path(sc, "added_latency_ms", "pg_receivewal")
+    rr = median(round_ratios(sc.get("runs"), "walship", "pg_receivewal"))
     ok = None
     if None not in (wt, rt, wa, ra):
         ok = wt >= rt and wa <= ra
@@ -44,9 +73,10 @@ def target(results):
             "target": "synchronous commit through walship: TPS >= pg_receivewal --synchronous's "
                       "and latency added per commit no higher (both connected, rounds that "
                       "change only synchronous_standby_names)",
-            "measured": "%s vs %s TPS; +%s vs +%s ms per commit (%sx)" % (
-                _fmt(wt, "%.0f"), _fmt(rt, "%.0f"), _fmt(wa, "%.3f"), _fmt(ra, "%.3f"),
-                _fmt(sc.get("added_ratio"), "%.2f")),
+            "measured": "%s vs %s TPS%s; +%s vs +%s ms per commit (%sx)" % (
+                _fmt(wt, "%.0f"), _fmt(rt, "%.0f"),
+                "" if rr is None else " (round by round %.2f)" % rr,
+                _fmt(wa, "%.3f"), _fmt(ra, "%.3f"), _fmt(sc.get("added_ratio"), "%.2f")),
             "note": ""}
 
 
@@ -91,6 +121,11 @@ def markdown(results):
                  _fmt(get_path(sc, "added_latency_ms", "pg_receivewal"), "%.3f"),
                  _fmt(sc.get("added_ratio"), "%.2f"), sc["rounds"], sc["method"]))
     L.append("")
+    for v, base, label, base_label in (("walship", "pg_receivewal", "walship", "pg_receivewal"),
+                                       ("walship-b", "walship", "walship-b", "walship")):
+        line = _round_line(sc.get("runs"), v, base, label, base_label)
+        if line:
+            L += [line, ""]
     cpu = [(label, s_) for v, label in LABELS if v != "none"
            for s_ in [get_path(sc, "summary", "none", "%s_cpu_us_per_xact" % v)] if s_]
     if cpu:

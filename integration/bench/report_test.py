@@ -276,6 +276,25 @@ class SyncCostReportTest(unittest.TestCase):
         # Before the fan-out table, like the sections run.
         self.assertLess(md.index("### Synchronous commit cost"), md.index("### Fan-out"))
 
+    def test_round_by_round(self):
+        r = fake()
+        sc = fake_synccost()
+        sc["runs"] = {"walship": [{"tps": 1000.0}, {"tps": 1100.0}, {"tps": 900.0}],
+                      "pg_receivewal": [{"tps": 1000.0}, {"tps": 1000.0}, {"tps": 1000.0}],
+                      "walship-b": [{"tps": 950.0}, {"tps": 1100.0}]}
+        r["sections"]["synccost"] = sc
+        t = {x["id"]: x for x in report.evaluate(r)}["synccost"]
+        self.assertEqual(t["measured"], "1544 vs 1637 TPS (round by round 1.00); +0.380 vs "
+                                        "+0.230 ms per commit (1.65x)")
+        md = report.markdown(r)
+        self.assertIn("Round by round, walship's TPS over pg_receivewal's in the same round: "
+                      "1.00, 1.10, 0.90 (median 1.00; walship ahead in 1 of 3).", md)
+        # Only the rounds both ran.
+        self.assertIn("Round by round, walship-b's TPS over walship's in the same round: "
+                      "0.95, 1.00 (median 0.97; walship-b ahead in 0 of 2).", md)
+        sc["runs"] = {"walship": [{"tps": 1000.0}]}
+        self.assertNotIn("Round by round", report.markdown(r))
+
     def test_without_a_traced_round(self):
         r = fake()
         sc = fake_synccost()
