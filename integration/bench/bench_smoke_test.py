@@ -97,6 +97,7 @@ class BenchSmokeTest(unittest.TestCase):
             self.assertEqual((total["from"], total["to"]), ("feed", "status"))
             self.assertGreater(total["p50_us"], 0)
             self.assertIn("### Synchronous commit cost", md)
+            self.assertIn("Round by round, walship's TPS over pg_receivewal's", md)
 
         if "compress" in sections:
             # Every variant shipped the pgbench WAL; the codecs shrank it.
