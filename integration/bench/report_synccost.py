@@ -45,15 +45,15 @@ def median(values):
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
-def _round_line(runs, variant, base, label, base_label):
+def _round_line(runs, variant, base):
     """"Round by round, X's TPS over Y's ...: r1, r2, ... (median m; X ahead in k of n)."
     or None when they share no round."""
     rs = round_ratios(runs, variant, base)
     if not rs:
         return None
     return ("Round by round, %s's TPS over %s's in the same round: %s (median %.2f; %s "
-            "ahead in %d of %d)." % (label, base_label, ", ".join("%.2f" % r for r in rs),
-                                     median(rs), label, sum(1 for r in rs if r > 1), len(rs)))
+            "ahead in %d of %d)." % (variant, base, ", ".join("%.2f" % r for r in rs),
+                                     median(rs), variant, sum(1 for r in rs if r > 1), len(rs)))
 
 
 def target(results):
@@ -121,9 +121,8 @@ def markdown(results):
                  _fmt(get_path(sc, "added_latency_ms", "pg_receivewal"), "%.3f"),
                  _fmt(sc.get("added_ratio"), "%.2f"), sc["rounds"], sc["method"]))
     L.append("")
-    for v, base, label, base_label in (("walship", "pg_receivewal", "walship", "pg_receivewal"),
-                                       ("walship-b", "walship", "walship-b", "walship")):
-        line = _round_line(sc.get("runs"), v, base, label, base_label)
+    for v, base in (("walship", "pg_receivewal"), ("walship-b", "walship")):
+        line = _round_line(sc.get("runs"), v, base)
         if line:
             L += [line, ""]
     cpu = [(label, s_) for v, label in LABELS if v != "none"
