@@ -1,6 +1,8 @@
 """The synccost section's part of the report (report.py): its target and its
 Markdown tables. Pure functions of the results dict."""
 
+import statistics
+
 
 def get_path(d, *path):
     """d[path[0]][path[1]]..., or None where a key is missing or None."""
@@ -38,16 +40,12 @@ def round_ratios(runs, variant, base):
 
 def median(values):
     """The median of a list of numbers; None when it is empty."""
-    v = sorted(values)
-    n = len(v)
-    if not n:
-        return None
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+    return statistics.median(values) if values else None
 
 
 def _round_line(runs, variant, base):
-    """"Round by round, X's TPS over Y's ...: r1, r2, ... (median m; X ahead in k of n)."
-    or None when they share no round."""
+    """The report's line of variant's TPS over base's round by round, with
+    their median and the rounds variant led; None when they share no round."""
     rs = round_ratios(runs, variant, base)
     if not rs:
         return None
