@@ -1,14 +1,14 @@
 #include "agent/agent.h"
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "agent/held_segments.h"
 #include "agent/rate_limiter.h"
+#include "agent/control_server.h"
 #include "agent/control_service.h"
+#include "agent/health_status.h"
 #include "agent/data_server.h"
 #include "agent/replica_session.h"
 #include "agent/segment_catalog.h"
@@ -300,13 +300,6 @@ absl::Status Agent::Start() {
 }
 
 absl::Status Agent::StartControlServer() {
-  // grpc.health.v1.Health (overall status "" and the Control service) and
-  // grpc.reflection.v1alpha.ServerReflection; both must be set up before the
-  // builder is created.
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int port = 0;
   MetricsRegistry::Family refused_calls =
       metrics_->Counter("walship_agent_control_calls_rejected_total", "");
   WALSHIP_ASSIGN_OR_RETURN(
@@ -316,34 +309,24 @@ absl::Status Agent::StartControlServer() {
         spdlog::warn("control port: refused a call: {}", detail);
         refused_calls.Add({{"reason", reason}}, 1);
       }));
-  builder.AddListeningPort(options_.listen, creds, &port);
-  builder.RegisterService(service_.get());
-  server_ = builder.BuildAndStart();
-  if (!server_ || port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen for control on ", options_.listen));
-  }
-  control_port_ = static_cast<uint16_t>(port);
-  if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
-    health->SetServingStatus(true);
-    health->SetServingStatus(walship::v1::Control::service_full_name(), true);
-    health_thread_ = std::thread([this, health] {
-      NameThisThread("ws-health");
-      WatchHealth(health);
-    });
-  }
+  server_ = std::make_unique<ControlServer>(*service_);
+  WALSHIP_ASSIGN_OR_RETURN(control_port_, server_->Start(options_.listen, std::move(creds)));
+  health_thread_ = std::thread([this] {
+    NameThisThread("ws-health");
+    WatchHealth(server_->health());
+  });
   return absl::OkStatus();
 }
 
-void Agent::WatchHealth(grpc::HealthCheckServiceInterface* health) {
+void Agent::WatchHealth(HealthStatus& health) {
   std::string last;  // why not serving; empty while serving
   do {
     absl::Status why = catalog_->Get().source_status;
     if (why.ok()) why = source_->Readiness();
     const std::string now = why.ok() ? std::string() : why.ToString();
     if (now != last) {
-      health->SetServingStatus(why.ok());
-      health->SetServingStatus(walship::v1::Control::service_full_name(), why.ok());
+      health.Set("", why.ok());
+      health.Set(walship::v1::Control::service_full_name(), why.ok());
       if (why.ok()) {
         spdlog::info("health: SERVING (the WAL source serves again)");
       } else {
@@ -358,17 +341,13 @@ void Agent::Shutdown() {
   if (!health_stop_.HasBeenNotified()) health_stop_.Notify();
   if (health_thread_.joinable()) health_thread_.join();
   if (metrics_server_) metrics_server_->Stop();
-  if (server_) {
-    if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
-      health->SetServingStatus(false);
-    }
-  }
+  if (server_) server_->health().SetAll(false);
   if (source_) source_->StopFollowingReplicas();
   if (data_server_) data_server_->Stop();
   if (catalog_) catalog_->Shutdown();
   if (registry_) registry_->CloseAll();
   if (server_) {
-    server_->Shutdown(absl::ToChronoTime(clock_.Now() + absl::Seconds(2)));
+    server_->Shutdown(clock_.Now() + absl::Seconds(2));
     server_.reset();
   }
   if (source_) source_->Stop();

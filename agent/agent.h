@@ -1,9 +1,9 @@
 // agent.h: walship-agent, assembled.
 //
 // Owns the WAL source, the segment catalog, the session registry, the data
-// server, the gRPC control server (with grpc.health.v1 health checking, which
-// says NOT_SERVING while the source has failed or cannot serve, and server
-// reflection) and the metrics registry (served on /metrics when
+// server, the gRPC control server (control_server.h: with grpc.health.v1
+// health checking, which says NOT_SERVING while the source has failed or
+// cannot serve, and server reflection) and the metrics registry (served on /metrics when
 // options.metrics_listen is set). Start() binds both ports (port 0 picks
 // a free one; the chosen ports are logged and returned); Shutdown() stops
 // accepting, ends every session and joins every thread.
@@ -28,13 +28,10 @@
 #include "common/metrics.h"
 #include "common/sys/syscalls.h"
 
-namespace grpc {
-class HealthCheckServiceInterface;
-class Server;
-}
-
 namespace walship::agent {
 
+class ControlServer;
+class HealthStatus;
 class SegmentCatalog;
 class SegmentChecksums;
 class SessionRegistry;
@@ -73,7 +70,7 @@ class Agent {
   absl::Status StartControlServer();
   // Until Shutdown: NOT_SERVING (and an error line) while the source has
   // failed or cannot serve (WalSource::Readiness), SERVING otherwise.
-  void WatchHealth(grpc::HealthCheckServiceInterface* health);
+  void WatchHealth(HealthStatus& health);
 
   Clock& clock_;
   const WalFormatRegistry& formats_;
@@ -86,7 +83,7 @@ class Agent {
   std::unique_ptr<SessionRegistry> registry_;
   std::unique_ptr<DataServer> data_server_;
   std::unique_ptr<ControlServiceImpl> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<ControlServer> server_;
   std::unique_ptr<MetricsRegistry> metrics_;
   std::unique_ptr<MetricsServer> metrics_server_;
   uint16_t control_port_ = 0;

@@ -15,7 +15,10 @@
 // replica whose name its client certificate does not carry (CN or DNS SAN),
 // which binds each data token to the identity the TLS layer authenticated.
 //
-// Thread-safety: gRPC calls the methods concurrently; all state lives in the
+// The control server (control_server.h) calls Handshake and Status from its
+// worker threads; session_call.h runs the Session streams.
+//
+// Thread-safety: the methods run concurrently; all state lives in the
 // thread-safe catalog and registry.
 #ifndef WALSHIP_AGENT_CONTROL_SERVICE_H_
 #define WALSHIP_AGENT_CONTROL_SERVICE_H_
@@ -36,11 +39,7 @@
 
 namespace walship::agent {
 
-// Session runs on gRPC's callback API (see SessionReactor in the .cc): the
-// thread that reads an acknowledgement off the connection also handles it,
-// instead of handing it to a reader thread blocked in a synchronous Read.
-class ControlServiceImpl final
-    : public walship::v1::Control::WithCallbackMethod_Session<walship::v1::Control::Service> {
+class ControlServiceImpl final {
  public:
   ControlServiceImpl(const AgentOptions& options, const WalSource& source,
                      const SegmentCatalog& catalog, SegmentChecksums& checksums,
@@ -50,14 +49,12 @@ class ControlServiceImpl final
 
   grpc::Status Handshake(grpc::ServerContext* ctx,
                          const walship::v1::HandshakeRequest* req,
-                         walship::v1::HandshakeResponse* resp) override;
-  grpc::ServerBidiReactor<walship::v1::SessionRequest, walship::v1::SessionEvent>* Session(
-      grpc::CallbackServerContext* ctx) override;
+                         walship::v1::HandshakeResponse* resp);
   grpc::Status Status(grpc::ServerContext* ctx, const walship::v1::StatusRequest* req,
-                      walship::v1::StatusResponse* resp) override;
+                      walship::v1::StatusResponse* resp);
 
  private:
-  friend class SessionReactor;
+  friend class SessionCall;
 
   // Where shipping starts for a replica durable at `durable`, or why not
   // (a status with a reason, common/reason.h).

@@ -15,9 +15,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "agent/agent.h"
+#include "google/protobuf/descriptor.pb.h"
 #include "gtest/gtest.h"
 #include "proto/walship.grpc.pb.h"
-#include "tests/agent/health.grpc.pb.h"
+#include "proto/health.grpc.pb.h"
 #include "tests/agent/reflection.pb.h"
 #include "tests/fakes/temp_dir.h"
 
@@ -96,12 +97,14 @@ TEST_F(OpsTest, HealthCheckReportsServingForTheServerAndTheControlService) {
   EXPECT_EQ(health->Check(&ctx, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
-TEST_F(OpsTest, ReflectionListsTheControlService) {
-  StartAgent(AgentOptions{});
-  // A generic bidirectional call: the upstream reflection messages are not
-  // available as headers, so requests and replies are serialized with the
-  // wire-compatible copies in reflection.proto.
-  grpc::GenericStub stub(channel_);
+// One request on a ServerReflectionInfo stream, through a generic call: the
+// upstream reflection messages are serialized with the wire-compatible
+// copies in reflection.proto, so the test does not share the agent's own
+// definitions (proto/reflection.proto).
+walship::test::reflection::ServerReflectionResponse AskReflection(
+    const std::shared_ptr<grpc::Channel>& channel,
+    const walship::test::reflection::ServerReflectionRequest& req) {
+  grpc::GenericStub stub(channel);
   grpc::CompletionQueue cq;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -112,38 +115,75 @@ TEST_F(OpsTest, ReflectionListsTheControlService) {
     EXPECT_EQ(reinterpret_cast<intptr_t>(tag), want);
     return ok;
   };
+  walship::test::reflection::ServerReflectionResponse resp;
   auto call = stub.PrepareCall(
       &ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
   call->StartCall(reinterpret_cast<void*>(1));
-  ASSERT_TRUE(step(1));
-  walship::test::reflection::ServerReflectionRequest req;
-  req.set_list_services("");
+  EXPECT_TRUE(step(1));
   std::string bytes = req.SerializeAsString();
   grpc::Slice slice(bytes);
   grpc::ByteBuffer out(&slice, 1);
   call->Write(out, reinterpret_cast<void*>(2));
-  ASSERT_TRUE(step(2));
+  EXPECT_TRUE(step(2));
   call->WritesDone(reinterpret_cast<void*>(3));
-  ASSERT_TRUE(step(3));
+  EXPECT_TRUE(step(3));
   grpc::ByteBuffer in;
   call->Read(&in, reinterpret_cast<void*>(4));
-  ASSERT_TRUE(step(4));
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(in.Dump(&slices).ok());
-  std::string reply;
-  for (const grpc::Slice& s : slices) {
-    reply.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  if (step(4)) {
+    std::vector<grpc::Slice> slices;
+    EXPECT_TRUE(in.Dump(&slices).ok());
+    std::string reply;
+    for (const grpc::Slice& s : slices) {
+      reply.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+    EXPECT_TRUE(resp.ParseFromString(reply));
   }
-  walship::test::reflection::ServerReflectionResponse resp;
-  ASSERT_TRUE(resp.ParseFromString(reply));
-  std::vector<std::string> names;
-  for (const auto& s : resp.list_services_response().service()) names.push_back(s.name());
-  EXPECT_NE(std::find(names.begin(), names.end(), "walship.v1.Control"), names.end());
-  EXPECT_NE(std::find(names.begin(), names.end(), "grpc.health.v1.Health"), names.end());
   grpc::Status status;
   call->Finish(&status, reinterpret_cast<void*>(5));
   step(5);
   EXPECT_TRUE(status.ok()) << status.error_message();
+  return resp;
+}
+
+TEST_F(OpsTest, ReflectionListsTheServices) {
+  StartAgent(AgentOptions{});
+  walship::test::reflection::ServerReflectionRequest req;
+  req.set_list_services("");
+  walship::test::reflection::ServerReflectionResponse resp = AskReflection(channel_, req);
+  std::vector<std::string> names;
+  for (const auto& s : resp.list_services_response().service()) names.push_back(s.name());
+  EXPECT_NE(std::find(names.begin(), names.end(), "walship.v1.Control"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "grpc.health.v1.Health"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "grpc.reflection.v1alpha.ServerReflection"),
+            names.end());
+}
+
+TEST_F(OpsTest, ReflectionDescribesTheControlService) {
+  StartAgent(AgentOptions{});
+  walship::test::reflection::ServerReflectionRequest req;
+  req.set_file_containing_symbol("walship.v1.Control");
+  walship::test::reflection::ServerReflectionResponse resp = AskReflection(channel_, req);
+  ASSERT_FALSE(resp.has_error_response()) << resp.error_response().error_message();
+  // The file that defines the service, with its methods, after the files it
+  // imports.
+  bool found = false;
+  for (const std::string& bytes : resp.file_descriptor_response().file_descriptor_proto()) {
+    google::protobuf::FileDescriptorProto file;
+    ASSERT_TRUE(file.ParseFromString(bytes));
+    for (const auto& service : file.service()) {
+      if (file.package() != "walship.v1" || service.name() != "Control") continue;
+      found = true;
+      std::vector<std::string> methods;
+      for (const auto& m : service.method()) methods.push_back(m.name());
+      EXPECT_NE(std::find(methods.begin(), methods.end(), "Handshake"), methods.end());
+      EXPECT_NE(std::find(methods.begin(), methods.end(), "Session"), methods.end());
+    }
+  }
+  EXPECT_TRUE(found);
+
+  req.set_file_containing_symbol("walship.v1.NoSuchThing");
+  resp = AskReflection(channel_, req);
+  EXPECT_EQ(resp.error_response().error_code(), static_cast<int>(grpc::StatusCode::NOT_FOUND));
 }
 
 TEST_F(OpsTest, AllowListRefusesOtherNamesWithPermissionDenied) {

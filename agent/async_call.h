@@ -1,0 +1,108 @@
+// async_call.h: the pieces every call of the agent's control server is made
+// of (control_server.h).
+//
+// The server runs gRPC's asynchronous API from one completion queue and one
+// thread. Every tag handed to gRPC is a CallTag; the thread calls Proceed
+// with the completion's `ok`. Nothing else in the process polls gRPC's
+// connections, so the thread that reads an acknowledgement off the socket is
+// the one that handles it: with gRPC's synchronous or callback API, every
+// completion woke a second polling thread first (its epoll engine hands the
+// polling over before it runs what it found).
+//
+// Thread-safety: a tag's Proceed runs on the completion-queue thread only.
+#ifndef WALSHIP_AGENT_ASYNC_CALL_H_
+#define WALSHIP_AGENT_ASYNC_CALL_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <functional>
+#include <utility>
+
+#include "common/work_queue.h"
+
+namespace walship::agent {
+
+class CallTag {
+ public:
+  virtual ~CallTag() = default;
+  // One completion of the operation this tag was handed to.
+  virtual void Proceed(bool ok) = 0;
+};
+
+// A tag that calls a function: a call with several operations in flight
+// (read, write, finish, done) has one of these per operation.
+class FnTag final : public CallTag {
+ public:
+  explicit FnTag(std::function<void(bool)> fn) : fn_(std::move(fn)) {}
+  void Proceed(bool ok) override { fn_(ok); }
+
+ private:
+  std::function<void(bool)> fn_;
+};
+
+// A unary method: Listen() asks gRPC for the next call of it; each call, once
+// it arrives, asks for the next one, runs `handle` (on `workers` when given,
+// else on the completion-queue thread: only for handlers that never block)
+// and sends its answer. The call frees itself.
+template <typename Req, typename Resp>
+class UnaryCall final : public CallTag {
+ public:
+  // The generated RequestMETHOD of an AsyncService, bound to it.
+  using Request = std::function<void(grpc::ServerContext*, Req*,
+                                     grpc::ServerAsyncResponseWriter<Resp>*,
+                                     grpc::ServerCompletionQueue*, void*)>;
+  using Handle = std::function<grpc::Status(grpc::ServerContext*, const Req*, Resp*)>;
+
+  static void Listen(Request request, Handle handle, grpc::ServerCompletionQueue* cq,
+                     WorkQueue* workers) {
+    new UnaryCall(std::move(request), std::move(handle), cq, workers);
+  }
+
+  void Proceed(bool ok) override {
+    if (answering_ || !ok) {  // answered, or the server is shutting down
+      delete this;
+      return;
+    }
+    answering_ = true;
+    Listen(request_, handle_, cq_, workers_);
+    if (workers_ == nullptr) return Answer();
+    if (!workers_->Post([this] { Answer(); })) {
+      writer_.FinishWithError(
+          grpc::Status(grpc::StatusCode::UNAVAILABLE, "the agent is shutting down"), this);
+    }
+  }
+
+ private:
+  UnaryCall(Request request, Handle handle, grpc::ServerCompletionQueue* cq,
+            WorkQueue* workers)
+      : request_(std::move(request)),
+        handle_(std::move(handle)),
+        cq_(cq),
+        workers_(workers),
+        writer_(&ctx_) {
+    request_(&ctx_, &req_, &writer_, cq_, this);
+  }
+
+  void Answer() {
+    const grpc::Status s = handle_(&ctx_, &req_, &resp_);
+    if (s.ok()) {
+      writer_.Finish(resp_, s, this);
+    } else {
+      writer_.FinishWithError(s, this);
+    }
+  }
+
+  const Request request_;
+  const Handle handle_;
+  grpc::ServerCompletionQueue* const cq_;
+  WorkQueue* const workers_;
+  grpc::ServerContext ctx_;
+  Req req_;
+  Resp resp_;
+  grpc::ServerAsyncResponseWriter<Resp> writer_;
+  bool answering_ = false;
+};
+
+}  // namespace walship::agent
+
+#endif  // WALSHIP_AGENT_ASYNC_CALL_H_
