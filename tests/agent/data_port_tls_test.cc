@@ -254,7 +254,9 @@ void ServeFile(Listener* listener, const TlsOptions& tls, const std::string& pat
   EXPECT_EQ((*conn)->path(),
             KernelOffersTls() ? net::DataPath::kKernelTls : net::DataPath::kUserspaceTls);
   // Userspace TLS 1.3 with AES-GCM: walship's record layer encrypts.
-  if (!KernelOffersTls()) EXPECT_TRUE((*conn)->EncryptsRecords()) << (*conn)->Describe();
+  if (!KernelOffersTls()) {
+    EXPECT_TRUE((*conn)->EncryptsRecords()) << (*conn)->Describe();
+  }
   sys::UniqueFd src(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   EXPECT_TRUE((*conn)->SendFile(src.get(), offset, count, io).ok());
 }
