@@ -3,6 +3,7 @@
 #include "agent/agent.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,9 +11,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/net.h"
 #include "common/reason.h"
@@ -80,11 +83,11 @@ class AgentTest : public ::testing::Test {
   }
   // Replaces the running agent with one of options `o` (on the test's WAL
   // directory, plaintext) reading the time from `clock`.
-  void Restart(AgentOptions o, Clock& clock) {
+  void Restart(AgentOptions o, Clock& clock, sys::SysCalls& sys = sys::DefaultSysCalls()) {
     agent_->Shutdown();
     o.wal_dir = wal_;
     o.tls.insecure = true;
-    agent_ = std::make_unique<Agent>(sys::DefaultSysCalls(), o, clock);
+    agent_ = std::make_unique<Agent>(sys, o, clock);
     ASSERT_TRUE(agent_->Start().ok());
     stub_ = walship::v1::Control::NewStub(grpc::CreateChannel(
         absl::StrCat("127.0.0.1:", agent_->control_port()), grpc::InsecureChannelCredentials()));
@@ -412,6 +415,102 @@ TEST_F(AgentTest, SessionStreamMustOpenALiveSessionAndEndsItWhenClosed) {
   // The session is over: its id cannot be opened again.
   s = only(&open);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+}
+
+// While stalled, holds every Pread made by the control server's threads
+// ("ws-control..."): a disk that stops answering a handshake's checksum.
+class StalledReads : public sys::RealSysCalls {
+ public:
+  void Stall() {
+    absl::MutexLock lock(&mu_);
+    open_ = false;
+  }
+  void Resume() {
+    absl::MutexLock lock(&mu_);
+    open_ = true;
+  }
+  // Waits until a read is held.
+  bool AwaitHeld(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto held = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return held_ > 0; };
+    return mu_.AwaitWithTimeout(absl::Condition(&held), timeout);
+  }
+  sys::SysResult Pread(int fd, void* buf, size_t n, off_t off) override {
+    char name[16] = {};
+    prctl(PR_GET_NAME, name);
+    if (absl::StartsWith(name, "ws-control")) {
+      absl::MutexLock lock(&mu_);
+      ++held_;
+      mu_.Await(absl::Condition(&open_));
+      --held_;
+    }
+    return RealSysCalls::Pread(fd, buf, n, off);
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool open_ ABSL_GUARDED_BY(mu_) = true;
+  int held_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// One thread serves every call's messages (agent/control_server.h): a
+// handshake whose checksum read hangs must not hold up another replica's
+// acknowledgements, nor Status.
+TEST_F(AgentTest, AHandshakeStuckOnTheDiskHoldsUpNoAcknowledgement) {
+  StalledReads disk;
+  Restart(AgentOptions{}, DefaultClock(), disk);
+  HandshakeResponse resp;
+  ASSERT_TRUE(Handshake(Request(), &resp).ok());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto stream = stub_->Session(&ctx);
+  walship::v1::SessionRequest open;
+  open.mutable_open()->set_session_id(resp.session_id());
+  ASSERT_TRUE(stream->Write(open));
+
+  // Replica r2 holds 100 bytes of seg-001: the agent reads them to compare.
+  disk.Stall();
+  HandshakeRequest held = Request();
+  held.set_replica_name("r2");
+  held.mutable_durable()->set_segment("seg-001");
+  held.mutable_durable()->set_offset(100);
+  held.set_durable_prefix_crc32c(wire::Crc32c(seg1_.data(), 100));
+  grpc::Status held_status;
+  std::thread stuck([&] {
+    HandshakeResponse r;
+    held_status = Handshake(held, &r);
+  });
+  ASSERT_TRUE(disk.AwaitHeld(absl::Seconds(10))) << "the handshake never read the disk";
+
+  walship::v1::SessionRequest ack;
+  ack.mutable_ack()->mutable_flushed()->set_segment("seg-001");
+  ack.mutable_ack()->mutable_flushed()->set_offset(4000);
+  ASSERT_TRUE(stream->Write(ack));
+  // Within 5 s (a stalled server fails each Status after 1 s).
+  bool acked = false;
+  for (const absl::Time until = absl::Now() + absl::Seconds(5); !acked && absl::Now() < until;) {
+    grpc::ClientContext sctx;
+    sctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    walship::v1::StatusResponse st;
+    if (stub_->Status(&sctx, walship::v1::StatusRequest(), &st).ok()) {
+      for (const auto& r : st.replicas()) {
+        acked = acked || (r.name() == "r1" && r.flushed().offset() == 4000u);
+      }
+    }
+    if (!acked) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(acked) << "the acknowledgement (or Status) waited for another replica's handshake";
+
+  disk.Resume();
+  stuck.join();
+  EXPECT_TRUE(held_status.ok()) << held_status.error_message();
+  stream->WritesDone();
+  walship::v1::SessionEvent ev;
+  while (stream->Read(&ev)) {
+  }
+  stream->Finish();
+  agent_->Shutdown();
+  agent_.reset();  // before `disk`, which it reads through
 }
 
 TEST_F(AgentTest, AcknowledgementsMayTakeAStreamOfTheirOwn) {
