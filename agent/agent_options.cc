@@ -3,6 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/net.h"
 #include "common/net/data_tls_flag.h"
+#include "common/sched_slice.h"
+#include "common/status_macros.h"
 #include "common/wire/frame.h"
 
 namespace walship::agent {
@@ -49,6 +51,7 @@ absl::Status AgentOptions::Validate() const {
   if (stall_timeout < absl::Milliseconds(100)) {
     return absl::InvalidArgumentError("--stall-timeout-ms must be at least 100");
   }
+  WALSHIP_RETURN_IF_ERROR(ValidateSchedSlice(sched_slice, "sched-slice-us"));
   if (heartbeat < absl::Milliseconds(10)) {
     return absl::InvalidArgumentError("--heartbeat-ms must be at least 10");
   }

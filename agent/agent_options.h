@@ -46,6 +46,10 @@ struct AgentOptions {
   absl::Duration stall_timeout = absl::Seconds(10);
   absl::Duration token_ttl = absl::Seconds(30);
   absl::Duration io_timeout = absl::Seconds(30);
+  // The scheduler slice the threads a synchronous commit waits on ask for
+  // (common/sched_slice.h): the flush feed's and the control port's. Zero:
+  // the kernel's default.
+  absl::Duration sched_slice = absl::Microseconds(100);
   // Written (atomically) with the bound ports once listening, for scripts.
   std::string port_file;
   // Replica names allowed to handshake; empty allows every name. Others are

@@ -6,6 +6,7 @@
 #include "agent/async_call.h"
 #include "agent/reflection_call.h"
 #include "agent/session_call.h"
+#include "common/sched_slice.h"
 #include "common/sys/thread_name.h"
 
 namespace walship::agent {
@@ -13,8 +14,11 @@ namespace walship::agent {
 namespace v1 = walship::v1;
 namespace health = grpc::health::v1;
 
-ControlServer::ControlServer(ControlServiceImpl& control)
+ControlServer::ControlServer(ControlServiceImpl& control, sys::SysCalls& sys,
+                             absl::Duration sched_slice)
     : control_(control),
+      sys_(sys),
+      sched_slice_(sched_slice),
       services_{v1::Control::service_full_name(), health::Health::service_full_name(),
                 grpc::reflection::v1alpha::ServerReflection::service_full_name()},
       workers_("ws-control-work", 2) {}
@@ -56,8 +60,9 @@ absl::StatusOr<uint16_t> ControlServer::Start(const std::string& listen,
       [this](auto*, auto* req, auto* resp) { return health_.Check(*req, resp); }, cq, nullptr);
   SessionCall::Listen(control_, control_async_, cq);
   ReflectionCall::Listen(services_, reflection_async_, cq);
-  thread_ = std::thread([cq] {
+  thread_ = std::thread([this, cq] {
     NameThisThread("ws-control");
+    RequestCommitPathSlice(sys_, sched_slice_, "ws-control");
     void* tag = nullptr;
     bool ok = false;
     while (cq->Next(&tag, &ok)) static_cast<CallTag*>(tag)->Proceed(ok);

@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "agent/control_service.h"
 #include "agent/health_status.h"
+#include "common/sys/syscalls.h"
 #include "common/work_queue.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/reflection.grpc.pb.h"
@@ -34,8 +35,9 @@ namespace walship::agent {
 
 class ControlServer {
  public:
-  // `control` must outlive the server.
-  explicit ControlServer(ControlServiceImpl& control);
+  // `control` and `sys` must outlive the server. The serving thread asks for
+  // `sched_slice` (common/sched_slice.h; zero: the kernel's default).
+  ControlServer(ControlServiceImpl& control, sys::SysCalls& sys, absl::Duration sched_slice);
   ~ControlServer();  // Shutdown, cancelling every call at once
 
   // Listens on `listen` ("host:port", port 0 for any) with `creds`; the
@@ -50,6 +52,8 @@ class ControlServer {
 
  private:
   ControlServiceImpl& control_;
+  sys::SysCalls& sys_;
+  const absl::Duration sched_slice_;
   HealthStatus health_;
   walship::v1::Control::AsyncService control_async_;
   grpc::health::v1::Health::AsyncService health_async_;

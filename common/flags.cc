@@ -105,14 +105,28 @@ void FlagSet::Bool(const std::string& name, bool* target, const std::string& hel
 
 void FlagSet::Milliseconds(const std::string& name, absl::Duration* target,
                            const std::string& help) {
-  Add({name, help, std::to_string(absl::ToInt64Milliseconds(*target)), false,
-       [target](const std::string& v) {
-         int64_t ms = 0;
-         if (!absl::SimpleAtoi(v, &ms)) return false;
-         *target = absl::Milliseconds(ms);
+  WholeUnits(name, target, absl::Milliseconds(1), help);
+}
+
+void FlagSet::Microseconds(const std::string& name, absl::Duration* target,
+                           const std::string& help) {
+  WholeUnits(name, target, absl::Microseconds(1), help);
+}
+
+void FlagSet::WholeUnits(const std::string& name, absl::Duration* target, absl::Duration unit,
+                         const std::string& help) {
+  auto text = [target, unit] {
+    absl::Duration rest;
+    return std::to_string(absl::IDivDuration(*target, unit, &rest));
+  };
+  Add({name, help, text(), false,
+       [target, unit](const std::string& v) {
+         int64_t n = 0;
+         if (!absl::SimpleAtoi(v, &n)) return false;
+         *target = n * unit;
          return true;
        },
-       Kind::kInt, [target] { return std::to_string(absl::ToInt64Milliseconds(*target)); }});
+       Kind::kInt, text});
 }
 
 void FlagSet::EnableConfigFile(sys::SysCalls& sys) {

@@ -42,6 +42,8 @@ class FlagSet {
   // A whole number of milliseconds (--heartbeat-ms=1000, `heartbeat-ms =
   // 1000` in a config file) into `target`; --help shows the default in ms.
   void Milliseconds(const std::string& name, absl::Duration* target, const std::string& help);
+  // The same in microseconds (--sched-slice-us=100).
+  void Microseconds(const std::string& name, absl::Duration* target, const std::string& help);
 
   // Registers --config=FILE and --print-config (see the file comment); the
   // file is read through `sys`, which must outlive Parse().
@@ -94,6 +96,9 @@ class FlagSet {
     std::function<std::string()> get;  // current value as TOML; empty: not in configs
   };
   const Flag* Find(const std::string& name) const;
+  // A whole number of `unit`s into `target`.
+  void WholeUnits(const std::string& name, absl::Duration* target, absl::Duration unit,
+                  const std::string& help);
   // Adds `flag`; a name already taken is remembered in duplicate_.
   void Add(Flag flag);
 

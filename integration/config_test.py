@@ -136,5 +136,17 @@ class ConfigTest(h.ClusterTestCase):
                 self.assertIn(why, err)
 
 
+    def test_a_scheduler_slice_the_kernel_does_not_take_is_a_usage_error(self):
+        wal = self.cluster.dir("slice-wal")
+        for argv, status in (([h.binary(h.AGENT), "--wal-dir=" + wal, "--insecure",
+                               "--sched-slice-us=50"], 2),
+                             ([h.binary(h.REPLICA), "--agent=127.0.0.1:1",
+                               "--dest=" + self.cluster.dir("slice-dest"), "--name=r",
+                               "--insecure", "--sched-slice-us=100001"], 1)):
+            rc, out, err = run(argv)
+            self.assertEqual(rc, status, "%s: %s" % (argv, err))
+            self.assertIn("--sched-slice-us must be 0 (the kernel's default) or between 100 "
+                          "and 100000", err)
+
 if __name__ == "__main__":
     unittest.main()

@@ -4,6 +4,7 @@
 #include "common/net.h"
 #include "common/wire/compress.h"
 #include "common/net/data_tls_flag.h"
+#include "common/sched_slice.h"
 #include "replica/agent_list.h"
 
 namespace walship::replica {
@@ -26,6 +27,7 @@ absl::Status ReplicaOptions::Validate() const {
         "--data-address names one data socket; with several --agent addresses each agent's "
         "own host and announced data port are used");
   }
+  if (absl::Status s = ValidateSchedSlice(sched_slice, "sched-slice-us"); !s.ok()) return s;
   if (!data_address.empty()) {
     if (auto hp = ParseHostPort(data_address); !hp.ok()) {
       return absl::InvalidArgumentError(

@@ -40,6 +40,10 @@ struct ReplicaOptions {
   absl::Duration record_interval = absl::Milliseconds(100);
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration io_timeout = absl::Seconds(30);
+  // The scheduler slice the threads a synchronous commit waits on ask for
+  // (common/sched_slice.h): the receiving and the flushing thread. Zero: the
+  // kernel's default.
+  absl::Duration sched_slice = absl::Microseconds(100);
   // Retry backoff after a transient failure (doubles up to the maximum).
   absl::Duration min_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);

@@ -11,6 +11,7 @@
 #include "common/net.h"
 #include "common/reason.h"
 #include "common/status_macros.h"
+#include "common/sched_slice.h"
 #include "common/sys/thread_name.h"
 #include "common/wire/frame.h"
 #include "replica/agent_list.h"
@@ -266,6 +267,7 @@ void Session::ReadControl() {
 
 void Session::Receive() {
   NameThisThread("ws-receive");
+  RequestCommitPathSlice(sys_, options_.sched_slice, "ws-receive");
   std::string name;
   while (ReceiveFrame(name)) {
   }
@@ -366,6 +368,7 @@ bool Session::AfterData(uint32_t length) {
 
 void Session::FlushLoop() {
   NameThisThread("ws-flush");
+  RequestCommitPathSlice(sys_, options_.sched_slice, "ws-flush");
   while (!failed()) {
     // Every frame and checkpoint kicks the flusher at once; the timeout only
     // paces idle checks (agent silence, keepalive acks).

@@ -34,6 +34,7 @@ PostgresSourceOptions PostgresFormat::SourceOptions(const AgentOptions& agent,
   po.feed_query_interval = options.feed_query_interval;
   po.min_query_interval = options.query_interval;
   po.feed_async_report_interval = agent.ack_interval;
+  po.sched_slice = agent.sched_slice;
   po.trace = agent.commit_trace;
   return po;
 }

@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "common/file_crc.h"
 #include "common/reason.h"
+#include "common/sched_slice.h"
 #include "common/pgwal/wal_scan.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
@@ -97,6 +98,7 @@ absl::Status PostgresSource::Start() {
   NoteSync();
   thread_ = std::thread([this] {
     NameThisThread("ws-pg-source");
+    RequestCommitPathSlice(sys_, options_.sched_slice, "ws-pg-source");
     Loop();
   });
   return absl::OkStatus();

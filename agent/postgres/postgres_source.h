@@ -113,6 +113,9 @@ struct PostgresSourceOptions {
   // Pause before opening the feed again after it failed or broke; a refusal
   // by the server (which an operator must fix) waits 12 times longer.
   absl::Duration feed_retry = absl::Seconds(5);
+  // The scheduler slice of the source's thread, which reads the feed and
+  // ships what it announces (common/sched_slice.h); zero: the kernel's.
+  absl::Duration sched_slice = absl::ZeroDuration();
   // Records each new flush position the feed announces (TraceStage::kFeed,
   // at the byte before it); null: off. Borrowed.
   CommitTrace* trace = nullptr;

@@ -16,6 +16,7 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -240,6 +241,15 @@ SysResult RealSysCalls::PthreadSigmask(int how, const sigset_t* set,
 SysResult RealSysCalls::Sigwait(const sigset_t* set, int* sig) {
   const int err = ::sigwait(set, sig);
   return err == 0 ? SysResult{0, 0} : SysResult{-1, err};
+}
+
+// glibc 2.36 wraps neither call.
+SysResult RealSysCalls::SchedGetattr(SchedAttr* attr) {
+  return Capture(::syscall(SYS_sched_getattr, 0, attr, sizeof(SchedAttr), 0));
+}
+
+SysResult RealSysCalls::SchedSetattr(const SchedAttr* attr) {
+  return Capture(::syscall(SYS_sched_setattr, 0, attr, 0));
 }
 
 SysCalls& DefaultSysCalls() {

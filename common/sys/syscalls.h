@@ -63,6 +63,35 @@ struct [[nodiscard]] SysResult {
   bool ok() const { return rc >= 0; }
 };
 
+// SchedAttr
+//
+// The kernel's `struct sched_attr` (sched_setattr(2)), which glibc 2.36 does
+// not declare and <linux/sched/types.h> cannot be included beside <sched.h>
+// (both define `struct sched_param`). The layout is the kernel's ABI: version
+// 1, 56 bytes.
+struct SchedAttr {
+  uint32_t size;
+  uint32_t sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;       // SCHED_OTHER, SCHED_BATCH
+  uint32_t sched_priority;  // SCHED_FIFO, SCHED_RR
+  // SCHED_DEADLINE; for SCHED_OTHER and SCHED_BATCH since Linux 6.12 the
+  // thread's slice (100 µs to 100 ms; 0: the default), in ns.
+  uint64_t sched_runtime;
+  uint64_t sched_deadline;
+  uint64_t sched_period;
+  uint32_t sched_util_min;
+  uint32_t sched_util_max;
+};
+static_assert(sizeof(SchedAttr) == 56, "sched_attr version 1 is 56 bytes");
+static_assert(offsetof(SchedAttr, sched_nice) == 16, "sched_attr ABI");
+static_assert(offsetof(SchedAttr, sched_runtime) == 24, "sched_attr ABI");
+static_assert(offsetof(SchedAttr, sched_util_min) == 48, "sched_attr ABI");
+// sched_attr.sched_flags: threads the thread starts get the normal policy
+// back (from a real-time or deadline one), a nice value of 0 (from a negative
+// one) and the default slice.
+inline constexpr uint64_t kSchedFlagResetOnFork = 0x01;
+
 // SysCalls
 //
 // Abstract syscall interface. Method names and argument orders follow the
@@ -184,6 +213,11 @@ class SysCalls {
   // pending, takes it and stores its number in `*sig`; rc 0. Returns the
   // error instead of setting errno, as PthreadSigmask.
   virtual SysResult Sigwait(const sigset_t* set, int* sig) = 0;
+  // sched_getattr(2) / sched_setattr(2) of the calling thread (pid 0),
+  // `flags` 0. SchedGetattr fills sizeof(SchedAttr) bytes; SchedSetattr
+  // reads `attr->size` of them.
+  virtual SysResult SchedGetattr(SchedAttr* attr) = 0;
+  virtual SysResult SchedSetattr(const SchedAttr* attr) = 0;
 };
 
 // RealSysCalls
@@ -250,6 +284,8 @@ class RealSysCalls : public SysCalls {
   SysResult PthreadSigmask(int how, const sigset_t* set,
                            sigset_t* old) override;
   SysResult Sigwait(const sigset_t* set, int* sig) override;
+  SysResult SchedGetattr(SchedAttr* attr) override;
+  SysResult SchedSetattr(const SchedAttr* attr) override;
 };
 
 // DefaultSysCalls()

@@ -30,6 +30,10 @@ the feed, not found by a query.
 8. A page below the flush position with a damaged header: the agent logs
    why it stops there and ships nothing past it, and goes on once the page
    is whole again.
+9. The threads a synchronous commit waits on (the agent's feed and control
+   threads, the replica's receiving and flushing threads) run with the
+   scheduler slice --sched-slice-us asks for; the others, those they start
+   included, with the kernel's.
 """
 import os
 import signal
@@ -42,7 +46,7 @@ import urllib.request
 from integration.walshiptest import daemons
 from integration.walshiptest.lsn import fmt_lsn, parse_lsn
 from integration.walshiptest.pg import PgEnv, SUPERUSER, test_primary, waldump_end
-from integration.walshiptest.procs import Proc, read_text
+from integration.walshiptest.procs import Proc, log, read_text, thread_slices
 from integration.walshiptest.waits import wait_until
 
 from integration import statefile
@@ -188,6 +192,30 @@ class PgFeedTest(unittest.TestCase):
         self.assertGreater(self.replica_lsn(), parse_lsn(out.strip()))
         reported, _ = self.walship_row()
         self.assertLessEqual(reported, self.replica_lsn())
+
+    def test_threads_a_synchronous_commit_waits_on_ask_for_a_short_slice(self):
+        # common/sched_slice.h: the agent's feed and control threads and the
+        # replica's receiving and flushing threads; no other thread.
+        self.start_pair(extra=["--sched-slice-us=250"])
+        wait_until(self.feed_up, 30, "the feed's walsender", interval=0.1)
+        end = self.commit_row()
+        wait_until(lambda: self.replica_lsn() >= end, 30, "the replica to hold the commit",
+                   interval=0.02)
+        agent, replica = thread_slices(self.agent.pid), thread_slices(self.replica.pid)
+        log("slices in ns: agent %s; replica %s", agent, replica)
+        self.assertEqual(agent["ws-pg-source"], [250000])
+        self.assertEqual(agent["ws-control"], [250000])
+        self.assertEqual(replica["ws-receive"], [100000], "the replica's default")
+        self.assertEqual(replica["ws-flush"], [100000])
+        # Every other thread, those they start included (a session's event
+        # and acknowledgement writers, the spare file's, gRPC's), keeps the
+        # kernel's default: the main thread's.
+        for slices, main, asked in ((agent, "walship-agent", ("ws-pg-source", "ws-control")),
+                                    (replica, "walship-replica", ("ws-receive", "ws-flush"))):
+            default = slices[main][0]
+            self.assertNotIn(default, (100000, 250000))
+            others = {name: set(s) for name, s in slices.items() if name not in asked}
+            self.assertEqual(others, {name: {default} for name in others})
 
     def test_async_standby_hears_positions_paced_and_a_sync_one_at_once(self):
         # A long interval, so that pacing shows in counts, not in timings.

@@ -69,6 +69,25 @@ def pid_alive(pid):
         return False
 
 
+def thread_slices(pid):
+    """{thread name: [scheduler slice in ns, one per thread of that name]}
+    of process `pid`, as the scheduler reports them (/proc/PID/task/TID/sched,
+    "se.slice"); a thread that ended meanwhile is left out."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                name = f.read().strip()
+            with open("/proc/%d/task/%s/sched" % (pid, tid)) as f:
+                sched = f.read()
+        except OSError:
+            continue
+        for line in sched.splitlines():
+            if line.startswith("se.slice"):
+                out.setdefault(name, []).append(int(line.split(":")[1]))
+    return out
+
+
 def find_setpriv():
     """util-linux setpriv if it knows --pdeathsig (Debian 12's does), else None."""
     path = shutil.which("setpriv", path=SBIN_PATH)

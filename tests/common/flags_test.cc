@@ -217,6 +217,19 @@ TEST(FlagsTest, MillisecondsAreWholeMillisecondsEverywhere) {
   EXPECT_EQ(interval, absl::Milliseconds(7)) << "a bad value leaves the last good one";
 }
 
+TEST(FlagsTest, MicrosecondsAreWholeMicroseconds) {
+  absl::Duration slice = absl::Microseconds(100);
+  FlagSet f("usage");
+  f.Microseconds("slice-us", &slice, "A slice.");
+  f.EnableConfigFile(sys::DefaultSysCalls());
+  EXPECT_THAT(f.Usage(), HasSubstr("--slice-us=VALUE  (default: 100)\n"));
+  ASSERT_TRUE(ParseArgs(&f, {"--slice-us=2500"}).ok());
+  EXPECT_EQ(slice, absl::Microseconds(2500));
+  EXPECT_THAT(f.ConfigText(), HasSubstr("slice-us = 2500\n"));
+  ASSERT_TRUE(f.ApplyConfig("slice-us = 0\n", "t.toml").ok());
+  EXPECT_EQ(slice, absl::ZeroDuration());
+}
+
 TEST(FlagsTest, ANameRegisteredTwiceFailsEveryParse) {
   Opts o;
   FlagSet f("usage");

@@ -1,0 +1,78 @@
+#include "common/sched_slice.h"
+
+#include <sched.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/sys/errors.h"
+#include "spdlog/spdlog.h"
+
+namespace walship {
+
+absl::Status ValidateSchedSlice(absl::Duration slice, absl::string_view flag) {
+  if (slice == absl::ZeroDuration() ||
+      (slice >= kMinSchedSlice && slice <= kMaxSchedSlice)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, " must be 0 (the kernel's default) or between ",
+                   absl::ToInt64Microseconds(kMinSchedSlice), " and ",
+                   absl::ToInt64Microseconds(kMaxSchedSlice)));
+}
+
+absl::Status RequestThreadSlice(sys::SysCalls& sys, absl::Duration slice) {
+  if (slice == absl::ZeroDuration()) return absl::OkStatus();
+  sys::SchedAttr attr = {};
+  sys::SysResult r = sys.SchedGetattr(&attr);
+  if (!r.ok()) return sys::SysError(r, "sched_getattr of this thread");
+  if (attr.sched_policy != SCHED_OTHER && attr.sched_policy != SCHED_BATCH) {
+    return absl::OkStatus();
+  }
+  const uint64_t want = static_cast<uint64_t>(absl::ToInt64Nanoseconds(slice));
+  // Everything else as it is: the policy, the nice value. Threads this one
+  // starts get the kernel's default slice back (reset-on-fork), unless that
+  // would also reset a negative nice value an operator gave the process.
+  sys::SchedAttr set = {};
+  set.size = sizeof(set);
+  set.sched_policy = attr.sched_policy;
+  set.sched_nice = attr.sched_nice;
+  set.sched_flags = attr.sched_flags & sys::kSchedFlagResetOnFork;
+  if (attr.sched_nice >= 0) set.sched_flags |= sys::kSchedFlagResetOnFork;
+  set.sched_runtime = want;
+  r = sys.SchedSetattr(&set);
+  if (!r.ok()) {
+    return sys::SysError(r, absl::StrCat("sched_setattr of this thread (slice ",
+                                         absl::FormatDuration(slice), ")"));
+  }
+  attr = {};
+  r = sys.SchedGetattr(&attr);
+  if (!r.ok()) return sys::SysError(r, "sched_getattr of this thread");
+  if (attr.sched_runtime != want) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the kernel took a slice of ", absl::FormatDuration(slice), " but reports ",
+        attr.sched_runtime, " ns (Linux 6.12 and later honour a thread's slice)"));
+  }
+  return absl::OkStatus();
+}
+
+void RequestCommitPathSlice(sys::SysCalls& sys, absl::Duration slice,
+                            absl::string_view thread_name) {
+  absl::Status s = RequestThreadSlice(sys, slice);
+  if (s.ok()) return;
+  const std::string thread(thread_name);
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) {
+    spdlog::warn(
+        "{}: cannot shorten the thread's scheduler slice to {} (--sched-slice-us), so it "
+        "and the commit-path threads after it keep the kernel's default: on busy CPUs a "
+        "synchronous commit may wait longer for them: {}",
+        thread, absl::FormatDuration(slice), s.ToString());
+  } else {
+    spdlog::debug("{}: cannot shorten the thread's scheduler slice: {}", thread, s.ToString());
+  }
+}
+
+}  // namespace walship
