@@ -59,19 +59,19 @@ absl::Status RequestThreadSlice(sys::SysCalls& sys, absl::Duration slice) {
 }
 
 void RequestCommitPathSlice(sys::SysCalls& sys, absl::Duration slice,
-                            absl::string_view thread_name) {
+                            absl::string_view thread) {
   absl::Status s = RequestThreadSlice(sys, slice);
   if (s.ok()) return;
-  const std::string thread(thread_name);
+  const std::string name(thread);  // fmt 9 does not format absl::string_view
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true)) {
     spdlog::warn(
         "{}: cannot shorten the thread's scheduler slice to {} (--sched-slice-us), so it "
         "and the commit-path threads after it keep the kernel's default: on busy CPUs a "
         "synchronous commit may wait longer for them: {}",
-        thread, absl::FormatDuration(slice), s.ToString());
+        name, absl::FormatDuration(slice), s.ToString());
   } else {
-    spdlog::debug("{}: cannot shorten the thread's scheduler slice: {}", thread, s.ToString());
+    spdlog::debug("{}: cannot shorten the thread's scheduler slice: {}", name, s.ToString());
   }
 }
 

@@ -12,8 +12,9 @@
 // sooner, so once woken it may run before a thread with a longer slice has
 // used up its own; in exchange it is preempted after a shorter run itself.
 // Its share of the CPU does not change (that is the nice value's). The threads
-// that ask run a few tens of µs per wake-up, so the shorter run costs them
-// nothing; threads that move bulk data (backlogs, zero-filling) do not ask.
+// that ask run a few tens of µs per wake-up, so the shorter run seldom cuts
+// them off (more preemptions cost some CPU, docs/benchmarks.md); threads that
+// move bulk data (backlogs, zero-filling) do not ask.
 //
 // The request keeps the thread's policy and nice value (an unprivileged
 // thread could not raise its priority back anyway). A thread under a policy
