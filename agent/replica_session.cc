@@ -180,7 +180,10 @@ void ReplicaSession::OnAck(const walship::v1::Ack& ack) {
   }
   // The acknowledgement log (debug level): one line per new durable
   // position, what a fault campaign checks the replica's disk against.
-  if (advanced) spdlog::debug("ack: replica {} flushed {}", name_, f.ToString());
+  // Formatted only when logged: this runs once per synchronous commit.
+  if (advanced && spdlog::should_log(spdlog::level::debug)) {
+    spdlog::debug("ack: replica {} flushed {}", name_, f.ToString());
+  }
 }
 
 void ReplicaSession::SetAckPacing(absl::Duration min_interval) {
