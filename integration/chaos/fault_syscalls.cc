@@ -344,8 +344,8 @@ void FaultChannel::PollOnce(bool exit_on_power_loss) {
 void FaultChannel::Handle(const std::string& id, const std::string& command,
                           bool exit_on_power_loss) {
   std::vector<std::string> words = absl::StrSplit(command, ' ', absl::SkipWhitespace());
-  std::optional<FaultKind> kind =
-      words.empty() || words.size() > 2 ? std::nullopt : ParseFaultKind(words[0]);
+  std::optional<FaultKind> kind;
+  if (words.size() == 1 || words.size() == 2) kind = ParseFaultKind(words[0]);
   const std::string suffix = words.size() == 2 ? words[1] : "";
   if (!kind.has_value() || (*kind == FaultKind::kPowerLoss && !suffix.empty())) {
     events_.Append(absl::StrCat(id, " error unknown command '", command,
@@ -353,10 +353,10 @@ void FaultChannel::Handle(const std::string& id, const std::string& command,
                                 "torn-write, enospc-write; or power-loss)"));
     return;
   }
-  events_.Append(absl::StrCat(id, " armed ", FaultKindName(*kind),
-                              suffix.empty() ? "" : " ", suffix));
-  if (*kind != FaultKind::kPowerLoss) {
-    sys_.Arm(id, *kind, suffix);
+  const FaultKind k = *kind;
+  events_.Append(absl::StrCat(id, " armed ", FaultKindName(k), suffix.empty() ? "" : " ", suffix));
+  if (k != FaultKind::kPowerLoss) {
+    sys_.Arm(id, k, suffix);
     return;
   }
   sys_.PowerLoss(id);
