@@ -1,7 +1,8 @@
 """The PostgreSQL world: a real PostgreSQL 15 primary under numbered commits.
 
 The primary (1 MiB segments) archives every complete segment into golden/
-(`archive_command` cp: the source's bytes survive recycling); the segment in
+(`archive_command` cp, then mv: the source's bytes survive recycling, and a
+copy has a segment's name only once whole); the segment in
 progress is read from pg_wal. drill-loader commits one numbered row per
 transaction and records each acknowledged one. Half of the time
 synchronous_standby_names names walship (the flush feed), switched every
@@ -29,6 +30,12 @@ from integration.walshiptest.waits import StepError, wait_until
 
 TABLE = "chaos_acks"
 FEED = "walship"
+
+
+def archive_command(archive):
+    """PostgreSQL's archive_command into `archive`: the copy gets the
+    segment's name only once whole (the checks read the archive meanwhile)."""
+    return "cp %%p %s/%%f.copying && mv %s/%%f.copying %s/%%f" % (archive, archive, archive)
 
 
 class PgWorld(world.World):
@@ -66,7 +73,7 @@ class PgWorld(world.World):
             "max_replication_slots": 6, "wal_keep_size": 0, "fsync": "on",
             "synchronous_commit": "on", "checkpoint_timeout": "30s",
             "max_wal_size": "32MB", "min_wal_size": "4MB", "shared_buffers": "32MB",
-            "archive_mode": "on", "archive_command": "cp %%p %s/%%f" % self.archive,
+            "archive_mode": "on", "archive_command": archive_command(self.archive),
             "restart_after_crash": "off", "hot_standby": "on",
             "log_line_prefix": "%m [%p] "})
         self.pg.start()
@@ -123,9 +130,17 @@ class PgWorld(world.World):
     def parse(self, name):
         return parse_segment(name, self.segsize)
 
-    def golden_path(self, name):
+    def _archived(self, name):
+        """The archive's copy of segment `name` if it is whole, else None."""
         p = os.path.join(self.archive, name)
-        if os.path.isfile(p):
+        try:
+            return p if os.path.getsize(p) == self.segsize else None
+        except OSError:
+            return None
+
+    def golden_path(self, name):
+        p = self._archived(name)
+        if p is not None:
             return p
         cur, parsed = self.current, self.parse(name)
         if cur and parsed and parsed[0] == cur[0] and parsed[1] <= cur[1]:
@@ -135,7 +150,7 @@ class PgWorld(world.World):
 
     def golden_complete(self, name):
         cur, parsed = self.current, self.parse(name)
-        return os.path.isfile(os.path.join(self.archive, name)) or bool(
+        return self._archived(name) is not None or bool(
             cur and parsed and parsed[0] == cur[0] and parsed[1] < cur[1])
 
     def pos_of_lsn(self, lsn, rep):
