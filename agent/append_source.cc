@@ -251,14 +251,14 @@ absl::StatusOr<std::map<std::string, uint64_t>> AppendSource::ListSegments() {
     if (name.empty() || name[0] == '.') continue;
     seen.insert(name);
     std::string path = absl::StrCat(options_.wal_dir, "/", name);
-    struct stat st;
-    if (!sys_.Lstat(path.c_str(), &st).ok()) continue;  // deleted since readdir
-    if (S_ISLNK(st.st_mode)) {
+    sys::FileFacts st;  // every scan: never the times (file_util.h)
+    if (!sys::DescribePath(sys_, path, &st).ok()) continue;  // deleted since readdir
+    if (S_ISLNK(st.mode)) {
       NoteOnce(name, true, absl::StrCat(path, " is a symbolic link: not followed (only "
                                               "regular files are segments)"));
       continue;
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (!S_ISREG(st.mode)) {
       NoteOnce(name, false, absl::StrCat(path, " is not a regular file: skipped"));
       continue;
     }
@@ -282,7 +282,7 @@ absl::StatusOr<std::map<std::string, uint64_t>> AppendSource::ListSegments() {
     } else {
       by_shape[NameShape(name)].push_back(name);
     }
-    sizes[name] = static_cast<uint64_t>(st.st_size);
+    sizes[name] = st.size;
   }
   for (auto it = noted_.begin(); it != noted_.end();) {
     it = seen.count(*it) ? std::next(it) : noted_.erase(it);
@@ -304,10 +304,10 @@ absl::Status AppendSource::ListArchive(std::map<std::string, uint64_t>& sizes) {
   for (const std::string& name : *names) {
     if (name.empty() || name[0] == '.' || sizes.count(name) != 0) continue;
     if (!pattern_->Matches(name) || !wire::ValidateSegmentName(name).ok()) continue;
-    struct stat st;
+    sys::FileFacts st;
     const std::string path = absl::StrCat(dir, "/", name);
-    if (!sys_.Lstat(path.c_str(), &st).ok() || !S_ISREG(st.st_mode)) continue;
-    sizes[name] = static_cast<uint64_t>(st.st_size);
+    if (!sys::DescribePath(sys_, path, &st).ok() || !S_ISREG(st.mode)) continue;
+    sizes[name] = st.size;
     archived_.insert(name);
   }
   return absl::OkStatus();
@@ -361,11 +361,11 @@ void AppendSource::NoteOnce(const std::string& name, bool warn, const std::strin
 
 absl::Status AppendSource::RefreshTail() {
   if (!tail_fd_.valid() || !held_open_.empty()) return Rescan();
-  struct stat st;
-  sys::SysResult r = sys_.Fstat(tail_fd_.get(), &st);
-  if (!r.ok() || st.st_nlink == 0) return Rescan();
+  sys::FileFacts st;  // every poll: never the times (file_util.h)
+  sys::SysResult r = sys::DescribeFd(sys_, tail_fd_.get(), &st);
+  if (!r.ok() || st.nlink == 0) return Rescan();
   std::map<std::string, uint64_t> sizes = scanner_ ? seen_sizes_ : published_;
-  sizes[tail_name_] = static_cast<uint64_t>(st.st_size);
+  sizes[tail_name_] = st.size;
   return PublishChecked(std::move(sizes), /*tail_sized_by_fd=*/true);
 }
 
@@ -412,11 +412,11 @@ absl::Status AppendSource::HoldUnclosed(std::map<std::string, uint64_t>& sizes) 
     const HeadReader head = [this](const std::string& n,
                                    size_t len) -> absl::StatusOr<std::string> {
       WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd f, sys::OpenRegularFile(sys_, PathOf(n)));
-      struct stat st;
-      if (sys::SysResult r = sys_.Fstat(f.get(), &st); !r.ok()) {
-        return sys::ErrnoToStatus(r.err, absl::StrCat("fstat ", PathOf(n)));
+      sys::FileFacts st;
+      if (sys::SysResult r = sys::DescribeFd(sys_, f.get(), &st); !r.ok()) {
+        return sys::ErrnoToStatus(r.err, absl::StrCat("statx ", PathOf(n)));
       }
-      SegmentBytes b(sys_, f.get(), static_cast<uint64_t>(st.st_size), len);
+      SegmentBytes b(sys_, f.get(), st.size, len);
       WALSHIP_ASSIGN_OR_RETURN(absl::string_view v, b.Read(0, len));
       return std::string(v);
     };
@@ -483,8 +483,10 @@ absl::Status AppendSource::PublishChecked(std::map<std::string, uint64_t> sizes,
 void AppendSource::UpdateTail(const std::string& last, bool tail_sized_by_fd) {
   if (last == tail_name_ && tail_fd_.valid()) {
     // Still the file of that name (not one renamed over it)?
-    struct stat st;
-    if (tail_sized_by_fd || (sys_.Fstat(tail_fd_.get(), &st).ok() && st.st_nlink > 0)) return;
+    sys::FileFacts st;
+    if (tail_sized_by_fd || (sys::DescribeFd(sys_, tail_fd_.get(), &st).ok() && st.nlink > 0)) {
+      return;
+    }
   }
   tail_fd_.reset();
   tail_name_ = last;

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/sys/file_util.h"
 
 namespace walship::agent {
 
@@ -10,8 +11,8 @@ std::string SegmentLocator::Path(sys::SysCalls& sys, const std::string& name) co
   if (dirs_.size() > 1) {
     for (const std::string& d : dirs_) {
       std::string path = absl::StrCat(d, "/", name);
-      struct stat st;
-      if (sys.Lstat(path.c_str(), &st).ok()) return path;
+      sys::FileFacts st;  // per frame: never the times (file_util.h)
+      if (sys::DescribePath(sys, path, &st).ok()) return path;
     }
   }
   return absl::StrCat(dirs_.front(), "/", name);

@@ -57,12 +57,12 @@ absl::Status Shipper::EnterSegment(const std::string& name) {
                                            opened.status().message()));
   }
   WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd file, std::move(opened));
-  struct stat st;
-  if (sys::SysResult r = sys_.Fstat(file.get(), &st); !r.ok()) {
-    return sys::ErrnoToStatus(r.err, absl::StrCat("fstat ", path));
+  sys::FileFacts facts;
+  if (sys::SysResult r = sys::DescribeFd(sys_, file.get(), &facts); !r.ok()) {
+    return sys::ErrnoToStatus(r.err, absl::StrCat("statx ", path));
   }
-  segment_dev_ = st.st_dev;
-  segment_ino_ = st.st_ino;
+  segment_dev_ = facts.dev;
+  segment_ino_ = facts.ino;
   segment_file_ = std::move(file);
   sent_.clear();
   // Only the segment shipping starts in is entered past its start: its
@@ -88,9 +88,10 @@ absl::Status Shipper::CheckSameFile(const std::string& path) const {
   // Bytes read from the open file belong to this segment only if its name
   // still points at it: PostgreSQL recycles a segment by renaming it before
   // overwriting it, so an unchanged name means unrecycled content.
-  struct stat by_name;
-  sys::SysResult r = sys_.Lstat(path.c_str(), &by_name);
-  if (!r.ok() || by_name.st_ino != segment_ino_ || by_name.st_dev != segment_dev_) {
+  // Asked at every frame, so never for the file's times (file_util.h).
+  sys::FileFacts by_name;
+  sys::SysResult r = sys::DescribePath(sys_, path, &by_name);
+  if (!r.ok() || by_name.ino != segment_ino_ || by_name.dev != segment_dev_) {
     return absl::AbortedError(absl::StrCat(
         "segment ", pos_.segment, " was recycled or replaced while being shipped (at offset ",
         pos_.offset, "); restarting the session"));

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <utility>
 
@@ -58,6 +59,55 @@ absl::StatusOr<UniqueFd> OpenFile(SysCalls& sys, const std::string& path,
   }
 }
 
+namespace {
+
+// Type, mode, links, inode and size: never a time (file_util.h).
+constexpr unsigned int kFactsMask = STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_INO | STATX_SIZE;
+
+void FromStatx(const struct statx& x, FileFacts* out) {
+  out->dev = makedev(x.stx_dev_major, x.stx_dev_minor);
+  out->ino = x.stx_ino;
+  out->mode = x.stx_mode;
+  out->nlink = x.stx_nlink;
+  out->size = x.stx_size;
+}
+
+void FromStat(const struct stat& st, FileFacts* out) {
+  out->dev = st.st_dev;
+  out->ino = st.st_ino;
+  out->mode = st.st_mode;
+  out->nlink = st.st_nlink;
+  out->size = static_cast<uint64_t>(st.st_size);
+}
+
+}  // namespace
+
+SysResult DescribeFd(SysCalls& sys, int fd, FileFacts* out) {
+  struct statx x;
+  SysResult r = sys.Statx(fd, "", AT_EMPTY_PATH, kFactsMask, &x);
+  if (r.ok()) {
+    FromStatx(x, out);
+  } else if (r.err == ENOSYS) {
+    struct stat st;
+    r = sys.Fstat(fd, &st);
+    if (r.ok()) FromStat(st, out);
+  }
+  return r;
+}
+
+SysResult DescribePath(SysCalls& sys, const std::string& path, FileFacts* out) {
+  struct statx x;
+  SysResult r = sys.Statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, kFactsMask, &x);
+  if (r.ok()) {
+    FromStatx(x, out);
+  } else if (r.err == ENOSYS) {
+    struct stat st;
+    r = sys.Lstat(path.c_str(), &st);
+    if (r.ok()) FromStat(st, out);
+  }
+  return r;
+}
+
 absl::StatusOr<UniqueFd> OpenRegularFile(SysCalls& sys, const std::string& path) {
   SysResult r;
   do {
@@ -68,10 +118,10 @@ absl::StatusOr<UniqueFd> OpenRegularFile(SysCalls& sys, const std::string& path)
   }
   if (!r.ok()) return sys::ErrnoToStatus(r.err, absl::StrCat("open ", path));
   UniqueFd fd(static_cast<int>(r.rc));
-  struct stat st;
-  const SysResult s = sys.Fstat(fd.get(), &st);
-  if (!s.ok()) return sys::ErrnoToStatus(s.err, absl::StrCat("fstat ", path));
-  if (!S_ISREG(st.st_mode)) {
+  FileFacts facts;
+  const SysResult s = DescribeFd(sys, fd.get(), &facts);
+  if (!s.ok()) return sys::ErrnoToStatus(s.err, absl::StrCat("statx ", path));
+  if (!S_ISREG(facts.mode)) {
     return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
   }
   return fd;

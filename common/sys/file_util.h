@@ -22,6 +22,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,34 @@ absl::StatusOr<UniqueFd> OpenFile(SysCalls& sys, const std::string& path,
 // files a directory listing named, e.g. WAL segments: a link planted in the
 // directory must never make its target shippable.
 absl::StatusOr<UniqueFd> OpenRegularFile(SysCalls& sys, const std::string& path);
+
+// FileFacts, DescribeFd(), DescribePath()
+//
+// What walship needs to know of a file it follows but does not write (a
+// database's WAL segment): device, inode, type, links and size, asked of
+// statx(2) without the file's times. Asking for the times (stat, fstat,
+// lstat) marks them as seen on Linux 6.13 and later (multigrain
+// timestamps): the owner's next write then takes a fine-grained timestamp,
+// so the inode changes at every write instead of once a clock tick, and on
+// ext4 without a journal each fdatasync of the owner writes the inode as
+// well as the data. Checked at every frame, a look at the times would cost
+// the primary one more synchronous write per commit
+// (integration/drill/pg_source_times_test.py). Where a check needs the
+// modification time (a cache keyed by it), one fstat per file is right:
+// after it, the next write is sure to change the time.
+//
+// Return as the seam's calls: on failure `err` says why. A kernel without
+// statx(2) (ENOSYS) is answered through fstat / lstat instead.
+struct FileFacts {
+  uint64_t dev = 0;    // as st_dev
+  uint64_t ino = 0;
+  uint32_t mode = 0;   // type and permission bits, as st_mode
+  uint64_t nlink = 0;
+  uint64_t size = 0;
+};
+SysResult DescribeFd(SysCalls& sys, int fd, FileFacts* out);
+// Of `path` itself: a symbolic link is described, not followed (as lstat).
+SysResult DescribePath(SysCalls& sys, const std::string& path, FileFacts* out);
 
 // FsyncDir()
 //

@@ -67,6 +67,11 @@ SysResult RealSysCalls::Lstat(const char* path, struct stat* st) {
   return Capture(::lstat(path, st));
 }
 
+SysResult RealSysCalls::Statx(int dirfd, const char* path, int flags, unsigned int mask,
+                              struct statx* out) {
+  return Capture(::statx(dirfd, path, flags, mask, out));
+}
+
 SysResult RealSysCalls::Lseek(int fd, off_t off, int whence) {
   return Capture(::lseek(fd, off, whence));
 }

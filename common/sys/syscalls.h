@@ -113,6 +113,11 @@ class SysCalls {
   virtual SysResult Stat(const char* path, struct stat* st) = 0;
   // lstat(2): a symbolic link is described, not followed.
   virtual SysResult Lstat(const char* path, struct stat* st) = 0;
+  // statx(2): only what `mask` asks for is looked up. A file walship
+  // follows but does not own is described through it without its times
+  // (file_util.h's DescribeFd / DescribePath say why).
+  virtual SysResult Statx(int dirfd, const char* path, int flags, unsigned int mask,
+                          struct statx* out) = 0;
   // lseek(2); rc is the resulting offset. SEEK_DATA / SEEK_HOLE find the
   // next data / hole at or after `off` (ENXIO when `off` is at or past the
   // end); file systems report preallocated, never written ranges as holes.
@@ -238,6 +243,8 @@ class RealSysCalls : public SysCalls {
   SysResult Fstat(int fd, struct stat* st) override;
   SysResult Stat(const char* path, struct stat* st) override;
   SysResult Lstat(const char* path, struct stat* st) override;
+  SysResult Statx(int dirfd, const char* path, int flags, unsigned int mask,
+                  struct statx* out) override;
   SysResult Lseek(int fd, off_t off, int whence) override;
   SysResult Fcntl(int fd, int cmd, long arg) override;  // NOLINT
   SysResult Fdatasync(int fd) override;

@@ -12,6 +12,7 @@ fault campaign, one implementation of each:
   binaries  where the built binaries are
   stats     percentiles for reports
   witness   hard links to every log file a database writes, as it appears
+  loopfs    an ext4 of a test's own on a loop device, its I/O counted
 
 Import modules from here as `from integration.walshiptest import waits`: under
 `bazel test` the runfiles root is on sys.path; for manual runs, run from the

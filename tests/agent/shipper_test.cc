@@ -43,9 +43,27 @@ namespace {
 constexpr uint64_t kSegmentBytes = 1u << 20;
 
 // Records which thread each sendfile(2) ran on; can refuse room in the
-// socket or fail sendfile on one thread.
+// socket or fail sendfile on one thread. Counts the calls that ask for a
+// file's times (file_util.h: each costs the file's writer).
 class ThreadRecordingSysCalls : public sys::RealSysCalls {
  public:
+  sys::SysResult Fstat(int fd, struct stat* st) override {
+    ++time_looks_;
+    return RealSysCalls::Fstat(fd, st);
+  }
+  sys::SysResult Stat(const char* path, struct stat* st) override {
+    ++time_looks_;
+    return RealSysCalls::Stat(path, st);
+  }
+  sys::SysResult Lstat(const char* path, struct stat* st) override {
+    ++time_looks_;
+    return RealSysCalls::Lstat(path, st);
+  }
+  sys::SysResult Statx(int dirfd, const char* path, int flags, unsigned int mask,
+                       struct statx* out) override {
+    if ((mask & (STATX_ATIME | STATX_MTIME | STATX_CTIME | STATX_BTIME)) != 0) ++time_looks_;
+    return RealSysCalls::Statx(dirfd, path, flags, mask, out);
+  }
   sys::SysResult SendFile(int out_fd, int in_fd, off_t* offset, size_t count) override {
     {
       absl::MutexLock lock(&mu_);
@@ -67,6 +85,7 @@ class ThreadRecordingSysCalls : public sys::RealSysCalls {
     fail_on_ = t;
   }
   std::atomic<bool> no_room_{false};
+  std::atomic<int> time_looks_{0};
 
  private:
   absl::Mutex mu_;
@@ -257,6 +276,19 @@ class ShipperTest : public ::testing::Test {
     EXPECT_EQ(SentBy(runner_id_), 6u);
   }
 
+  // After EnterFirstSegment(4096): twenty 4 KiB appends go out without a
+  // call that asks for a file's times.
+  void ExpectTwentyAppendsSentWithoutATimeLook() {
+    EnterFirstSegment(4096);
+    sys_.time_looks_.store(0);
+    for (uint64_t end = 4096; end < 4096 * 21; end += 4096) {
+      absl::SleepFor(absl::Milliseconds(1));
+      Publish(end + 4096);
+      ExpectData(ReadFrame(), 0, end, 4096);
+    }
+    EXPECT_EQ(sys_.time_looks_.load(), 0) << "calls that asked for a file's times in 20 frames";
+  }
+
   // Run()'s result once it returned on its own (5 s at most).
   absl::Status WaitForRun() {
     const absl::Time deadline = absl::Now() + absl::Seconds(5);
@@ -349,6 +381,20 @@ TEST_F(ShipperTest, AppendsToTheEnteredSegmentGoOutOnThePublishersThread) {
   const size_t inline_sends = SentBy(std::this_thread::get_id());
   EXPECT_GE(inline_sends, 45u) << "of 50 publications";
   EXPECT_EQ(inline_sends + SentBy(runner_id_), 51u);
+}
+
+// Each frame checks that the segment's name still points at the file
+// shipped; asking for the file's times there would make each of the
+// database's next writes take a fine-grained timestamp, and its next
+// fdatasync write the inode too (integration/drill/pg_source_times_test.py).
+TEST_F(ShipperTest, ShippingAppendsNeverAsksForTheSegmentsTimes) {
+  StartShipper(/*inline_sends=*/true);
+  ExpectTwentyAppendsSentWithoutATimeLook();
+}
+
+TEST_F(ShipperTest, ShippingAppendsFromRunsThreadNeverAsksForTheSegmentsTimes) {
+  StartShipper(/*inline_sends=*/false);
+  ExpectTwentyAppendsSentWithoutATimeLook();
 }
 
 TEST_F(ShipperTest, WithoutRoomInTheSocketRunsThreadSends) {

@@ -211,6 +211,79 @@ TEST_F(FileUtilTest, FsyncDir) {
   EXPECT_EQ(FsyncDir(real_, Path("nope")).code(), absl::StatusCode::kNotFound);
 }
 
+// Records the mask of each statx; answers ENOSYS when told to, as a
+// kernel older than statx(2) would.
+class StatxRecordingSysCalls : public RealSysCalls {
+ public:
+  SysResult Statx(int dirfd, const char* path, int flags, unsigned int mask,
+                  struct statx* out) override {
+    masks.push_back(mask);
+    if (no_statx) return SysResult{-1, ENOSYS};
+    return RealSysCalls::Statx(dirfd, path, flags, mask, out);
+  }
+  SysResult Fstat(int fd, struct stat* st) override {
+    ++fstats;
+    return RealSysCalls::Fstat(fd, st);
+  }
+  SysResult Lstat(const char* path, struct stat* st) override {
+    ++lstats;
+    return RealSysCalls::Lstat(path, st);
+  }
+
+  std::vector<unsigned int> masks;
+  bool no_statx = false;
+  int fstats = 0;
+  int lstats = 0;
+};
+
+void ExpectSameFacts(const FileFacts& f, const struct stat& st) {
+  EXPECT_EQ(f.dev, st.st_dev);
+  EXPECT_EQ(f.ino, st.st_ino);
+  EXPECT_EQ(f.mode, st.st_mode);
+  EXPECT_EQ(f.nlink, st.st_nlink);
+  EXPECT_EQ(f.size, static_cast<uint64_t>(st.st_size));
+}
+
+TEST_F(FileUtilTest, DescribeNeverAsksForTimes) {
+  ASSERT_TRUE(WriteFileAtomically(real_, dir_, "seg", "twelve bytes").ok());
+  ASSERT_EQ(::link(Path("seg").c_str(), Path("seg2").c_str()), 0);
+  ASSERT_EQ(::symlink(Path("seg").c_str(), Path("link").c_str()), 0);
+  struct stat want, link_want;
+  ASSERT_EQ(::stat(Path("seg").c_str(), &want), 0);
+  ASSERT_EQ(::lstat(Path("link").c_str(), &link_want), 0);
+  absl::StatusOr<UniqueFd> fd = OpenFile(real_, Path("seg"), O_RDONLY);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+
+  for (bool no_statx : {false, true}) {
+    SCOPED_TRACE(no_statx ? "kernel without statx" : "statx");
+    StatxRecordingSysCalls sys;
+    sys.no_statx = no_statx;
+    FileFacts by_fd, by_path, of_link;
+    ASSERT_TRUE(DescribeFd(sys, fd->get(), &by_fd).ok());
+    ASSERT_TRUE(DescribePath(sys, Path("seg"), &by_path).ok());
+    ASSERT_TRUE(DescribePath(sys, Path("link"), &of_link).ok());
+    ExpectSameFacts(by_fd, want);
+    ExpectSameFacts(by_path, want);
+    EXPECT_EQ(by_fd.nlink, 2u);
+    EXPECT_EQ(by_fd.size, 12u);
+    ExpectSameFacts(of_link, link_want);  // the link itself, not followed
+    EXPECT_TRUE(S_ISLNK(of_link.mode));
+    ASSERT_EQ(sys.masks.size(), 3u);
+    for (unsigned int mask : sys.masks) {
+      EXPECT_EQ(mask & (STATX_ATIME | STATX_MTIME | STATX_CTIME | STATX_BTIME), 0u) << mask;
+    }
+    // The times are asked for only where statx is missing.
+    EXPECT_EQ(sys.fstats, no_statx ? 1 : 0);
+    EXPECT_EQ(sys.lstats, no_statx ? 2 : 0);
+  }
+
+  StatxRecordingSysCalls sys;
+  FileFacts none;
+  const SysResult r = DescribePath(sys, Path("nope"), &none);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.err, ENOENT);
+}
+
 // Counts getdents64 calls and fails the chosen one with EIO.
 class DirReadingSysCalls : public RealSysCalls {
  public:
