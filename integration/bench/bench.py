@@ -82,9 +82,11 @@ def main(argv=None):
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
     ap.add_argument("--pgbench-variants", default=None,
                     help="comma-separated subset of the pgbench section's receivers")
-    ap.add_argument("--synccost-compare", default=None, metavar="DIR",
-                    help="synccost: a second walship build (walship-agent and walship-replica "
-                         "in DIR) connected beside the first, as variant walship-b")
+    ap.add_argument("--compare", "--synccost-compare", dest="compare", default=None,
+                    metavar="DIR",
+                    help="a second walship build (walship-agent and walship-replica in DIR) as "
+                         "variant walship-b: synccost connects it beside the first; pgbench "
+                         "runs it in rounds of its own")
     a = ap.parse_args(argv)
     sections = [s for s in a.sections.split(",") if s]
     bad = [s for s in sections if s not in SECTIONS]
@@ -97,9 +99,11 @@ def main(argv=None):
         if bad:
             ap.error("unknown pgbench variants %s (known: %s; those following by query may "
                      "end in -Nms, the pause between queries)" % (bad, ",".join(PGBENCH_VARIANTS)))
+        if "walship-b" in picked and not a.compare:
+            ap.error("pgbench variant walship-b needs --compare DIR (the other build)")
         cfg.pgbench_variants = picked
-    if a.synccost_compare:
-        cfg.synccost_compare_bin = os.path.abspath(a.synccost_compare)
+    if a.compare:
+        cfg.compare_bin = os.path.abspath(a.compare)
     out = a.out or os.path.abspath("bench-out-%s" % time.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="walship-bench-", dir=a.work or "/var/tmp")

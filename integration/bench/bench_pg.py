@@ -45,7 +45,9 @@ class Pg(PgCluster):
             "wal_level": "replica", "max_wal_senders": 10, "max_replication_slots": 10,
             "wal_keep_size": 0, "max_wal_size": "64GB", "min_wal_size": "64MB",
             "checkpoint_timeout": "1d", "synchronous_commit": "on", "fsync": "on",
-            "shared_buffers": "256MB", "autovacuum": "off", "log_min_messages": "warning"})
+            "shared_buffers": "256MB", "autovacuum": "off", "log_min_messages": "warning",
+            # pg_stat_wal times the primary's own WAL syncs (pgbench section).
+            "track_wal_io_timing": "on"})
         self.start()
 
     def psql(self, sql, timeout=600, check=True):

@@ -55,7 +55,11 @@ def run_pgbench(ctx, pg, variant):
         if ws:
             pg.drop_slot("walship")
             dest = ctx.fresh_dir("pgb-ws")
+            # walship-b: the build --compare names, in rounds of its own.
+            prog = ((lambda b: os.path.join(cfg.compare_bin, b)) if variant == "walship-b"
+                    else (lambda b: None))
             agent = daemons.Agent(os.path.join(pg.datadir, "pg_wal"), ctx.logdir, label="agent-pgb",
+                                  program=prog("walship-agent"),
                                   extra_args=["--format=postgres", "--pg-data=" + pg.datadir,
                                               "--pg-conninfo=" + pg.conninfo(),
                                               "--pg-slot=walship",
@@ -66,6 +70,7 @@ def run_pgbench(ctx, pg, variant):
                                   (["--pg-query-interval-ms=%d" % query_ms] if query_ms
                                    else [])).start()
             replica = daemons.Replica(agent, dest, "pgb", ctx.logdir,
+                                      program=prog("walship-replica"),
                                       extra_args=["--metrics-listen=127.0.0.1:0"]).start()
             metrics_addr = replica.metrics_address()
             now = pg.flush_lsn()
@@ -216,7 +221,8 @@ def run_pgbench(ctx, pg, variant):
             observer_cores = (((proc_stat_cpu(watch.pid) or watch_cpu0) - watch_cpu0) /
                               cfg.pgbench_lag_seconds)
             watch.stop()
-        # Phase 2: TPS and CPU.
+        # Phase 2: TPS and CPU (and the primary's own WAL syncs).
+        wal0 = wal_syncs(pg)
         cpu0 = {p: proc_stat_cpu(p) or 0.0 for p in sender_pids + receiver_pids}
         if busy is not None:
             busy_cpu0 = proc_stat_cpu(busy.pid) or 0.0
@@ -242,6 +248,7 @@ def run_pgbench(ctx, pg, variant):
         if ws:
             threads1 = walship_threads(pg, agent, replica)
             cycles = flush_cycles(metrics_addr) - cycles0
+        wal1 = wal_syncs(pg)
 
         def cores(pids):  # CPU seconds per second of load
             return sum((cpu1[p] or cpu0[p]) - cpu0[p] for p in pids) / cfg.pgbench_seconds
@@ -250,6 +257,10 @@ def run_pgbench(ctx, pg, variant):
                "sample_query_wait_p50_ms": qw["p50"], "sample_query_wait_p99_ms": qw["p99"],
                "transactions": transactions,
                "sender_cores": cores(sender_pids), "receiver_cores": cores(receiver_pids)}
+        syncs = wal1[0] - wal0[0]
+        if syncs > 0:
+            res["wal_sync_us"] = (wal1[1] - wal0[1]) * 1e3 / syncs
+            res["wal_syncs_per_txn"] = syncs / max(1, transactions)
         if busy_cores is not None:
             res["busy_cores"] = busy_cores
         if observer_cores is not None:
@@ -311,6 +322,15 @@ def run_pgbench(ctx, pg, variant):
                 p.stop()
         if dest:
             rm(dest)
+
+
+def wal_syncs(pg):
+    """(WAL syncs, milliseconds in them) of the primary so far (pg_stat_wal,
+    with track_wal_io_timing). Backends report their share within a second
+    and when they exit: read a second after the load's backends are gone."""
+    time.sleep(1.0)
+    n, ms = pg.session().fetch("SELECT wal_sync || ' ' || wal_sync_time FROM pg_stat_wal").split()
+    return int(n), float(ms)
 
 
 def flush_cycles(metrics_addr):
@@ -383,10 +403,13 @@ def section_pgbench(ctx, pg):
                                         "receiver_cores", "cpu_us_per_txn", "busy_cores",
                                         "observer_cores",
                                         "flush_cycles_per_s", "sender_us_per_cycle",
-                                        "receiver_us_per_cycle"]),
+                                        "receiver_us_per_cycle", "wal_sync_us",
+                                        "wal_syncs_per_txn"]),
             "threads": {v: thread_summary(rs) for v, rs in runs.items()
                         if any(r.get("threads") for r in rs)}}
-PGBENCH_VARIANTS = ["none", "walship", "walship-paced", "walship-query", "walship-query-paced",
+# walship-b: the build --compare names (bench.py refuses it without).
+PGBENCH_VARIANTS = ["none", "walship", "walship-b", "walship-paced", "walship-query",
+                    "walship-query-paced",
                     "pg_receivewal",
                     "pg_receivewal-busy", "raw-relay", "raw-relay-query",
                     "raw-relay-zero", "raw-relay-fallocate", "raw-relay-keep-size"]

@@ -52,7 +52,7 @@ class Config(object):
             self.synccost_clients = 4
             self.synccost_seconds = 3
             self.synccost_trace = True
-            self.synccost_compare_bin = None
+            self.compare_bin = None
             self.formats_etcd_files = 1
             self.formats_rocksdb_keys = 30000
             self.formats_binlog_rows = 24
@@ -98,7 +98,7 @@ class Config(object):
             self.synccost_clients = 4
             self.synccost_seconds = 15
             self.synccost_trace = True
-            self.synccost_compare_bin = None
+            self.compare_bin = None
             # formats: etcd WAL files filled before the last (64 MB each),
             # and RocksDB's fillseq keys (about 1 KiB of log each).
             self.formats_etcd_files = 3

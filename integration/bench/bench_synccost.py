@@ -19,7 +19,7 @@ from integration.walshiptest.pg import SUPERUSER
 from integration.walshiptest.waits import StepError
 
 # Which standby synchronous_standby_names names in a round ("none": nobody).
-# "walship-b" (with --synccost-compare DIR) is a second walship, the
+# "walship-b" (with --compare DIR) is a second walship, the
 # binaries in DIR, connected beside the first: two builds compared in the
 # same interleaved rounds.
 VARIANTS = ["walship", "pg_receivewal", "none"]
@@ -32,7 +32,7 @@ def receivers(variants):
 
 
 def variants_of(cfg):
-    return (["walship", "walship-b", "pg_receivewal", "none"] if cfg.synccost_compare_bin
+    return (["walship", "walship-b", "pg_receivewal", "none"] if cfg.compare_bin
             else list(VARIANTS))
 
 
@@ -191,7 +191,7 @@ class Receivers(object):
         self.agent, self.replica = self.walship("walship", None)
         if "walship-b" in self.variants:
             self.agent_b, self.replica_b = self.walship("walship_b",
-                                                        self.ctx.cfg.synccost_compare_bin)
+                                                        self.ctx.cfg.compare_bin)
         self.caught_up()
 
     def walship(self, name, bin_dir):
@@ -320,7 +320,7 @@ def summarize(cfg, runs, traced):
             "seconds": cfg.synccost_seconds, "rounds": cfg.rounds, "runs": runs,
             "summary": summary, "added_latency_ms": added, "added_ratio": ratio,
             "lag_all_rounds": all_rounds,
-            "traced": traced, "compare_bin": cfg.synccost_compare_bin,
+            "traced": traced, "compare_bin": cfg.compare_bin,
             "method": "both receivers connected throughout; each round changes only "
                       "synchronous_standby_names (ALTER SYSTEM, pg_reload_conf, then "
                       "pg_stat_replication shows the intended sync_state), then CHECKPOINT "

@@ -230,6 +230,40 @@ def _round_ratio(results, v):
     return report_synccost.median(report_synccost.round_ratios(runs, v, "pg_receivewal"))
 
 
+# The pgbench section's rows, in the order shown.
+PGBENCH_LABELS = [
+    ("none", "none"), ("walship", "walship (flush feed)"),
+    ("walship-b", "walship, the build compared (`--compare`)"),
+    ("walship-paced", "walship, `--ack-interval-ms=100`"),
+    ("walship-query", "walship, `--pg-feed=false`"),
+    ("walship-query-paced", "walship, `--pg-feed=false --ack-interval-ms=100`"),
+    ("pg_receivewal", "pg_receivewal --synchronous"),
+    ("pg_receivewal-busy", "pg_receivewal --synchronous beside a busy loop (reference: CPU "
+     "alone)"),
+    ("raw-relay", "raw relay (reference)"),
+    ("raw-relay-query", "raw relay following by query, no walsender (reference for the feed "
+     "off)"),
+    ("raw-relay-fallocate", "raw relay, segments fallocated first"),
+    ("raw-relay-zero", "raw relay, segments zero-filled first")]
+
+
+def _pgbench_wal_syncs(results, pb):
+    """The primary's own WAL syncs beside each receiver (pg_stat_wal)."""
+    rows = [(v, label) for v, label in PGBENCH_LABELS
+            if v in pb["summary"] and (pb["summary"][v].get("wal_sync_us") or {}).get("median")]
+    if not rows:
+        return []
+    L = ["The primary's own WAL syncs during the TPS phase (`pg_stat_wal` with "
+         "`track_wal_io_timing`: PostgreSQL's fdatasync of its WAL):", "",
+         "| receiver | µs per WAL sync | WAL syncs per transaction |", "|---|---:|---:|"]
+    for v, label in rows:
+        L.append("| %s | %s | %s |" % (label, _range(results, "pgbench", v, "wal_sync_us",
+                                                      spec="%.0f"),
+                                       _range(results, "pgbench", v, "wal_syncs_per_txn",
+                                              spec="%.2f")))
+    return L + [""]
+
+
 def _query_interval_label(v):
     """The table label of a variant with a "-Nms" query interval; None for
     any other."""
@@ -389,21 +423,9 @@ def markdown(results):
                  "byte lag p50 KiB | byte lag p99 KiB | sender CPU (cores) | "
                  "receiver CPU (cores) | CPU µs per transaction |")
         L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for v, label in [("none", "none"), ("walship", "walship (flush feed)"),
-                         ("walship-paced", "walship, `--ack-interval-ms=100`"),
-                         ("walship-query", "walship, `--pg-feed=false`"),
-                         ("walship-query-paced",
-                          "walship, `--pg-feed=false --ack-interval-ms=100`"),
-                         ("pg_receivewal", "pg_receivewal --synchronous"),
-                         ("pg_receivewal-busy", "pg_receivewal --synchronous beside a busy "
-                          "loop (reference: CPU alone)"),
-                         ("raw-relay", "raw relay (reference)"),
-                         ("raw-relay-query", "raw relay following by query, no walsender "
-                          "(reference for the feed off)"),
-                         ("raw-relay-fallocate", "raw relay, segments fallocated first"),
-                         ("raw-relay-zero", "raw relay, segments zero-filled first")] + [
-                             (v, _query_interval_label(v)) for v in sorted(pb["summary"])
-                             if _query_interval_label(v)]:
+        for v, label in PGBENCH_LABELS + [
+                (v, _query_interval_label(v)) for v in sorted(pb["summary"])
+                if _query_interval_label(v)]:
             if v not in pb["summary"]:
                 continue
             L.append("| %s | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s |" % (
@@ -418,6 +440,7 @@ def markdown(results):
                 _range(results, "pgbench", v, "receiver_cores", spec="%.2f"),
                 _range(results, "pgbench", v, "cpu_us_per_txn", spec="%.0f")))
         L.append("")
+        L += _pgbench_wal_syncs(results, pb)
         L.append("CPU in cores (CPU seconds per second of load). Sender: walship-agent with "
                  "its PostgreSQL backends (the flush feed's walsender and the safety-net "
                  "queries), or pg_receivewal's walsender; receiver: walship-replica or "

@@ -79,7 +79,7 @@ def target(results):
 
 
 LABELS = [("walship", "walship (agent's flush feed)"),
-          ("walship-b", "walship, the build compared (`--synccost-compare`)"),
+          ("walship-b", "walship, the build compared (`--compare`)"),
           ("pg_receivewal", "pg_receivewal --synchronous"),
           ("none", "nobody (both connected, asynchronous)")]
 
