@@ -64,6 +64,10 @@ namespace {
 // Type, mode, links, inode and size: never a time (file_util.h).
 constexpr unsigned int kFactsMask = STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_INO | STATX_SIZE;
 
+// A kernel older than statx(2), or a seccomp filter that does not know it
+// (older container runtimes answer EPERM).
+bool NoStatx(int err) { return err == ENOSYS || err == EPERM; }
+
 void FromStatx(const struct statx& x, FileFacts* out) {
   out->dev = makedev(x.stx_dev_major, x.stx_dev_minor);
   out->ino = x.stx_ino;
@@ -87,7 +91,7 @@ SysResult DescribeFd(SysCalls& sys, int fd, FileFacts* out) {
   SysResult r = sys.Statx(fd, "", AT_EMPTY_PATH, kFactsMask, &x);
   if (r.ok()) {
     FromStatx(x, out);
-  } else if (r.err == ENOSYS) {
+  } else if (NoStatx(r.err)) {
     struct stat st;
     r = sys.Fstat(fd, &st);
     if (r.ok()) FromStat(st, out);
@@ -100,7 +104,7 @@ SysResult DescribePath(SysCalls& sys, const std::string& path, FileFacts* out) {
   SysResult r = sys.Statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, kFactsMask, &x);
   if (r.ok()) {
     FromStatx(x, out);
-  } else if (r.err == ENOSYS) {
+  } else if (NoStatx(r.err)) {
     struct stat st;
     r = sys.Lstat(path.c_str(), &st);
     if (r.ok()) FromStat(st, out);

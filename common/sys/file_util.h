@@ -68,8 +68,9 @@ absl::StatusOr<UniqueFd> OpenRegularFile(SysCalls& sys, const std::string& path)
 // modification time (a cache keyed by it), one fstat per file is right:
 // after it, the next write is sure to change the time.
 //
-// Return as the seam's calls: on failure `err` says why. A kernel without
-// statx(2) (ENOSYS) is answered through fstat / lstat instead.
+// Return as the seam's calls: on failure `err` says why. Where statx(2) is
+// missing (ENOSYS) or filtered (EPERM from a seccomp profile that predates
+// it), fstat / lstat answer instead.
 struct FileFacts {
   uint64_t dev = 0;    // as st_dev
   uint64_t ino = 0;

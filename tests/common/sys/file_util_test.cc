@@ -211,14 +211,14 @@ TEST_F(FileUtilTest, FsyncDir) {
   EXPECT_EQ(FsyncDir(real_, Path("nope")).code(), absl::StatusCode::kNotFound);
 }
 
-// Records the mask of each statx; answers ENOSYS when told to, as a
-// kernel older than statx(2) would.
+// Records the mask of each statx; answers `no_statx` when told to, as a
+// kernel older than statx(2) (ENOSYS) or a seccomp filter (EPERM) would.
 class StatxRecordingSysCalls : public RealSysCalls {
  public:
   SysResult Statx(int dirfd, const char* path, int flags, unsigned int mask,
                   struct statx* out) override {
     masks.push_back(mask);
-    if (no_statx) return SysResult{-1, ENOSYS};
+    if (no_statx != 0) return SysResult{-1, no_statx};
     return RealSysCalls::Statx(dirfd, path, flags, mask, out);
   }
   SysResult Fstat(int fd, struct stat* st) override {
@@ -231,7 +231,7 @@ class StatxRecordingSysCalls : public RealSysCalls {
   }
 
   std::vector<unsigned int> masks;
-  bool no_statx = false;
+  int no_statx = 0;
   int fstats = 0;
   int lstats = 0;
 };
@@ -254,8 +254,8 @@ TEST_F(FileUtilTest, DescribeNeverAsksForTimes) {
   absl::StatusOr<UniqueFd> fd = OpenFile(real_, Path("seg"), O_RDONLY);
   ASSERT_TRUE(fd.ok()) << fd.status();
 
-  for (bool no_statx : {false, true}) {
-    SCOPED_TRACE(no_statx ? "kernel without statx" : "statx");
+  for (int no_statx : {0, ENOSYS, EPERM}) {
+    SCOPED_TRACE(no_statx != 0 ? absl::StrCat("statx answers ", no_statx) : "statx");
     StatxRecordingSysCalls sys;
     sys.no_statx = no_statx;
     FileFacts by_fd, by_path, of_link;
@@ -273,8 +273,8 @@ TEST_F(FileUtilTest, DescribeNeverAsksForTimes) {
       EXPECT_EQ(mask & (STATX_ATIME | STATX_MTIME | STATX_CTIME | STATX_BTIME), 0u) << mask;
     }
     // The times are asked for only where statx is missing.
-    EXPECT_EQ(sys.fstats, no_statx ? 1 : 0);
-    EXPECT_EQ(sys.lstats, no_statx ? 2 : 0);
+    EXPECT_EQ(sys.fstats, no_statx != 0 ? 1 : 0);
+    EXPECT_EQ(sys.lstats, no_statx != 0 ? 2 : 0);
   }
 
   StatxRecordingSysCalls sys;
