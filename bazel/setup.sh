@@ -9,7 +9,7 @@ PACKAGES=(
   g++ protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev
   libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
   libpq-dev zlib1g-dev libzstd-dev liblz4-dev libssl-dev libcpp-httplib-dev libtomlplusplus-dev
-  python3 iproute2 procps openssl nftables
+  python3 iproute2 procps openssl nftables e2fsprogs util-linux
   postgresql-15 postgresql-client-15
   patroni etcd-server rocksdb-tools sqlite3 mariadb-server mariadb-client
 )
