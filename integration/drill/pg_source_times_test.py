@@ -10,8 +10,9 @@ that the segment it ships is still the file of that name; it must ask
 statx(2) for the inode, links, type and size alone (common/sys/file_util.h).
 
 A real PostgreSQL 15 primary with pg_wal on an ext4 file system of its own
-(a loop device over a file; no journal, as this machine's root), so the
-device's write count is PostgreSQL's WAL I/O alone:
+(a loop device over a file; no journal, as this machine's root; noatime, so
+that reading the WAL changes no inode), so the device's write count is
+PostgreSQL's WAL I/O alone:
 
 0. The kernel shows the effect: a write, an fstat and an fdatasync, again
    and again, cost a device write per sync more than without the fstat
@@ -60,7 +61,9 @@ def probe_writes_per_sync(fs, look, n=300):
 
 class PgSourceTimesTest(unittest.TestCase):
     def setUp(self):
-        self.fs = loopfs.LoopFs(size_mb=256, journal=False)
+        # noatime: the walsender's and the agent's reads of the WAL never
+        # change its inode, so the count is the writes' and the looks' alone.
+        self.fs = loopfs.LoopFs(size_mb=256, journal=False, options="noatime")
         self.addCleanup(self.fs.close)
         self.env = PgEnv(base_dir="/tmp")
         self.addCleanup(self.env.close)  # runs first: nothing uses the file system after it

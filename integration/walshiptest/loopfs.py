@@ -4,7 +4,7 @@ file, so that the device's counters show that file system's I/O alone
 machine has no loop devices at all, LoopFs() raises NoLoopDevices, a
 unittest.SkipTest.
 
-    fs = LoopFs(journal=False)
+    fs = LoopFs(journal=False, options="noatime")  # options: mount -o
     try:
         ... files under fs.mountpoint ...
         fs.writes()      # write requests the device completed so far
@@ -33,7 +33,7 @@ def _run(argv):
 
 
 class LoopFs(object):
-    def __init__(self, size_mb=256, journal=False, base_dir="/tmp"):
+    def __init__(self, size_mb=256, journal=False, base_dir="/tmp", options=None):
         if not os.path.exists("/dev/loop-control"):
             raise NoLoopDevices("no loop devices here (/dev/loop-control is missing)")
         self.dir = tempfile.mkdtemp(prefix="wsloopfs-", dir=base_dir)
@@ -53,7 +53,8 @@ class LoopFs(object):
                 ["losetup", "--find", "--show", self.image], check=True,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                 timeout=60).stdout.strip()
-            _run(["mount", self.device, self.mountpoint])
+            _run(["mount"] + (["-o", options] if options else []) +
+                 [self.device, self.mountpoint])
             self.mounted = True
             os.chmod(self.mountpoint, 0o755)
         except BaseException:
