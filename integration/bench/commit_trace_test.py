@@ -2,6 +2,7 @@
 joining them into per-frame stage times."""
 
 import os
+import shutil
 import tempfile
 import unittest
 
@@ -116,7 +117,8 @@ class JoinTest(unittest.TestCase):
         self.assertIsNone(ct.breakdown([])[0]["p50_us"])
 
     def test_analyze_reads_both_files(self):
-        d = tempfile.mkdtemp()
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.addCleanup(shutil.rmtree, d, True)
         a, r = os.path.join(d, "agent"), os.path.join(d, "replica")
         with open(a, "w") as f:
             f.write(agent_text((1, "feed", SEG, 8), (2, "sent", SEG, 8), (8, "ack", SEG, 8),

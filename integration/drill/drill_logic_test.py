@@ -5,6 +5,8 @@ The promotion gate (refuse when the standby is behind), the RPO checks
 arithmetic, and the pg_waldump line format.
 """
 
+import os
+import shutil
 import tempfile
 import unittest
 
@@ -156,7 +158,9 @@ class FakeReplica(object):
 class PromotionGateTest(unittest.TestCase):
 
     def setUp(self):
-        self.ctx = drill_setup.Ctx(None, tempfile.mkdtemp(), 1, drill_setup.Params(True))
+        work = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.addCleanup(shutil.rmtree, work, True)
+        self.ctx = drill_setup.Ctx(None, work, 1, drill_setup.Params(True))
         self.ctx.p.replay_timeout = 1.0
         self.ctx.p.replay_stall = 0.3
         self.beyond = []
