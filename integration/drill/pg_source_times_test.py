@@ -29,7 +29,7 @@ import shutil
 import unittest
 
 from integration.walshiptest import daemons, loopfs, ports
-from integration.walshiptest.pg import (PgCluster, PgEnv, SUPERUSER, TEST_PRIMARY_SETTINGS)
+from integration.walshiptest.pg import PgCluster, PgEnv, TEST_PRIMARY_SETTINGS
 from integration.walshiptest.procs import Proc, log, read_text
 from integration.walshiptest.waits import wait_until
 
