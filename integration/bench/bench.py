@@ -22,7 +22,8 @@ Sections (each a module beside this one; --sections picks some):
   synccost  pgbench TPC-B with walship and pg_receivewal --synchronous both
             connected; rounds change only which one synchronous_standby_names
             names (or nobody): TPS, latency, latency added per commit; then
-            a traced walship round: where a commit's time goes.
+            a traced walship round: where a commit's time goes. With
+            --synccost-relay the raw relay is a third synchronous standby.
   formats   each database's own log (etcd's WAL, RocksDB's logs) caught up
             with its format and with --format=append on the same bytes.
   fanout    1, 2 and 4 replicas of one agent from an evicted backlog:
@@ -87,6 +88,9 @@ def main(argv=None):
                     help="a second walship build (walship-agent and walship-replica in DIR) as "
                          "variant walship-b: synccost connects it beside the first; pgbench "
                          "runs it in rounds of its own")
+    ap.add_argument("--synccost-relay", action="store_true",
+                    help="synccost: the raw relay (benchtool relay-send / relay-recv) as a "
+                         "third synchronous standby, connected in every round")
     a = ap.parse_args(argv)
     sections = [s for s in a.sections.split(",") if s]
     bad = [s for s in sections if s not in SECTIONS]
@@ -104,6 +108,8 @@ def main(argv=None):
         cfg.pgbench_variants = picked
     if a.compare:
         cfg.compare_bin = os.path.abspath(a.compare)
+    if a.synccost_relay:
+        cfg.synccost_relay = True
     out = a.out or os.path.abspath("bench-out-%s" % time.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="walship-bench-", dir=a.work or "/var/tmp")

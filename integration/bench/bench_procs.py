@@ -52,6 +52,7 @@ class Config(object):
             self.synccost_clients = 4
             self.synccost_seconds = 3
             self.synccost_trace = True
+            self.synccost_relay = True
             self.compare_bin = None
             self.formats_etcd_files = 1
             self.formats_rocksdb_keys = 30000
@@ -98,6 +99,9 @@ class Config(object):
             self.synccost_clients = 4
             self.synccost_seconds = 15
             self.synccost_trace = True
+            # --synccost-relay: the raw relay as a third synchronous standby
+            # (a receiver more, connected in every round; quick runs it).
+            self.synccost_relay = False
             self.compare_bin = None
             # formats: etcd WAL files filled before the last (64 MB each),
             # and RocksDB's fillseq keys (about 1 KiB of log each).

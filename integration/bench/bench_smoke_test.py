@@ -86,11 +86,16 @@ class BenchSmokeTest(unittest.TestCase):
             # Each receiver was synchronous in its rounds, and the traced
             # walship round joined both daemons' traces.
             sc = results["sections"]["synccost"]
-            for v in ("walship", "pg_receivewal", "none"):
+            # The quick run has the raw relay as a third synchronous standby.
+            for v in ("walship", "raw-relay", "pg_receivewal", "none"):
                 self.assertGreater(sc["summary"][v]["tps"]["median"], 0, v)
                 self.assertGreater(sc["summary"][v]["latency_ms"]["median"], 0, v)
-            for r in ("walship", "pg_receivewal"):
+            for r in ("walship", "raw-relay", "pg_receivewal"):
                 self.assertIsNotNone(sc["summary"][r]["%s_lag_p50_ms" % r], r)
+            for part in ("relay_send", "relay_recv", "walsender"):
+                self.assertGreater(
+                    sc["summary"]["raw-relay"]["raw-relay_cpu_%s_us_per_xact" % part]["median"],
+                    0, part)
             self.assertGreater(sc["traced"]["frames"], 0)
             total = [b for b in sc["traced"]["breakdown"] if b["from"] == "feed" and
                      b["to"] == "status"][0]
@@ -98,6 +103,7 @@ class BenchSmokeTest(unittest.TestCase):
             self.assertGreater(total["p50_us"], 0)
             self.assertIn("### Synchronous commit cost", md)
             self.assertIn("Round by round, walship's TPS over pg_receivewal's", md)
+            self.assertIn("Round by round, raw-relay's TPS over pg_receivewal's", md)
 
         if "compress" in sections:
             # Every variant shipped the pgbench WAL; the codecs shrank it.

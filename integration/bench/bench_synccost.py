@@ -10,9 +10,9 @@ import subprocess
 import threading
 
 from integration import harness as kit
-from integration.bench import commit_trace
+from integration.bench import commit_trace, report_synccost
 from integration.bench.bench_pgbench import pgbench_init
-from integration.bench.bench_procs import log, median_summary, rotate
+from integration.bench.bench_procs import log, median_summary, read_text, rotate
 from integration.walshiptest import daemons
 from integration.walshiptest.lsn import parse_lsn
 from integration.walshiptest.pg import SUPERUSER
@@ -21,10 +21,19 @@ from integration.walshiptest.waits import StepError
 # Which standby synchronous_standby_names names in a round ("none": nobody).
 # "walship-b" (with --compare DIR) is a second walship, the
 # binaries in DIR, connected beside the first: two builds compared in the
-# same interleaved rounds.
+# same interleaved rounds. "raw-relay" (with --synccost-relay) is the least
+# any agent-beside-the-primary design does per commit (raw_relay.h: one
+# thread each side, raw sockets, no checksums, state or gRPC), its new
+# segments zero-filled as pg_receivewal's, its threads asking for walship's
+# scheduler slice: where the architecture alone stands against
+# pg_receivewal, in the same rounds.
 VARIANTS = ["walship", "pg_receivewal", "none"]
 # Each receiver's application_name in pg_stat_replication.
-APP = {"walship": "walship", "walship-b": "walship_b", "pg_receivewal": "pg_receivewal"}
+APP = {"walship": "walship", "walship-b": "walship_b", "pg_receivewal": "pg_receivewal",
+       "raw-relay": "raw_relay"}
+# The slice walship's threads on a commit's path ask for by default
+# (--sched-slice-us), given to the relay's two threads too.
+RELAY_SLICE_US = 100
 
 
 def receivers(variants):
@@ -32,8 +41,8 @@ def receivers(variants):
 
 
 def variants_of(cfg):
-    return (["walship", "walship-b", "pg_receivewal", "none"] if cfg.compare_bin
-            else list(VARIANTS))
+    return (["walship"] + (["walship-b"] if cfg.compare_bin else []) +
+            (["raw-relay"] if cfg.synccost_relay else []) + ["pg_receivewal", "none"])
 
 
 def set_sync(pg, variant, variants=VARIANTS):
@@ -157,20 +166,23 @@ SLOTS = ("walship", "walship_b", "sync_rw")
 
 class Receivers(object):
     """walship (agent with its flush feed + replica) and pg_receivewal
-    --synchronous, each with a replication slot, connected for the whole
-    section."""
+    --synchronous, each with a replication slot, and the raw relay when
+    asked for, connected for the whole section."""
 
     def __init__(self, ctx, pg, variants):
         self.ctx, self.pg, self.variants = ctx, pg, variants
         self.agent = self.replica = self.rw = None
         self.agent_b = self.replica_b = None
+        self.relay_send = self.relay_recv = None
 
     def pids(self):
         """Each receiver's processes by part: its daemons and its walsender."""
         ws = walsender_pids(self.pg)
         parts_of = {"walship": (("agent", self.agent), ("replica", self.replica)),
                     "walship-b": (("agent", self.agent_b), ("replica", self.replica_b)),
-                    "pg_receivewal": (("pg_receivewal", self.rw),)}
+                    "pg_receivewal": (("pg_receivewal", self.rw),),
+                    "raw-relay": (("relay_send", self.relay_send),
+                                  ("relay_recv", self.relay_recv))}
         out = {}
         for r in receivers(self.variants):
             parts = {part: [d.pid] for part, d in parts_of[r]
@@ -192,7 +204,30 @@ class Receivers(object):
         if "walship-b" in self.variants:
             self.agent_b, self.replica_b = self.walship("walship_b",
                                                         self.ctx.cfg.compare_bin)
+        if "raw-relay" in self.variants:
+            self.relay()
         self.caught_up()
+
+    def relay(self):
+        """relay-recv (new segments zero-filled, as pg_receivewal's) and
+        relay-send following a walsender, both threads with walship's
+        slice. Without a slot: the others' slots keep the WAL."""
+        ctx, pg = self.ctx, self.pg
+        dest = ctx.fresh_dir("sync-relay")
+        port_file = dest + ".port"
+        slice_arg = "--sched-slice-us=%d" % RELAY_SLICE_US
+        self.relay_recv = ctx.procs.start("relay-recv", [
+            ctx.tool, "relay-recv", "--dest=" + dest, "--port-file=" + port_file,
+            "--segment-bytes=%d" % pg.segsize, "--prealloc=zero", slice_arg])
+        kit.wait_until(lambda: os.path.exists(port_file) and read_text(port_file).strip(),
+                       10, "relay-recv to listen", interval=0.01)
+        self.relay_send = ctx.procs.start("relay-send", [
+            ctx.tool, "relay-send", "--conninfo=" + pg.conninfo(),
+            "--application-name=" + APP["raw-relay"],
+            "--wal-dir=" + os.path.join(pg.datadir, "pg_wal"),
+            "--connect=" + read_text(port_file).strip().split("=", 1)[1],
+            "--system-id=" + pg.psql("SELECT system_identifier FROM pg_control_system()"),
+            "--segment-bytes=%d" % pg.segsize, "--follow=feed", slice_arg])
 
     def walship(self, name, bin_dir):
         """An agent (feed and slot `name`) and its replica, started; from
@@ -236,8 +271,9 @@ class Receivers(object):
 
     def stop(self):
         self.stop_walship(both=True)
-        if self.rw is not None:
-            self.rw.stop()
+        for p in (self.relay_send, self.relay_recv, self.rw):
+            if p is not None:
+                p.stop()
 
 
 def traced_round(ctx, pg, recv):
@@ -298,7 +334,7 @@ def summarize(cfg, runs, traced):
     keys = (["tps", "latency_ms"] + ["%s_lag_p%d_ms" % (r, q) for r in rs_ for q in (50, 90)]
             + ["%s_cpu_us_per_xact" % r for r in rs_]
             + ["%s_cpu_%s_us_per_xact" % (r, part) for r in rs_
-               for part in ("agent", "replica", "pg_receivewal", "walsender")])
+               for part in report_synccost.PARTS])
     summary = {v: {k: median_summary([r.get(k) for r in rs]) for k in keys}
                for v, rs in runs.items()}
 

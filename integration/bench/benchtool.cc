@@ -73,6 +73,7 @@
 #include "common/flags.h"
 #include "common/net.h"
 #include "common/pgwal/wal_names.h"
+#include "common/sched_slice.h"
 #include "common/status_macros.h"
 #include "common/sys/errors.h"
 #include "common/sys/file_util.h"
@@ -965,6 +966,7 @@ int Main(int argc, char** argv) {
   uint64_t warm_mib = 0;
   int64_t flush_us = ro.flush_interval_us;
   int64_t query_interval_ms = absl::ToInt64Milliseconds(rso.min_query_interval);
+  int64_t slice_us = 0;
   std::string rate, seconds;
   if (cmd == "raw-recv") {
     flags.String("listen", &ro.listen, "HOST:PORT to listen on (port 0: any)");
@@ -1000,6 +1002,8 @@ int Main(int argc, char** argv) {
     flags.Int("query-interval-ms", &query_interval_ms,
               "query: the shortest pause between flush-position queries (as walship-agent's "
               "--pg-query-interval-ms)");
+    flags.Int("sched-slice-us", &slice_us,
+              "scheduler slice for the thread, as walship's --sched-slice-us (0: default)");
   } else if (cmd == "relay-recv") {
     flags.String("listen", &rro.listen, "HOST:PORT to listen on (port 0: any)");
     flags.String("port-file", &rro.port_file, "write data=HOST:PORT here once listening");
@@ -1009,6 +1013,8 @@ int Main(int argc, char** argv) {
     flags.Uint("pipe-bytes", &rro.pipe_bytes, "pipe capacity");
     flags.String("prealloc", &prealloc,
                  "new segment files: none (grow), keep-size, fallocate or zero (pg_receivewal)");
+    flags.Int("sched-slice-us", &slice_us,
+              "scheduler slice for the thread, as walship's --sched-slice-us (0: default)");
   } else if (cmd == "write") {
     flags.String("dir", &wo.dir, "WAL directory (must exist)");
     flags.String("rate", &rate, "bytes per second (0: unthrottled)");
@@ -1066,8 +1072,11 @@ int Main(int argc, char** argv) {
   } else if (cmd == "raw-send") {
     s = RawSender(sys, so).Run();
   } else if (cmd == "relay-send" || cmd == "relay-recv") {
+    rso.sched_slice = rro.sched_slice = absl::Microseconds(slice_us);
     if (timeline == 0 || timeline > UINT32_MAX || !pg::IsValidSegmentSize(segment_bytes)) {
       s = absl::InvalidArgumentError("bad --timeline or --segment-bytes");
+    } else if (absl::Status v = ValidateSchedSlice(rso.sched_slice, "sched-slice-us"); !v.ok()) {
+      s = v;
     } else if (cmd == "relay-send") {
       absl::StatusOr<RelaySendOptions::Follow> f = ParseFollow(follow);
       if (!f.ok()) {

@@ -20,6 +20,7 @@
 #include "agent/postgres/pg_flush_feed.h"
 #include "common/net.h"
 #include "common/pgwal/wal_names.h"
+#include "common/sched_slice.h"
 #include "common/status_macros.h"
 #include "common/sys/dir_watch.h"
 #include "common/sys/errors.h"
@@ -168,6 +169,7 @@ class QuerySource : public FlushSource {
 
 absl::Status RunRelaySend(sys::SysCalls& sys, const RelaySendOptions& o,
                           const volatile int* stop) {
+  RequestCommitPathSlice(sys, o.sched_slice, "relay-send");
   std::unique_ptr<FlushSource> source;
   pg::Lsn sent = 0;
   if (o.follow == RelaySendOptions::Follow::kFeed) {
@@ -272,6 +274,7 @@ absl::Status RunRelaySend(sys::SysCalls& sys, const RelaySendOptions& o,
 
 absl::Status RunRelayRecv(sys::SysCalls& sys, const RelayRecvOptions& o,
                           const volatile int* stop) {
+  RequestCommitPathSlice(sys, o.sched_slice, "relay-recv");
   WALSHIP_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(o.listen));
   uint16_t port = 0;
   WALSHIP_ASSIGN_OR_RETURN(sys::UniqueFd lfd, ListenTcp(sys, hp, 1, &port));

@@ -66,6 +66,9 @@ struct RelaySendOptions {
   enum class Follow { kFeed, kQuery };
   Follow follow = Follow::kFeed;
   absl::Duration min_query_interval = absl::Milliseconds(2);
+  // The scheduler slice the one thread asks for (common/sched_slice.h), as
+  // walship's threads on a commit's path do; zero: the kernel's default.
+  absl::Duration sched_slice = absl::ZeroDuration();
 };
 
 struct RelayRecvOptions {
@@ -76,15 +79,19 @@ struct RelayRecvOptions {
   uint64_t segment_bytes = 16 << 20;
   uint64_t pipe_bytes = 1 << 20;
   // How a new segment file is prepared before its first byte lands:
-  //   kNone       created empty; every write extends it (walship-replica);
+  //   kNone       created empty; every write extends it (walship-replica's
+  //               segments while it catches up);
   //   kKeepSize   fallocate(FALLOC_FL_KEEP_SIZE): blocks reserved, size
   //               still grows with every write;
   //   kFallocate  fallocate(0): full size at once, blocks reserved as
   //               unwritten extents that each write converts;
   //   kZero       every byte written as zero and fdatasync'ed, as
-  //               pg_receivewal does (catch-up would write every byte twice).
+  //               pg_receivewal does (walship-replica's live segments are
+  //               zero-filled spares, prepared in the background).
   enum class Prealloc { kNone, kKeepSize, kFallocate, kZero };
   Prealloc prealloc = Prealloc::kNone;
+  // As RelaySendOptions::sched_slice.
+  absl::Duration sched_slice = absl::ZeroDuration();
 };
 
 // "feed" or "query"; kInvalidArgument otherwise.

@@ -13,6 +13,11 @@ def get_path(d, *path):
     return d
 
 
+# The processes of a receiver whose CPU the section counts, by part
+# (bench_synccost.PARTS).
+PARTS = ("agent", "replica", "pg_receivewal", "relay_send", "relay_recv", "walsender")
+
+
 def _fmt(v, spec):
     return "n/a" if v is None else spec % v
 
@@ -80,6 +85,8 @@ def target(results):
 
 LABELS = [("walship", "walship (agent's flush feed)"),
           ("walship-b", "walship, the build compared (`--compare`)"),
+          ("raw-relay", "raw relay: agent beside the primary, separate receiver, nothing "
+                        "else (`--synccost-relay`)"),
           ("pg_receivewal", "pg_receivewal --synchronous"),
           ("none", "nobody (both connected, asynchronous)")]
 
@@ -102,8 +109,7 @@ def markdown(results):
         added = get_path(sc, "added_latency_ms", v)
         lag = cpu = "–"
         if v != "none":
-            parts = [(part, s.get("%s_cpu_%s_us_per_xact" % (v, part)))
-                     for part in ("agent", "replica", "pg_receivewal", "walsender")]
+            parts = [(part, s.get("%s_cpu_%s_us_per_xact" % (v, part))) for part in PARTS]
             cpu = span(s.get("%s_cpu_us_per_xact" % v), "%.0f") + "".join(
                 [" (" + ", ".join("%s %.0f" % (part, x["median"]) for part, x in parts if x)
                  + ")"] if any(x for _, x in parts) else [])
@@ -119,7 +125,8 @@ def markdown(results):
                  _fmt(get_path(sc, "added_latency_ms", "pg_receivewal"), "%.3f"),
                  _fmt(sc.get("added_ratio"), "%.2f"), sc["rounds"], sc["method"]))
     L.append("")
-    for v, base in (("walship", "pg_receivewal"), ("walship-b", "walship")):
+    for v, base in (("walship", "pg_receivewal"), ("walship-b", "walship"),
+                    ("raw-relay", "pg_receivewal"), ("walship", "raw-relay")):
         line = _round_line(sc.get("runs"), v, base)
         if line:
             L += [line, ""]

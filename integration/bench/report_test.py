@@ -295,6 +295,36 @@ class SyncCostReportTest(unittest.TestCase):
         sc["runs"] = {"walship": [{"tps": 1000.0}]}
         self.assertNotIn("Round by round", report.markdown(r))
 
+    def test_raw_relay(self):
+        r = fake()
+        sc = fake_synccost()
+        sc["summary"]["raw-relay"] = {
+            "tps": s(1600.0), "latency_ms": s(2.50), "raw-relay_lag_p50_ms": s(0.30),
+            "raw-relay_lag_p90_ms": s(0.65), "raw-relay_cpu_us_per_xact": s(140.0),
+            "raw-relay_cpu_relay_send_us_per_xact": s(50.0),
+            "raw-relay_cpu_relay_recv_us_per_xact": s(60.0),
+            "raw-relay_cpu_walsender_us_per_xact": s(30.0)}
+        sc["added_latency_ms"]["raw-relay"] = 2.50 - 2.21
+        sc["runs"] = {"walship": [{"tps": 900.0}, {"tps": 950.0}],
+                      "raw-relay": [{"tps": 1000.0}, {"tps": 1000.0}],
+                      "pg_receivewal": [{"tps": 1100.0}, {"tps": 900.0}]}
+        r["sections"]["synccost"] = sc
+        md = report.markdown(r)
+        self.assertIn("| raw relay: agent beside the primary, separate receiver, nothing else "
+                      "(`--synccost-relay`) | 1600 | 2.500 | +0.290 | 0.30 / 0.65 | 140 "
+                      "(relay_send 50, relay_recv 60, walsender 30) |", md)
+        # Between walship's row and pg_receivewal's.
+        at = md.index("### Synchronous commit cost")
+        self.assertLess(md.index("| walship (agent's", at), md.index("| raw relay:", at))
+        self.assertLess(md.index("| raw relay:", at), md.index("| pg_receivewal --sync", at))
+        self.assertIn("Round by round, raw-relay's TPS over pg_receivewal's in the same round: "
+                      "0.91, 1.11 (median 1.01; raw-relay ahead in 1 of 2).", md)
+        self.assertIn("Round by round, walship's TPS over raw-relay's in the same round: "
+                      "0.90, 0.95 (median 0.93; walship ahead in 0 of 2).", md)
+        # The target stays walship against pg_receivewal.
+        t = {x["id"]: x for x in report.evaluate(r)}["synccost"]
+        self.assertIn("(round by round 0.94)", t["measured"])
+
     def test_without_a_traced_round(self):
         r = fake()
         sc = fake_synccost()
