@@ -30,6 +30,28 @@ def standby_flushed(pg, application_name):
         "WHERE application_name = '%s'), '0/0')" % application_name))
 
 
+def start_raw_relay(ctx, pg, dest, prealloc="none", follow="feed", send_args=(),
+                    both_args=()):
+    """The raw relay (raw_relay.h): relay-recv into `dest` (new segments
+    prepared as `prealloc` says), then relay-send following the primary by
+    `follow` (feed or query) and connected to it. `send_args` go to
+    relay-send, `both_args` to both. Returns (relay-send, relay-recv)."""
+    port_file = dest + ".port"
+    recv = ctx.procs.start("relay-recv", [
+        ctx.tool, "relay-recv", "--dest=" + dest, "--port-file=" + port_file,
+        "--segment-bytes=%d" % pg.segsize, "--prealloc=" + prealloc] + list(both_args))
+    kit.wait_until(lambda: os.path.exists(port_file) and read_text(port_file).strip(),
+                   10, "relay-recv to listen", interval=0.01)
+    send = ctx.procs.start("relay-send", [
+        ctx.tool, "relay-send", "--conninfo=" + pg.conninfo(),
+        "--wal-dir=" + os.path.join(pg.datadir, "pg_wal"),
+        "--connect=" + read_text(port_file).strip().split("=", 1)[1],
+        "--system-id=" + pg.psql("SELECT system_identifier FROM pg_control_system()"),
+        "--segment-bytes=%d" % pg.segsize, "--follow=" + follow] + list(send_args) +
+        list(both_args))
+    return send, recv
+
+
 # Asks for argv[1] of a core: busy for that share of every 2 ms, asleep for
 # the rest (a load that wakes about as often as a shipper per commit).
 BUSY_LOOP = '''
@@ -97,24 +119,13 @@ def run_pgbench(ctx, pg, variant):
             # walsender, as walship --pg-feed=false; the others by a feed.
             follow_query = variant == "raw-relay-query"
             dest = ctx.fresh_dir("pgb-relay")
-            port_file = dest + ".port"
-            recv = ctx.procs.start("relay-recv", [
-                ctx.tool, "relay-recv", "--dest=" + dest, "--port-file=" + port_file,
-                "--segment-bytes=%d" % pg.segsize,
-                "--prealloc=" + (variant[len("raw-relay-"):]
-                                 if variant not in ("raw-relay", "raw-relay-query")
-                                 else "none")])
-            kit.wait_until(lambda: os.path.exists(port_file) and read_text(port_file).strip(),
-                           10, "relay-recv to listen", interval=0.01)
-            addr = read_text(port_file).strip().split("=", 1)[1]
             now = pg.flush_lsn()
-            relay = ctx.procs.start("relay-send", [
-                ctx.tool, "relay-send", "--conninfo=" + pg.conninfo(),
-                "--wal-dir=" + os.path.join(pg.datadir, "pg_wal"), "--connect=" + addr,
-                "--system-id=" + pg.psql("SELECT system_identifier FROM pg_control_system()"),
-                "--segment-bytes=%d" % pg.segsize,
-                "--follow=" + ("query" if follow_query else "feed")] +
-                (["--query-interval-ms=%d" % query_ms] if query_ms else []))
+            relay, recv = start_raw_relay(
+                ctx, pg, dest,
+                prealloc=(variant[len("raw-relay-"):]
+                          if variant not in ("raw-relay", "raw-relay-query") else "none"),
+                follow="query" if follow_query else "feed",
+                send_args=["--query-interval-ms=%d" % query_ms] if query_ms else [])
             if follow_query:
                 # It starts at the flush position it first asks for: nothing
                 # to catch up once its query backend is there.

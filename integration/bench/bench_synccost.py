@@ -11,8 +11,8 @@ import threading
 
 from integration import harness as kit
 from integration.bench import commit_trace, report_synccost
-from integration.bench.bench_pgbench import pgbench_init
-from integration.bench.bench_procs import log, median_summary, read_text, rotate
+from integration.bench.bench_pgbench import pgbench_init, standby_flushed, start_raw_relay
+from integration.bench.bench_procs import log, median_summary, rotate
 from integration.walshiptest import daemons
 from integration.walshiptest.lsn import parse_lsn
 from integration.walshiptest.pg import SUPERUSER
@@ -64,12 +64,6 @@ def set_sync(pg, variant, variants=VARIANTS):
                    for r in receivers(variants))
     kit.wait_until(ok, 30, lambda: "sync_state for %s (now %s)" % (variant, states()),
                    interval=0.05)
-
-
-def flushed(pg, application_name):
-    return parse_lsn(pg.session().fetch(
-        "SELECT coalesce((SELECT flush_lsn::text FROM pg_stat_replication "
-        "WHERE application_name = '%s'), '0/0')" % application_name))
 
 
 def lag_sampler(pg, stop, lags, load_from):
@@ -212,22 +206,10 @@ class Receivers(object):
         """relay-recv (new segments zero-filled, as pg_receivewal's) and
         relay-send following a walsender, both threads with walship's
         slice. Without a slot: the others' slots keep the WAL."""
-        ctx, pg = self.ctx, self.pg
-        dest = ctx.fresh_dir("sync-relay")
-        port_file = dest + ".port"
-        slice_arg = "--sched-slice-us=%d" % RELAY_SLICE_US
-        self.relay_recv = ctx.procs.start("relay-recv", [
-            ctx.tool, "relay-recv", "--dest=" + dest, "--port-file=" + port_file,
-            "--segment-bytes=%d" % pg.segsize, "--prealloc=zero", slice_arg])
-        kit.wait_until(lambda: os.path.exists(port_file) and read_text(port_file).strip(),
-                       10, "relay-recv to listen", interval=0.01)
-        self.relay_send = ctx.procs.start("relay-send", [
-            ctx.tool, "relay-send", "--conninfo=" + pg.conninfo(),
-            "--application-name=" + APP["raw-relay"],
-            "--wal-dir=" + os.path.join(pg.datadir, "pg_wal"),
-            "--connect=" + read_text(port_file).strip().split("=", 1)[1],
-            "--system-id=" + pg.psql("SELECT system_identifier FROM pg_control_system()"),
-            "--segment-bytes=%d" % pg.segsize, "--follow=feed", slice_arg])
+        self.relay_send, self.relay_recv = start_raw_relay(
+            self.ctx, self.pg, self.ctx.fresh_dir("sync-relay"), prealloc="zero",
+            send_args=["--application-name=" + APP["raw-relay"]],
+            both_args=["--sched-slice-us=%d" % RELAY_SLICE_US])
 
     def walship(self, name, bin_dir):
         """An agent (feed and slot `name`) and its replica, started; from
@@ -250,7 +232,7 @@ class Receivers(object):
     def caught_up(self):
         now = self.pg.flush_lsn()
         for r in receivers(self.variants):
-            kit.wait_until(lambda: flushed(self.pg, APP[r]) >= now, 120,
+            kit.wait_until(lambda: standby_flushed(self.pg, APP[r]) >= now, 120,
                            "%s to catch up" % r, interval=0.05)
 
     def restart_walship(self, extra_agent, extra_replica):
