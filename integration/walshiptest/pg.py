@@ -173,19 +173,20 @@ class PgEnv(procs.Launcher):
             shutil.rmtree(self.work, ignore_errors=True)
 
     def _remove_orphan_shm(self):
-        """SysV segments left by kill -9'd postmasters of the user (none attached)."""
+        """SysV segments left by kill -9'd postmasters of the user (none
+        attached). Read by uid from /proc/sysvipc/shm: `ipcs` cuts the owner's
+        name to ten characters."""
         if not self.is_root or self.user == "root":
             return
         try:
-            out = subprocess.run(["ipcs", "-m"], stdout=subprocess.PIPE, text=True,
-                                 timeout=10).stdout
-        except (OSError, subprocess.TimeoutExpired):
+            with open("/proc/sysvipc/shm") as f:
+                rows = [line.split() for line in f.readlines()[1:]]
+        except OSError:
             return
-        for line in out.splitlines():
-            f = line.split()
-            # key shmid owner perms bytes nattch status
-            if len(f) >= 6 and f[2] == self.user and f[5] == "0":
-                subprocess.run(["ipcrm", "-m", f[1]], stdout=subprocess.DEVNULL,
+        for row in rows:
+            # key shmid perms size cpid lpid nattch uid ...
+            if len(row) >= 8 and row[6] == "0" and int(row[7]) == self.uid:
+                subprocess.run(["ipcrm", "-m", row[1]], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, timeout=10)
 
 

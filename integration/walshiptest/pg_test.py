@@ -81,5 +81,29 @@ class PgTest(unittest.TestCase):
         self.assertIsNone(standby.stop("fast"))  # not running
 
 
+def shm_ids():
+    """The ids of every SysV shared memory segment (/proc/sysvipc/shm)."""
+    with open("/proc/sysvipc/shm") as f:
+        return {int(line.split()[1]) for line in f.readlines()[1:]}
+
+
+class OrphanShmTest(unittest.TestCase):
+    """A postmaster killed with SIGKILL leaves its SysV segment behind with
+    nothing attached; closing the environment removes the user's. The
+    default user's name is longer than the owner column `ipcs` prints."""
+
+    @unittest.skipUnless(os.geteuid() == 0, "the environment's own user needs root")
+    def test_close_removes_the_users_unattached_segments(self):
+        env = pg.PgEnv(base_dir="/tmp", walship_binaries=(), prefix="wsshm-")
+        try:
+            self.assertGreater(len(env.user), 10)
+            out = env.run(["ipcmk", "-M", "56"]).stdout
+            shmid = int(out.rsplit(":", 1)[1])
+            self.assertIn(shmid, shm_ids())
+        finally:
+            env.close()
+        self.assertNotIn(shmid, shm_ids())
+
+
 if __name__ == "__main__":
     unittest.main()
