@@ -18,9 +18,48 @@
 #include <functional>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/work_queue.h"
 
 namespace walship::agent {
+
+// Who may still start operations on the completion queue. gRPC aborts the
+// process when an operation starts on a queue that is shutting down, and a
+// Session call's event thread starts them on its own schedule, so each
+// thread enters the gate before it starts one and leaves once it will start
+// no more; the server closes the gate, then shuts the queue down.
+class OperationGate {
+ public:
+  // True: operations may start until the matching Leave(). False once
+  // Close() has begun: start none.
+  bool Enter() {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return false;
+    ++inside_;
+    return true;
+  }
+  void Leave() {
+    absl::MutexLock lock(&mu_);
+    --inside_;
+  }
+  // Refuses every later Enter() and waits, at most `timeout`, until all
+  // who entered have left. Returns how many are still inside (0: none).
+  int Close(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+    mu_.AwaitWithTimeout(absl::Condition(this, &OperationGate::AllLeft), timeout);
+    return inside_;
+  }
+
+ private:
+  bool AllLeft() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return inside_ == 0; }
+
+  absl::Mutex mu_;
+  int inside_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
 
 class CallTag {
  public:

@@ -8,11 +8,20 @@
 #include "agent/session_call.h"
 #include "common/sched_slice.h"
 #include "common/sys/thread_name.h"
+#include "spdlog/spdlog.h"
 
 namespace walship::agent {
 
 namespace v1 = walship::v1;
 namespace health = grpc::health::v1;
+
+namespace {
+
+// How long Shutdown waits for the sessions' event threads once every call
+// has ended (they only send a last event and finish their call by then).
+constexpr absl::Duration kEventThreadsWait = absl::Seconds(5);
+
+}  // namespace
 
 ControlServer::ControlServer(ControlServiceImpl& control, sys::SysCalls& sys,
                              absl::Duration sched_slice)
@@ -58,7 +67,7 @@ absl::StatusOr<uint16_t> ControlServer::Start(const std::string& listen,
         health_async_.RequestCheck(ctx, req, w, q, q, tag);
       },
       [this](auto*, auto* req, auto* resp) { return health_.Check(*req, resp); }, cq, nullptr);
-  SessionCall::Listen(control_, control_async_, cq);
+  SessionCall::Listen(control_, control_async_, cq, gate_);
   ReflectionCall::Listen(services_, reflection_async_, cq);
   thread_ = std::thread([this, cq] {
     NameThisThread("ws-control");
@@ -77,6 +86,19 @@ void ControlServer::Shutdown(absl::Time deadline) {
   // call's last operations complete there.
   if (server_) server_->Shutdown(absl::ToChronoTime(deadline));
   workers_.Stop();
+  // The calls are over, but their event threads may still be sending a
+  // session's last event or finishing; gRPC aborts on an operation started
+  // on a queue that is shutting down.
+  if (const int left = gate_.Close(kEventThreadsWait); left > 0) {
+    spdlog::error("control server: {} session event thread(s) still running after {}; "
+                  "exiting without stopping the control port's queue",
+                  left, absl::FormatDuration(kEventThreadsWait));
+    // Whatever they start may still use the queue and the server: keep both.
+    cq_.release();
+    server_.release();
+    if (thread_.joinable()) thread_.detach();
+    return;
+  }
   cq_->Shutdown();
   if (thread_.joinable()) {
     thread_.join();

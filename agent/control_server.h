@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "agent/async_call.h"
 #include "agent/control_service.h"
 #include "agent/health_status.h"
 #include "common/sys/syscalls.h"
@@ -60,6 +61,7 @@ class ControlServer {
   grpc::reflection::v1alpha::ServerReflection::AsyncService reflection_async_;
   const std::vector<std::string> services_;
   WorkQueue workers_;
+  OperationGate gate_;  // who may start operations on cq_ (async_call.h)
   std::unique_ptr<grpc::ServerCompletionQueue> cq_;
   std::unique_ptr<grpc::Server> server_;
   std::thread thread_;

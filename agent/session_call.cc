@@ -13,15 +13,18 @@
 namespace walship::agent {
 
 void SessionCall::Listen(ControlServiceImpl& service, walship::v1::Control::AsyncService& async,
-                         grpc::ServerCompletionQueue* cq) {
-  new SessionCall(service, async, cq);
+                         grpc::ServerCompletionQueue* cq, OperationGate& gate) {
+  if (!gate.Enter()) return;  // shutting down: no more calls
+  new SessionCall(service, async, cq, gate);
+  gate.Leave();
 }
 
 SessionCall::SessionCall(ControlServiceImpl& service, walship::v1::Control::AsyncService& async,
-                         grpc::ServerCompletionQueue* cq)
+                         grpc::ServerCompletionQueue* cq, OperationGate& gate)
     : service_(service),
       async_(async),
       cq_(cq),
+      gate_(gate),
       stream_(&ctx_),
       request_tag_([this](bool ok) { OnRequest(ok); }),
       read_tag_([this](bool ok) { OnReadDone(ok); }),
@@ -37,16 +40,18 @@ void SessionCall::OnRequest(bool ok) {
     delete this;
     return;
   }
-  Listen(service_, async_, cq_);
+  Listen(service_, async_, cq_, gate_);
   absl::MutexLock lock(&mu_);
   ReadNextLocked();
 }
 
 void SessionCall::ReadNextLocked() {
-  // No read may start once Finish() is under way.
-  if (finishing_) return;
+  // No read may start once Finish() is under way, nor once the server is
+  // shutting the queue down (the call was cancelled then).
+  if (finishing_ || !gate_.Enter()) return;
   reading_ = true;
   stream_.Read(&request_, &read_tag_);
+  gate_.Leave();
 }
 
 void SessionCall::OnReadDone(bool ok) {
@@ -119,20 +124,26 @@ void SessionCall::Open(bool ok) {
   // Not ok: the replica closed its side, or the call was cancelled (then
   // the finish completes, not ok, and the call is freed all the same).
   if (!ok || !request_.has_open()) {
-    return FinishNow(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                  "the first Session message must be SessionOpen"));
+    return FinishFromQueue(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                        "the first Session message must be SessionOpen"));
   }
   std::shared_ptr<ReplicaSession> session =
       service_.registry_.Find(request_.open().session_id());
   if (!session || session->finished()) {
-    return FinishNow(grpc::Status(grpc::StatusCode::NOT_FOUND,
-                                  absl::StrCat("no live session ", request_.open().session_id(),
-                                               "; handshake again")));
+    return FinishFromQueue(grpc::Status(
+        grpc::StatusCode::NOT_FOUND,
+        absl::StrCat("no live session ", request_.open().session_id(), "; handshake again")));
   }
   if (grpc::Status id = service_.CheckIdentity(ctx_, session->name()); !id.ok()) {
     spdlog::error("session {} from {}: refused: {}", session->id(), ctx_.peer(),
                   id.error_message());
-    return FinishNow(id);
+    return FinishFromQueue(id);
+  }
+  // The thread holds the gate until it has finished the call. Closed: the
+  // server is shutting down and has cancelled the call; it stays unfinished.
+  if (!gate_.Enter()) {
+    session->Fail(absl::CancelledError("the agent is shutting down"));
+    return;
   }
   acks_only_ = request_.open().acks_only();
   if (!acks_only_) session->SetReplicaDataPath(request_.open().data_path());
@@ -147,6 +158,7 @@ void SessionCall::Open(bool ok) {
     } else {
       WriteEvents(*session);
     }
+    gate_.Leave();
   });
   ReadNextLocked();
 }
@@ -154,6 +166,12 @@ void SessionCall::Open(bool ok) {
 bool SessionCall::cancelled() {
   absl::MutexLock lock(&mu_);
   return cancelled_;
+}
+
+void SessionCall::FinishFromQueue(const grpc::Status& status) {
+  if (!gate_.Enter()) return;  // cancelled by the server's shutdown
+  FinishNow(status);
+  gate_.Leave();
 }
 
 void SessionCall::FinishNow(const grpc::Status& status) {

@@ -10,6 +10,11 @@
 // only (SessionOpen.acks_only) carries no events: its thread finishes it
 // once the session has ended, so that no call outlives its session.
 //
+// Operations start only through the server's OperationGate (async_call.h):
+// the event thread holds it from its start until it has finished the call,
+// and the completion-queue thread passes it for each read, finish and the
+// next call's request, so that none starts once the queue may be shut down.
+//
 // Thread-safety: the tags run on the completion-queue thread; the event
 // thread shares the call's state under mu_.
 #ifndef WALSHIP_AGENT_SESSION_CALL_H_
@@ -31,13 +36,14 @@ namespace walship::agent {
 
 class SessionCall {
  public:
-  // Asks gRPC for the next Session call; the call frees itself.
+  // Asks gRPC for the next Session call, unless `gate` is closed; the call
+  // frees itself. `gate` outlives every call.
   static void Listen(ControlServiceImpl& service, walship::v1::Control::AsyncService& async,
-                     grpc::ServerCompletionQueue* cq);
+                     grpc::ServerCompletionQueue* cq, OperationGate& gate);
 
  private:
   SessionCall(ControlServiceImpl& service, walship::v1::Control::AsyncService& async,
-              grpc::ServerCompletionQueue* cq);
+              grpc::ServerCompletionQueue* cq, OperationGate& gate);
 
   void OnRequest(bool ok);
   void OnReadDone(bool ok);
@@ -52,6 +58,8 @@ class SessionCall {
   // Starts the next read unless the call is finishing.
   void ReadNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishNow(const grpc::Status& status);
+  // FinishNow from the completion-queue thread, unless the gate is closed.
+  void FinishFromQueue(const grpc::Status& status);
   bool cancelled();
   // Writes `ev` and waits for the write to complete (event thread).
   bool Write(const walship::v1::SessionEvent& ev);
@@ -62,6 +70,7 @@ class SessionCall {
   ControlServiceImpl& service_;
   walship::v1::Control::AsyncService& async_;
   grpc::ServerCompletionQueue* const cq_;
+  OperationGate& gate_;
   grpc::ServerContext ctx_;
   grpc::ServerAsyncReaderWriter<walship::v1::SessionEvent, walship::v1::SessionRequest> stream_;
   FnTag request_tag_, read_tag_, write_tag_, finish_tag_, done_tag_;
