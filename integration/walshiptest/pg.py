@@ -173,9 +173,10 @@ class PgEnv(procs.Launcher):
             shutil.rmtree(self.work, ignore_errors=True)
 
     def _remove_orphan_shm(self):
-        """SysV segments left by kill -9'd postmasters of the user (none
-        attached). Read by uid from /proc/sysvipc/shm: `ipcs` cuts the owner's
-        name to ten characters."""
+        """SysV segments left by kill -9'd postmasters of the user: nothing
+        attached and their creator gone (a postmaster creating one right now
+        is alive, whichever test it belongs to). Read by uid from
+        /proc/sysvipc/shm: `ipcs` cuts the owner's name to ten characters."""
         if not self.is_root or self.user == "root":
             return
         try:
@@ -185,7 +186,8 @@ class PgEnv(procs.Launcher):
             return
         for row in rows:
             # key shmid perms size cpid lpid nattch uid ...
-            if len(row) >= 8 and row[6] == "0" and int(row[7]) == self.uid:
+            if (len(row) >= 8 and row[6] == "0" and int(row[7]) == self.uid
+                    and not os.path.exists("/proc/%s" % row[4])):
                 subprocess.run(["ipcrm", "-m", row[1]], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, timeout=10)
 
@@ -364,8 +366,8 @@ class PgCluster(object):
 
         def up():
             if not self.proc.alive():
-                raise waits.StepError("%s exited %s at start; see %s" % (
-                    self.name, self.proc.returncode(), self.log_path))
+                raise waits.StepError("%s exited %s at start (%s):\n%s" % (
+                    self.name, self.proc.returncode(), self.log_path, self.proc.tail(20)))
             return self.pm_status() in wait_for
         waits.wait_until(up, timeout, "%s to be %s" % (self.name, "/".join(wait_for)),
                          interval=0.1)

@@ -89,8 +89,9 @@ def shm_ids():
 
 class OrphanShmTest(unittest.TestCase):
     """A postmaster killed with SIGKILL leaves its SysV segment behind with
-    nothing attached; closing the environment removes the user's. The
-    default user's name is longer than the owner column `ipcs` prints."""
+    nothing attached; closing the environment removes the user's whose
+    creator is gone. The default user's name is longer than the owner column
+    `ipcs` prints."""
 
     @unittest.skipUnless(os.geteuid() == 0, "the environment's own user needs root")
     def test_close_removes_the_users_unattached_segments(self):
