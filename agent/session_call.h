@@ -55,7 +55,7 @@ class SessionCall {
   void MaybeDelete();
   // The first message: SessionOpen for a live session this peer may own.
   void Open(bool ok);
-  // Starts the next read unless the call is finishing.
+  // Starts the next read unless the call is finishing or the gate is closed.
   void ReadNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishNow(const grpc::Status& status);
   // FinishNow from the completion-queue thread, unless the gate is closed.
