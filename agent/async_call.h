@@ -82,7 +82,9 @@ class FnTag final : public CallTag {
 // A unary method: Listen() asks gRPC for the next call of it; each call, once
 // it arrives, asks for the next one, runs `handle` (on `workers` when given,
 // else on the completion-queue thread: only for handlers that never block)
-// and sends its answer. The call frees itself.
+// and sends its answer. The call frees itself. Each of its operations starts
+// inside `gate`; once the gate is closed, a call that arrives is dropped
+// unanswered (the server is cancelling every call by then).
 template <typename Req, typename Resp>
 class UnaryCall final : public CallTag {
  public:
@@ -93,8 +95,10 @@ class UnaryCall final : public CallTag {
   using Handle = std::function<grpc::Status(grpc::ServerContext*, const Req*, Resp*)>;
 
   static void Listen(Request request, Handle handle, grpc::ServerCompletionQueue* cq,
-                     WorkQueue* workers) {
-    new UnaryCall(std::move(request), std::move(handle), cq, workers);
+                     WorkQueue* workers, OperationGate& gate) {
+    if (!gate.Enter()) return;  // shutting down: no more calls
+    new UnaryCall(std::move(request), std::move(handle), cq, workers, gate);
+    gate.Leave();
   }
 
   void Proceed(bool ok) override {
@@ -103,38 +107,50 @@ class UnaryCall final : public CallTag {
       return;
     }
     answering_ = true;
-    Listen(request_, handle_, cq_, workers_);
-    if (workers_ == nullptr) return Answer();
-    if (!workers_->Post([this] { Answer(); })) {
-      writer_.FinishWithError(
-          grpc::Status(grpc::StatusCode::UNAVAILABLE, "the agent is shutting down"), this);
+    Listen(request_, handle_, cq_, workers_, gate_);
+    if (workers_ == nullptr) return Answer(/*run_handler=*/true);
+    if (!workers_->Post([this] { Answer(/*run_handler=*/true); })) {
+      Answer(/*run_handler=*/false);  // the workers stopped: the agent is shutting down
     }
   }
 
  private:
   UnaryCall(Request request, Handle handle, grpc::ServerCompletionQueue* cq,
-            WorkQueue* workers)
+            WorkQueue* workers, OperationGate& gate)
       : request_(std::move(request)),
         handle_(std::move(handle)),
         cq_(cq),
         workers_(workers),
+        gate_(gate),
         writer_(&ctx_) {
     request_(&ctx_, &req_, &writer_, cq_, this);
   }
 
-  void Answer() {
-    const grpc::Status s = handle_(&ctx_, &req_, &resp_);
+  // Sends the handler's answer, or UNAVAILABLE without running it. Once the
+  // gate is closed the queue may be shutting down: the call is dropped
+  // (freeing an unfinished call cancels it inside gRPC, with no operation).
+  void Answer(bool run_handler) {
+    OperationGate& gate = gate_;  // the answer's completion may free `this`
+    if (!gate.Enter()) {
+      delete this;
+      return;
+    }
+    const grpc::Status s =
+        run_handler ? handle_(&ctx_, &req_, &resp_)
+                    : grpc::Status(grpc::StatusCode::UNAVAILABLE, "the agent is shutting down");
     if (s.ok()) {
       writer_.Finish(resp_, s, this);
     } else {
       writer_.FinishWithError(s, this);
     }
+    gate.Leave();
   }
 
   const Request request_;
   const Handle handle_;
   grpc::ServerCompletionQueue* const cq_;
   WorkQueue* const workers_;
+  OperationGate& gate_;
   grpc::ServerContext ctx_;
   Req req_;
   Resp resp_;

@@ -55,20 +55,21 @@ absl::StatusOr<uint16_t> ControlServer::Start(const std::string& listen,
         control_async_.RequestHandshake(ctx, req, w, q, q, tag);
       },
       [this](auto* ctx, auto* req, auto* resp) { return control_.Handshake(ctx, req, resp); },
-      cq, &workers_);
+      cq, &workers_, gate_);
   UnaryCall<v1::StatusRequest, v1::StatusResponse>::Listen(
       [this](auto* ctx, auto* req, auto* w, auto* q, void* tag) {
         control_async_.RequestStatus(ctx, req, w, q, q, tag);
       },
       [this](auto* ctx, auto* req, auto* resp) { return control_.Status(ctx, req, resp); },
-      cq, &workers_);
+      cq, &workers_, gate_);
   UnaryCall<health::HealthCheckRequest, health::HealthCheckResponse>::Listen(
       [this](auto* ctx, auto* req, auto* w, auto* q, void* tag) {
         health_async_.RequestCheck(ctx, req, w, q, q, tag);
       },
-      [this](auto*, auto* req, auto* resp) { return health_.Check(*req, resp); }, cq, nullptr);
+      [this](auto*, auto* req, auto* resp) { return health_.Check(*req, resp); }, cq, nullptr,
+      gate_);
   SessionCall::Listen(control_, control_async_, cq, gate_);
-  ReflectionCall::Listen(services_, reflection_async_, cq);
+  ReflectionCall::Listen(services_, reflection_async_, cq, gate_);
   thread_ = std::thread([this, cq] {
     NameThisThread("ws-control");
     RequestCommitPathSlice(sys_, sched_slice_, "ws-control");
@@ -87,8 +88,9 @@ void ControlServer::Shutdown(absl::Time deadline) {
   if (server_) server_->Shutdown(absl::ToChronoTime(deadline));
   workers_.Stop();
   // The calls are over, but their event threads may still be sending a
-  // session's last event or finishing; gRPC aborts on an operation started
-  // on a queue that is shutting down.
+  // session's last event or finishing, and the queue's thread may still be
+  // handling completions that came before; gRPC aborts on an operation
+  // started on a queue that is shutting down.
   if (const int left = gate_.Close(kEventThreadsWait); left > 0) {
     spdlog::error("control server: {} session event thread(s) still running after {}; "
                   "exiting without stopping the control port's queue",

@@ -63,16 +63,19 @@ reflection::ServerReflectionResponse AnswerReflection(
 
 void ReflectionCall::Listen(const std::vector<std::string>& services,
                             reflection::ServerReflection::AsyncService& async,
-                            grpc::ServerCompletionQueue* cq) {
-  new ReflectionCall(services, async, cq);
+                            grpc::ServerCompletionQueue* cq, OperationGate& gate) {
+  if (!gate.Enter()) return;  // shutting down: no more calls
+  new ReflectionCall(services, async, cq, gate);
+  gate.Leave();
 }
 
 ReflectionCall::ReflectionCall(const std::vector<std::string>& services,
                                reflection::ServerReflection::AsyncService& async,
-                               grpc::ServerCompletionQueue* cq)
+                               grpc::ServerCompletionQueue* cq, OperationGate& gate)
     : services_(services),
       async_(async),
       cq_(cq),
+      gate_(gate),
       stream_(&ctx_),
       request_tag_([this](bool ok) { OnRequest(ok); }),
       read_tag_([this](bool ok) { OnRead(ok); }),
@@ -92,9 +95,8 @@ void ReflectionCall::OnRequest(bool ok) {
     delete this;
     return;
   }
-  Listen(services_, async_, cq_);
-  ++pending_;
-  stream_.Read(&request_, &read_tag_);
+  Listen(services_, async_, cq_, gate_);
+  Start([this] { stream_.Read(&request_, &read_tag_); });
 }
 
 void ReflectionCall::OnRead(bool ok) {
@@ -102,16 +104,14 @@ void ReflectionCall::OnRead(bool ok) {
     Finish();  // the client is done asking (or gone)
   } else {
     response_ = AnswerReflection(request_, services_);
-    ++pending_;
-    stream_.Write(response_, &write_tag_);
+    Start([this] { stream_.Write(response_, &write_tag_); });
   }
   Completed();
 }
 
 void ReflectionCall::OnWritten(bool ok) {
   if (ok) {
-    ++pending_;
-    stream_.Read(&request_, &read_tag_);
+    Start([this] { stream_.Read(&request_, &read_tag_); });
   } else {
     Finish();
   }
@@ -119,8 +119,15 @@ void ReflectionCall::OnWritten(bool ok) {
 }
 
 void ReflectionCall::Finish() {
+  Start([this] { stream_.Finish(grpc::Status::OK, &finish_tag_); });
+}
+
+void ReflectionCall::Start(absl::FunctionRef<void()> op) {
+  // Closed: the server is cancelling the call, whose done tag frees it.
+  if (!gate_.Enter()) return;
   ++pending_;
-  stream_.Finish(grpc::Status::OK, &finish_tag_);
+  op();
+  gate_.Leave();
 }
 
 void ReflectionCall::Completed() {

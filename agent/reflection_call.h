@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "agent/async_call.h"
 #include "proto/reflection.grpc.pb.h"
 
@@ -31,27 +32,31 @@ reflection::ServerReflectionResponse AnswerReflection(
 
 class ReflectionCall {
  public:
-  // Asks gRPC for the next call; the call frees itself. `services` must
-  // outlive the server.
+  // Asks gRPC for the next call unless `gate` is closed; the call frees
+  // itself. `services` and `gate` must outlive the server.
   static void Listen(const std::vector<std::string>& services,
                      reflection::ServerReflection::AsyncService& async,
-                     grpc::ServerCompletionQueue* cq);
+                     grpc::ServerCompletionQueue* cq, OperationGate& gate);
 
  private:
   ReflectionCall(const std::vector<std::string>& services,
                  reflection::ServerReflection::AsyncService& async,
-                 grpc::ServerCompletionQueue* cq);
+                 grpc::ServerCompletionQueue* cq, OperationGate& gate);
 
   void OnRequest(bool ok);
   void OnRead(bool ok);
   void OnWritten(bool ok);
   void Finish();
+  // Starts `op`, one operation of this call, inside the gate; nothing once
+  // the gate is closed.
+  void Start(absl::FunctionRef<void()> op);
   // One operation of this call completed; frees the call once it is over.
   void Completed();
 
   const std::vector<std::string>& services_;
   reflection::ServerReflection::AsyncService& async_;
   grpc::ServerCompletionQueue* const cq_;
+  OperationGate& gate_;
   grpc::ServerContext ctx_;
   grpc::ServerAsyncReaderWriter<reflection::ServerReflectionResponse,
                                 reflection::ServerReflectionRequest>
