@@ -1,6 +1,7 @@
 """The synccost section's part of the report (report.py): its target and its
 Markdown tables. Pure functions of the results dict."""
 
+import math
 import statistics
 
 
@@ -48,15 +49,35 @@ def median(values):
     return statistics.median(values) if values else None
 
 
+def sign_test_p(ratios):
+    """Two-sided exact sign test of "neither is ahead" over round ratios:
+    the chance that rounds of two equally fast receivers split at least as
+    unevenly as these did. Tied rounds (ratio exactly 1) are left out; None
+    when no round is left."""
+    ahead = sum(1 for r in ratios if r > 1)
+    behind = sum(1 for r in ratios if r < 1)
+    n = ahead + behind
+    if n == 0:
+        return None
+    tail = sum(math.comb(n, i) for i in range(min(ahead, behind) + 1))
+    return min(1.0, 2 * tail / 2 ** n)
+
+
 def _round_line(runs, variant, base):
     """The report's line of variant's TPS over base's round by round, with
-    their median and the rounds variant led; None when they share no round."""
+    their median, the rounds variant led and whether that split tells the
+    two apart; None when they share no round."""
     rs = round_ratios(runs, variant, base)
     if not rs:
         return None
+    p = sign_test_p(rs)
+    verdict = ("" if p is None else "; sign test p = %.2f: %s" % (
+        p, "a difference these rounds show" if p < 0.05
+        else "these rounds cannot tell them apart"))
     return ("Round by round, %s's TPS over %s's in the same round: %s (median %.2f; %s "
-            "ahead in %d of %d)." % (variant, base, ", ".join("%.2f" % r for r in rs),
-                                     median(rs), variant, sum(1 for r in rs if r > 1), len(rs)))
+            "ahead in %d of %d%s)." % (variant, base, ", ".join("%.2f" % r for r in rs),
+                                       median(rs), variant, sum(1 for r in rs if r > 1),
+                                       len(rs), verdict))
 
 
 def target(results):

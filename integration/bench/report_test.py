@@ -288,12 +288,30 @@ class SyncCostReportTest(unittest.TestCase):
                                         "+0.230 ms per commit (1.65x)")
         md = report.markdown(r)
         self.assertIn("Round by round, walship's TPS over pg_receivewal's in the same round: "
-                      "1.00, 1.10, 0.90 (median 1.00; walship ahead in 1 of 3).", md)
+                      "1.00, 1.10, 0.90 (median 1.00; walship ahead in 1 of 3; sign test p = 1.00: "
+                      "these rounds cannot tell them apart).", md)
         # Only the rounds both ran.
         self.assertIn("Round by round, walship-b's TPS over walship's in the same round: "
-                      "0.95, 1.00 (median 0.97; walship-b ahead in 0 of 2).", md)
+                      "0.95, 1.00 (median 0.97; walship-b ahead in 0 of 2; sign test p = 1.00: "
+                      "these rounds cannot tell them apart).", md)
         sc["runs"] = {"walship": [{"tps": 1000.0}]}
         self.assertNotIn("Round by round", report.markdown(r))
+
+    def test_sign_test(self):
+        from integration.bench.report_synccost import sign_test_p
+        # 5 ahead of 15: 2 * (C(15,0) + ... + C(15,5)) / 2**15.
+        self.assertAlmostEqual(sign_test_p([1.1] * 5 + [0.9] * 10), 2 * 4944 / 32768)
+        self.assertAlmostEqual(sign_test_p([0.9] * 10), 2 / 1024)
+        self.assertAlmostEqual(sign_test_p([1.1] * 10 + [1.0]), 2 / 1024)  # the tie left out
+        self.assertEqual(sign_test_p([1.1, 0.9]), 1.0)
+        self.assertIsNone(sign_test_p([1.0, 1.0]))
+        r = fake()
+        sc = fake_synccost()
+        sc["runs"] = {"walship": [{"tps": 900.0}] * 6,
+                      "pg_receivewal": [{"tps": 1000.0}] * 6}
+        r["sections"]["synccost"] = sc
+        self.assertIn("(median 0.90; walship ahead in 0 of 6; sign test p = 0.03: a difference "
+                      "these rounds show).", report.markdown(r))
 
     def test_raw_relay(self):
         r = fake()
@@ -318,9 +336,11 @@ class SyncCostReportTest(unittest.TestCase):
         self.assertLess(md.index("| walship (agent's", at), md.index("| raw relay:", at))
         self.assertLess(md.index("| raw relay:", at), md.index("| pg_receivewal --sync", at))
         self.assertIn("Round by round, raw-relay's TPS over pg_receivewal's in the same round: "
-                      "0.91, 1.11 (median 1.01; raw-relay ahead in 1 of 2).", md)
+                      "0.91, 1.11 (median 1.01; raw-relay ahead in 1 of 2; sign test p = 1.00: "
+                      "these rounds cannot tell them apart).", md)
         self.assertIn("Round by round, walship's TPS over raw-relay's in the same round: "
-                      "0.90, 0.95 (median 0.93; walship ahead in 0 of 2).", md)
+                      "0.90, 0.95 (median 0.93; walship ahead in 0 of 2; sign test p = 0.50: "
+                      "these rounds cannot tell them apart).", md)
         # The target stays walship against pg_receivewal.
         t = {x["id"]: x for x in report.evaluate(r)}["synccost"]
         self.assertIn("(round by round 0.94)", t["measured"])
