@@ -104,6 +104,8 @@ class BenchSmokeTest(unittest.TestCase):
             self.assertIn("### Synchronous commit cost", md)
             self.assertIn("Round by round, walship's TPS over pg_receivewal's", md)
             self.assertIn("Round by round, raw-relay's TPS over pg_receivewal's", md)
+            self.assertIn("Flush lag p50, round against round at the same instants: walship's "
+                          "above pg_receivewal's in", md)
 
         if "compress" in sections:
             # Every variant shipped the pgbench WAL; the codecs shrank it.

@@ -63,6 +63,45 @@ def sign_test_p(ratios):
     return min(1.0, 2 * tail / 2 ** n)
 
 
+def _fmt_p(p):
+    return "p < 0.001" if p < 0.001 else ("p = %.3f" if p < 0.01 else "p = %.2f") % p
+
+
+def _verdict(p):
+    return "%s: %s" % (_fmt_p(p), "a difference these rounds show" if p < 0.05
+                       else "these rounds cannot tell them apart")
+
+
+def lag_ratios(runs, variant, base):
+    """variant's flush lag p50 over base's, for every round of every
+    standby in which both were sampled (at the same instants: each round
+    samples all receivers connected)."""
+    out = []
+    for rounds in (runs or {}).values():
+        for rd in rounds:
+            a = rd.get("%s_lag_p50_ms" % variant)
+            b = rd.get("%s_lag_p50_ms" % base)
+            if a is not None and b:
+                out.append(a / b)
+    return out
+
+
+def _lag_line(runs):
+    """The report's line of pairwise flush lag comparisons; None without
+    two receivers sampled together."""
+    parts = []
+    for a, b in (("walship", "pg_receivewal"), ("raw-relay", "pg_receivewal"),
+                 ("walship", "raw-relay"), ("walship-b", "walship")):
+        rs = lag_ratios(runs, a, b)
+        p = sign_test_p(rs)
+        if p is not None:
+            parts.append("%s's above %s's in %d of %d (sign test %s)" % (
+                a, b, sum(1 for r in rs if r > 1), len(rs), _verdict(p)))
+    if not parts:
+        return None
+    return "Flush lag p50, round against round at the same instants: %s." % "; ".join(parts)
+
+
 def _round_line(runs, variant, base):
     """The report's line of variant's TPS over base's round by round, with
     their median, the rounds variant led and whether that split tells the
@@ -71,9 +110,7 @@ def _round_line(runs, variant, base):
     if not rs:
         return None
     p = sign_test_p(rs)
-    verdict = ("" if p is None else "; sign test p = %.2f: %s" % (
-        p, "a difference these rounds show" if p < 0.05
-        else "these rounds cannot tell them apart"))
+    verdict = "" if p is None else "; sign test " + _verdict(p)
     return ("Round by round, %s's TPS over %s's in the same round: %s (median %.2f; %s "
             "ahead in %d of %d%s)." % (variant, base, ", ".join("%.2f" % r for r in rs),
                                        median(rs), variant, sum(1 for r in rs if r > 1),
@@ -166,6 +203,10 @@ def markdown(results):
                  "; ".join("%s %s / %s ms" % (v, span(every[v]["p50"], "%.2f"),
                                                span(every[v]["p90"], "%.2f"))
                            for v, _ in LABELS if v in every))
+        L.append("")
+    lag_line = _lag_line(sc.get("runs"))
+    if lag_line:
+        L.append(lag_line)
         L.append("")
     tr = sc.get("traced")
     if tr:

@@ -313,6 +313,25 @@ class SyncCostReportTest(unittest.TestCase):
         self.assertIn("(median 0.90; walship ahead in 0 of 6; sign test p = 0.03: a difference "
                       "these rounds show).", report.markdown(r))
 
+    def test_flush_lag_round_against_round(self):
+        r = fake()
+        sc = fake_synccost()
+        # Every round samples every receiver connected, whoever is waited for.
+        rd = {"tps": 1000.0, "walship_lag_p50_ms": 0.9, "pg_receivewal_lag_p50_ms": 0.6,
+              "raw-relay_lag_p50_ms": 0.6}
+        sc["runs"] = {"walship": [dict(rd)] * 5, "pg_receivewal": [dict(rd)] * 5,
+                      "none": [dict(rd, **{"walship_lag_p50_ms": 0.5})]}
+        r["sections"]["synccost"] = sc
+        md = report.markdown(r)
+        self.assertIn("Flush lag p50, round against round at the same instants: walship's above "
+                      "pg_receivewal's in 10 of 11 (sign test p = 0.01: a difference these "
+                      "rounds show); walship's above raw-relay's in 10 of 11 (sign test "
+                      "p = 0.01: a difference these rounds show).", md)
+        # The relay and pg_receivewal tie in every round: nothing to test.
+        self.assertNotIn("raw-relay's above", md)
+        sc["runs"] = {"walship": [{"tps": 1000.0}]}
+        self.assertNotIn("round against round", report.markdown(r))
+
     def test_raw_relay(self):
         r = fake()
         sc = fake_synccost()
