@@ -309,7 +309,8 @@ absl::Status Agent::StartControlServer() {
         spdlog::warn("control port: refused a call: {}", detail);
         refused_calls.Add({{"reason", reason}}, 1);
       }));
-  server_ = std::make_unique<ControlServer>(*service_, sys_, options_.sched_slice);
+  server_ = std::make_unique<ControlServer>(*service_, sys_, options_.sched_slice,
+                                            static_cast<int>(options_.sched_fifo_priority));
   WALSHIP_ASSIGN_OR_RETURN(control_port_, server_->Start(options_.listen, std::move(creds)));
   health_thread_ = std::thread([this] {
     NameThisThread("ws-health");

@@ -52,6 +52,7 @@ absl::Status AgentOptions::Validate() const {
     return absl::InvalidArgumentError("--stall-timeout-ms must be at least 100");
   }
   WALSHIP_RETURN_IF_ERROR(ValidateSchedSlice(sched_slice, "sched-slice-us"));
+  WALSHIP_RETURN_IF_ERROR(ValidateSchedFifoPriority(sched_fifo_priority, "sched-fifo-priority"));
   if (heartbeat < absl::Milliseconds(10)) {
     return absl::InvalidArgumentError("--heartbeat-ms must be at least 10");
   }

@@ -50,6 +50,9 @@ struct AgentOptions {
   // (common/sched_slice.h): the flush feed's and the control port's. Zero:
   // the kernel's default.
   absl::Duration sched_slice = absl::Microseconds(100);
+  // Above zero: those threads run under SCHED_FIFO at this priority instead
+  // (needs CAP_SYS_NICE or RLIMIT_RTPRIO); zero: the normal policy.
+  int64_t sched_fifo_priority = 0;
   // Written (atomically) with the bound ports once listening, for scripts.
   std::string port_file;
   // Replica names allowed to handshake; empty allows every name. Others are

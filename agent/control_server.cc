@@ -24,10 +24,11 @@ constexpr absl::Duration kEventThreadsWait = absl::Seconds(5);
 }  // namespace
 
 ControlServer::ControlServer(ControlServiceImpl& control, sys::SysCalls& sys,
-                             absl::Duration sched_slice)
+                             absl::Duration sched_slice, int sched_fifo_priority)
     : control_(control),
       sys_(sys),
       sched_slice_(sched_slice),
+      sched_fifo_priority_(sched_fifo_priority),
       services_{v1::Control::service_full_name(), health::Health::service_full_name(),
                 grpc::reflection::v1alpha::ServerReflection::service_full_name()},
       workers_("ws-control-work", 2) {}
@@ -72,7 +73,7 @@ absl::StatusOr<uint16_t> ControlServer::Start(const std::string& listen,
   ReflectionCall::Listen(services_, reflection_async_, cq, gate_);
   thread_ = std::thread([this, cq] {
     NameThisThread("ws-control");
-    RequestCommitPathSlice(sys_, sched_slice_, "ws-control");
+    CommitPathThread(sys_, sched_slice_, sched_fifo_priority_, "ws-control").Start();
     void* tag = nullptr;
     bool ok = false;
     while (cq->Next(&tag, &ok)) static_cast<CallTag*>(tag)->Proceed(ok);

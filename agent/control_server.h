@@ -37,8 +37,10 @@ namespace walship::agent {
 class ControlServer {
  public:
   // `control` and `sys` must outlive the server. The serving thread asks for
-  // `sched_slice` (common/sched_slice.h; zero: the kernel's default).
-  ControlServer(ControlServiceImpl& control, sys::SysCalls& sys, absl::Duration sched_slice);
+  // `sched_slice`, or SCHED_FIFO at `sched_fifo_priority` when above zero
+  // (common/sched_slice.h; zero and zero: the kernel's defaults).
+  ControlServer(ControlServiceImpl& control, sys::SysCalls& sys, absl::Duration sched_slice,
+                int sched_fifo_priority);
   ~ControlServer();  // Shutdown, cancelling every call at once
 
   // Listens on `listen` ("host:port", port 0 for any) with `creds`; the
@@ -55,6 +57,7 @@ class ControlServer {
   ControlServiceImpl& control_;
   sys::SysCalls& sys_;
   const absl::Duration sched_slice_;
+  const int sched_fifo_priority_;
   HealthStatus health_;
   walship::v1::Control::AsyncService control_async_;
   grpc::health::v1::Health::AsyncService health_async_;

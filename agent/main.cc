@@ -78,6 +78,10 @@ void RegisterServingFlags(walship::FlagSet& flags, walship::agent::AgentOptions&
       "Scheduler slice in microseconds asked for by the threads a synchronous commit waits on (the "
       "flush feed's, the control port's): on busy CPUs they run sooner once woken "
       "(Linux 6.12 and later; 100 to 100000). 0: the kernel's default.");
+  flags.Int("sched-fifo-priority", &o.sched_fifo_priority,
+            "Run those threads under the real-time policy SCHED_FIFO at this priority (1 to 99; "
+            "needs CAP_SYS_NICE or RLIMIT_RTPRIO) instead: once woken, they run before every "
+            "normal thread. 0: the normal policy with the slice.");
   flags.String("port-file", &o.port_file,
                "If set, write 'control=HOST:PORT' and 'data=HOST:PORT' lines to this file "
                "once listening.");

@@ -1,5 +1,5 @@
-// sched_slice.h: a short scheduler slice for the threads a synchronous commit
-// waits on.
+// sched_slice.h: a short scheduler slice, or the real-time policy, for the
+// threads a synchronous commit waits on.
 //
 // A commit that waits for walship waits for four wake-ups in a row: the
 // agent's source thread (the primary's flush feed), the replica's receiving
@@ -23,9 +23,20 @@
 // kernel's default slice: the request sets SCHED_FLAG_RESET_ON_FORK, unless
 // the nice value is negative, which that flag would reset in them too.
 //
+// An operator who can grant it (CAP_SYS_NICE, or an RLIMIT_RTPRIO of at least
+// the priority) may instead put these threads under the real-time policy
+// SCHED_FIFO (`--sched-fifo-priority`): once woken, a thread runs at once,
+// before every thread of the normal policy. Their work per wake-up is small;
+// the one that may also move a backlog (the replica's receiving thread)
+// leaves the real-time policy while it does (CommitPathThread::Bulk), so a
+// catch-up never keeps a CPU from the host's other programs.
+//
 // Thread-safety: each call affects only the calling thread.
 #ifndef WALSHIP_COMMON_SCHED_SLICE_H_
 #define WALSHIP_COMMON_SCHED_SLICE_H_
+
+#include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -57,6 +68,65 @@ absl::Status RequestThreadSlice(sys::SysCalls& sys, absl::Duration slice);
 // kernel's default slice.
 void RequestCommitPathSlice(sys::SysCalls& sys, absl::Duration slice,
                             absl::string_view thread);
+
+// SCHED_FIFO's priorities; zero: the normal policy.
+inline constexpr int kMaxSchedFifoPriority = 99;
+
+// OK for zero or a priority within [1, kMaxSchedFifoPriority];
+// kInvalidArgument naming `flag` otherwise.
+absl::Status ValidateSchedFifoPriority(int64_t priority, absl::string_view flag);
+
+// Puts the calling thread under SCHED_FIFO at `priority` (threads it starts
+// get the normal policy back: reset-on-fork), then reads it back. Errors: the
+// syscalls' (kPermissionDenied without CAP_SYS_NICE or a large enough
+// RLIMIT_RTPRIO); kInternal when the kernel reports another policy.
+absl::Status RequestThreadFifo(sys::SysCalls& sys, int priority);
+
+// Returns the calling thread from a real-time policy to the normal one at
+// `nice` (the value it had before; a real-time thread reports none), with
+// `slice` (zero: the kernel's default). Errors: the syscalls'.
+absl::Status LeaveThreadFifo(sys::SysCalls& sys, absl::Duration slice, int nice);
+
+// CommitPathThread
+//
+// How one thread on a commit's path asks to be scheduled: under SCHED_FIFO
+// when a priority is set, else with the short slice; and, for a thread that
+// may also move bulk data, out of the real-time policy while it does.
+// A refusal is logged (the first of the process at warning, with what it
+// costs; later ones at debug), never returned: the thread then runs with the
+// slice. Thread-compatible: made and used by the thread it schedules.
+class CommitPathThread {
+ public:
+  // `fifo_priority` zero: the slice only. `thread` names it in the log.
+  CommitPathThread(sys::SysCalls& sys, absl::Duration slice, int fifo_priority,
+                   absl::string_view thread);
+
+  // At the thread's start: Live(), or the slice when that is refused or no
+  // priority is set. A thread under a policy an operator chose (chrt) is
+  // left alone.
+  void Start();
+
+  // Bulk(): the thread is about to move a backlog; it leaves the real-time
+  // policy (for the slice) until Live(): it waits for new bytes again.
+  // Each makes a system call only when the policy changes.
+  void Bulk();
+  void Live();
+
+  // Whether the thread runs under SCHED_FIFO now.
+  bool realtime() const { return realtime_; }
+
+ private:
+  void Refused(const absl::Status& s);
+
+  sys::SysCalls& sys_;
+  const absl::Duration slice_;
+  const int fifo_priority_;
+  const std::string thread_;
+  bool realtime_ = false;
+  bool refused_ = false;  // the real-time policy: not asked for again
+  bool checked_ = false;  // nice_ read, the policy found to be the normal one
+  int nice_ = 0;
+};
 
 }  // namespace walship
 

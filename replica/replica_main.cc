@@ -251,6 +251,10 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
       "Scheduler slice in microseconds asked for by the threads a synchronous commit waits on (the "
       "receiving and the flushing thread): on busy CPUs they run sooner once woken "
       "(Linux 6.12 and later; 100 to 100000). 0: the kernel's default.");
+  flags.Int("sched-fifo-priority", &o.sched_fifo_priority,
+            "Run those threads under the real-time policy SCHED_FIFO at this priority (1 to 99; "
+            "needs CAP_SYS_NICE or RLIMIT_RTPRIO) instead, the receiving thread only while no "
+            "backlog arrives. 0: the normal policy with the slice.");
   flags.String("metrics-listen", &o.metrics_listen,
                "HOST:PORT serving Prometheus metrics at /metrics; empty disables it; port 0 "
                "picks a free port (logged).");

@@ -28,6 +28,10 @@ absl::Status ReplicaOptions::Validate() const {
         "own host and announced data port are used");
   }
   if (absl::Status s = ValidateSchedSlice(sched_slice, "sched-slice-us"); !s.ok()) return s;
+  if (absl::Status s = ValidateSchedFifoPriority(sched_fifo_priority, "sched-fifo-priority");
+      !s.ok()) {
+    return s;
+  }
   if (!data_address.empty()) {
     if (auto hp = ParseHostPort(data_address); !hp.ok()) {
       return absl::InvalidArgumentError(

@@ -44,6 +44,10 @@ struct ReplicaOptions {
   // (common/sched_slice.h): the receiving and the flushing thread. Zero: the
   // kernel's default.
   absl::Duration sched_slice = absl::Microseconds(100);
+  // Above zero: those threads run under SCHED_FIFO at this priority instead,
+  // the receiving thread only while no backlog arrives (needs CAP_SYS_NICE
+  // or RLIMIT_RTPRIO); zero: the normal policy.
+  int64_t sched_fifo_priority = 0;
   // Retry backoff after a transient failure (doubles up to the maximum).
   absl::Duration min_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);

@@ -79,7 +79,9 @@ Session::Session(sys::SysCalls& sys, const ReplicaOptions& options, MetricsRegis
       flush_seconds_(metrics.Histogram("walship_replica_flush_seconds", "", {})),
       received_(metrics.Counter("walship_replica_bytes_received_total", "")),
       completed_(metrics.Counter("walship_replica_segments_completed_total", "")),
-      durable_offset_(metrics.Gauge("walship_replica_durable_offset_bytes", "")) {}
+      durable_offset_(metrics.Gauge("walship_replica_durable_offset_bytes", "")),
+      receive_sched_(sys, options.sched_slice, static_cast<int>(options.sched_fifo_priority),
+                     "ws-receive") {}
 
 Session::~Session() = default;
 
@@ -267,7 +269,7 @@ void Session::ReadControl() {
 
 void Session::Receive() {
   NameThisThread("ws-receive");
-  RequestCommitPathSlice(sys_, options_.sched_slice, "ws-receive");
+  receive_sched_.Start();
   std::string name;
   while (ReceiveFrame(name)) {
   }
@@ -350,8 +352,10 @@ bool Session::AfterData(uint32_t length) {
       return true;
     case AfterFrame::kSyncNow:
       deferred_ = 0;
-      // Live, not catching up: the next segment may start pre-sized.
+      // Live, not catching up: the next segment may start pre-sized, and the
+      // thread may run real-time again.
       writer_.NoteCaughtUp();
+      receive_sched_.Live();
       if (flush_mu_.TryLock()) {
         const bool ok = FlushCycleLocked();
         flush_mu_.Unlock();
@@ -359,7 +363,10 @@ bool Session::AfterData(uint32_t length) {
       }
       break;
     case AfterFrame::kHandOff:
+      // A backlog: received at the normal policy, never keeping a CPU from
+      // the host's other programs for as long as a catch-up takes.
       deferred_ = 0;
+      receive_sched_.Bulk();
       break;
   }
   Kick();
@@ -368,7 +375,9 @@ bool Session::AfterData(uint32_t length) {
 
 void Session::FlushLoop() {
   NameThisThread("ws-flush");
-  RequestCommitPathSlice(sys_, options_.sched_slice, "ws-flush");
+  CommitPathThread(sys_, options_.sched_slice, static_cast<int>(options_.sched_fifo_priority),
+                   "ws-flush")
+      .Start();
   while (!failed()) {
     // Every frame and checkpoint kicks the flusher at once; the timeout only
     // paces idle checks (agent silence, keepalive acks).

@@ -62,6 +62,7 @@
 #include "common/metrics.h"
 #include "common/pacer.h"
 #include "common/position.h"
+#include "common/sched_slice.h"
 #include "common/sys/syscalls.h"
 #include "common/sys/transfer.h"
 #include "common/net/data_conn.h"
@@ -254,6 +255,9 @@ class Session {
   MetricsRegistry::Family received_;
   MetricsRegistry::Family completed_;
   MetricsRegistry::Family durable_offset_;
+  // Receive() only: the receiving thread's scheduling (common/sched_slice.h),
+  // out of the real-time policy while a backlog arrives.
+  CommitPathThread receive_sched_;
 };
 
 }  // namespace walship::replica

@@ -35,6 +35,7 @@ PostgresSourceOptions PostgresFormat::SourceOptions(const AgentOptions& agent,
   po.min_query_interval = options.query_interval;
   po.feed_async_report_interval = agent.ack_interval;
   po.sched_slice = agent.sched_slice;
+  po.sched_fifo_priority = static_cast<int>(agent.sched_fifo_priority);  // validated
   po.trace = agent.commit_trace;
   return po;
 }

@@ -98,7 +98,8 @@ absl::Status PostgresSource::Start() {
   NoteSync();
   thread_ = std::thread([this] {
     NameThisThread("ws-pg-source");
-    RequestCommitPathSlice(sys_, options_.sched_slice, "ws-pg-source");
+    CommitPathThread(sys_, options_.sched_slice, options_.sched_fifo_priority, "ws-pg-source")
+        .Start();
     Loop();
   });
   return absl::OkStatus();

@@ -116,6 +116,8 @@ struct PostgresSourceOptions {
   // The scheduler slice of the source's thread, which reads the feed and
   // ships what it announces (common/sched_slice.h); zero: the kernel's.
   absl::Duration sched_slice = absl::ZeroDuration();
+  // Above zero: the thread runs under SCHED_FIFO at this priority instead.
+  int sched_fifo_priority = 0;
   // Records each new flush position the feed announces (TraceStage::kFeed,
   // at the byte before it); null: off. Borrowed.
   CommitTrace* trace = nullptr;

@@ -91,6 +91,9 @@ def main(argv=None):
     ap.add_argument("--synccost-relay", action="store_true",
                     help="synccost: the raw relay (benchtool relay-send / relay-recv) as a "
                          "third synchronous standby, connected in every round")
+    ap.add_argument("--synccost-fifo", type=int, default=0, metavar="N",
+                    help="synccost: walship's commit-path threads (agent and replica; not "
+                         "walship-b's) under SCHED_FIFO at priority N (--sched-fifo-priority)")
     a = ap.parse_args(argv)
     sections = [s for s in a.sections.split(",") if s]
     bad = [s for s in sections if s not in SECTIONS]
@@ -110,6 +113,8 @@ def main(argv=None):
         cfg.compare_bin = os.path.abspath(a.compare)
     if a.synccost_relay:
         cfg.synccost_relay = True
+    if a.synccost_fifo:
+        cfg.synccost_fifo = a.synccost_fifo
     out = a.out or os.path.abspath("bench-out-%s" % time.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="walship-bench-", dir=a.work or "/var/tmp")

@@ -53,6 +53,7 @@ class Config(object):
             self.synccost_seconds = 3
             self.synccost_trace = True
             self.synccost_relay = True
+            self.synccost_fifo = 0
             self.compare_bin = None
             self.formats_etcd_files = 1
             self.formats_rocksdb_keys = 30000
@@ -102,6 +103,9 @@ class Config(object):
             # --synccost-relay: the raw relay as a third synchronous standby
             # (a receiver more, connected in every round; quick runs it).
             self.synccost_relay = False
+            # --synccost-fifo N: the first walship's commit-path threads
+            # under SCHED_FIFO at priority N (--sched-fifo-priority).
+            self.synccost_fifo = 0
             self.compare_bin = None
             # formats: etcd WAL files filled before the last (64 MB each),
             # and RocksDB's fillseq keys (about 1 KiB of log each).

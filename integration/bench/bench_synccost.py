@@ -194,10 +194,10 @@ class Receivers(object):
         self.rw = ctx.procs.start("pg_receivewal-sync", [
             pg.tool("pg_receivewal"), "-D", ctx.fresh_dir("sync-rw"), "-S", "sync_rw",
             "--synchronous", "-n", "-d", pg.conninfo()])
-        self.agent, self.replica = self.walship("walship", None)
+        self.agent, self.replica = self.walship("walship", None, self.ctx.cfg.synccost_fifo)
         if "walship-b" in self.variants:
             self.agent_b, self.replica_b = self.walship("walship_b",
-                                                        self.ctx.cfg.compare_bin)
+                                                        self.ctx.cfg.compare_bin, 0)
         if "raw-relay" in self.variants:
             self.relay()
         self.caught_up()
@@ -211,21 +211,23 @@ class Receivers(object):
             send_args=["--application-name=" + APP["raw-relay"]],
             both_args=["--sched-slice-us=%d" % RELAY_SLICE_US])
 
-    def walship(self, name, bin_dir):
+    def walship(self, name, bin_dir, fifo):
         """An agent (feed and slot `name`) and its replica, started; from
-        `bin_dir` when given."""
+        `bin_dir` when given; `fifo` above zero: their commit-path threads
+        under SCHED_FIFO at that priority."""
         ctx, pg = self.ctx, self.pg
         prog = (lambda b: os.path.join(bin_dir, b)) if bin_dir else (lambda b: None)
+        sched = ["--sched-fifo-priority=%d" % fifo] if fifo else []
         agent = daemons.Agent(
             os.path.join(pg.datadir, "pg_wal"), ctx.logdir, label="agent-" + name,
             program=prog("walship-agent"),
             extra_args=["--format=postgres", "--pg-data=" + pg.datadir,
                         "--pg-conninfo=" + pg.conninfo(), "--pg-slot=" + name,
                         "--pg-feed-name=" + name,
-                        "--state-dir=" + ctx.fresh_dir("sync-agent-state")])
+                        "--state-dir=" + ctx.fresh_dir("sync-agent-state")] + sched)
         agent.start()
         replica = daemons.Replica(agent, ctx.fresh_dir("sync-" + name), name, ctx.logdir,
-                                  program=prog("walship-replica"))
+                                  program=prog("walship-replica"), extra_args=sched)
         replica.start()
         return agent, replica
 
@@ -339,6 +341,7 @@ def summarize(cfg, runs, traced):
             "summary": summary, "added_latency_ms": added, "added_ratio": ratio,
             "lag_all_rounds": all_rounds,
             "traced": traced, "compare_bin": cfg.compare_bin,
+            "walship_fifo_priority": cfg.synccost_fifo,
             "method": "both receivers connected throughout; each round changes only "
                       "synchronous_standby_names (ALTER SYSTEM, pg_reload_conf, then "
                       "pg_stat_replication shows the intended sync_state), then CHECKPOINT "

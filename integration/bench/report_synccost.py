@@ -182,8 +182,15 @@ def markdown(results):
                  _fmt(get_path(sc, "added_latency_ms", "walship"), "%.3f"),
                  _fmt(get_path(sc, "added_latency_ms", "pg_receivewal"), "%.3f"),
                  _fmt(sc.get("added_ratio"), "%.2f"), sc["rounds"], sc["method"]))
+    if sc.get("walship_fifo_priority"):
+        L[-1] += (" walship's commit-path threads ran under SCHED_FIFO at priority %d "
+                  "(--sched-fifo-priority)%s." % (
+                      sc["walship_fifo_priority"],
+                      ", walship-b's under the normal policy" if "walship-b" in sc["summary"]
+                      else ""))
     L.append("")
     for v, base in (("walship", "pg_receivewal"), ("walship-b", "walship"),
+                    ("walship-b", "pg_receivewal"),
                     ("raw-relay", "pg_receivewal"), ("walship", "raw-relay")):
         line = _round_line(sc.get("runs"), v, base)
         if line:

@@ -294,6 +294,14 @@ class SyncCostReportTest(unittest.TestCase):
         self.assertIn("Round by round, walship-b's TPS over walship's in the same round: "
                       "0.95, 1.00 (median 0.97; walship-b ahead in 0 of 2; sign test p = 1.00: "
                       "these rounds cannot tell them apart).", md)
+        self.assertIn("Round by round, walship-b's TPS over pg_receivewal's in the same round: "
+                      "0.95, 1.10 (median", md)
+        self.assertNotIn("SCHED_FIFO", md)
+        sc["walship_fifo_priority"] = 1
+        sc["summary"]["walship-b"] = sc["summary"]["walship"]
+        self.assertIn("walship's commit-path threads ran under SCHED_FIFO at priority 1 "
+                      "(--sched-fifo-priority), walship-b's under the normal policy.",
+                      report.markdown(r))
         sc["runs"] = {"walship": [{"tps": 1000.0}]}
         self.assertNotIn("Round by round", report.markdown(r))
 

@@ -33,7 +33,10 @@ the feed, not found by a query.
 9. The threads a synchronous commit waits on (the agent's feed and control
    threads, the replica's receiving and flushing threads) run with the
    scheduler slice --sched-slice-us asks for; the others, those they start
-   included, with the kernel's.
+   included, with the kernel's. With --sched-fifo-priority they run under
+   SCHED_FIFO instead, the others under the normal policy; the replica's
+   receiving thread leaves it while a backlog arrives and takes it again
+   once live.
 """
 import os
 import signal
@@ -46,7 +49,7 @@ import urllib.request
 from integration.walshiptest import daemons
 from integration.walshiptest.lsn import fmt_lsn, parse_lsn
 from integration.walshiptest.pg import PgEnv, SUPERUSER, test_primary, waldump_end
-from integration.walshiptest.procs import Proc, log, read_text, thread_slices
+from integration.walshiptest.procs import Proc, log, read_text, thread_policies, thread_slices
 from integration.walshiptest.waits import wait_until
 
 from integration import statefile
@@ -69,7 +72,8 @@ class PgFeedTest(unittest.TestCase):
     def log_text(self, path):
         return read_text(path)
 
-    def start_pair(self, conninfo=None, slot="walship_feed", extra=(), pg_data=True):
+    def start_pair(self, conninfo=None, slot="walship_feed", extra=(), pg_data=True,
+                   replica_extra=()):
         """An agent (with --pg-data unless `pg_data` is false) and a replica."""
         ports = os.path.join(self.dir, "agent.ports")
         self.agent_log = os.path.join(self.logs, "agent.log")
@@ -90,7 +94,8 @@ class PgFeedTest(unittest.TestCase):
         self.dest = os.path.join(self.dir, "replica")
         self.replica = Proc(self.env, "replica", [
             self.env.binaries["walship-replica"], "--agent=%s" % control,
-            "--dest=%s" % self.dest, "--name=r1", "--insecure"], self.replica_log)
+            "--dest=%s" % self.dest, "--name=r1", "--insecure"] + list(replica_extra),
+            self.replica_log)
 
     def replica_lsn(self):
         """The replica's durable LSN (walship.state, or walship.progress past
@@ -216,6 +221,49 @@ class PgFeedTest(unittest.TestCase):
             self.assertNotIn(default, (100000, 250000))
             others = {name: set(s) for name, s in slices.items() if name not in asked}
             self.assertEqual(others, {name: {default} for name in others})
+
+    def test_with_a_fifo_priority_those_threads_run_realtime_but_not_for_a_backlog(self):
+        # As we are (root, with CAP_SYS_NICE), not as the ordinary user the
+        # other tests' daemons run as: that one is refused, with a warning.
+        user, self.env.run_as = self.env.run_as, None
+        try:
+            self.start_pair(extra=["--sched-fifo-priority=1"],
+                            replica_extra=["--sched-fifo-priority=2"])
+        finally:
+            self.env.run_as = user
+        wait_until(self.feed_up, 30, "the feed's walsender", interval=0.1)
+        end = self.commit_row()
+        wait_until(lambda: self.replica_lsn() >= end, 30, "the replica to hold the commit",
+                   interval=0.02)
+        fifo, other = 1, 0
+        agent, replica = thread_policies(self.agent.pid), thread_policies(self.replica.pid)
+        log("policies: agent %s; replica %s", agent, replica)
+        self.assertEqual(agent["ws-pg-source"], [(fifo, 1)])
+        self.assertEqual(agent["ws-control"], [(fifo, 1)])
+        self.assertEqual(replica["ws-receive"], [(fifo, 2)])
+        self.assertEqual(replica["ws-flush"], [(fifo, 2)])
+        for policies, asked in ((agent, ("ws-pg-source", "ws-control")),
+                                (replica, ("ws-receive", "ws-flush"))):
+            others = {n: set(p) for n, p in policies.items() if n not in asked}
+            self.assertEqual(others, {n: {(other, 0)} for n in others})
+        # A backlog (the replica stopped while a big INSERT wrote about 100 MiB
+        # of WAL): received at the normal policy, then real-time again.
+        self.replica.signal_group(signal.SIGSTOP)
+        try:
+            self.pg.psql("INSERT INTO t SELECT generate_series(1, 1500000)")
+            end = self.pg.lsn("pg_current_wal_insert_lsn()")
+        finally:
+            self.replica.signal_group(signal.SIGCONT)
+        seen = set()
+        def caught_up():
+            seen.update(thread_policies(self.replica.pid).get("ws-receive", []))
+            return self.replica_lsn() >= end
+        wait_until(caught_up, 120, "the replica to catch up", interval=0.002)
+        self.assertIn((other, 0), seen, "ws-receive stayed real-time through the backlog")
+        end = self.commit_row()
+        wait_until(lambda: self.replica_lsn() >= end, 30, "the replica to hold the commit",
+                   interval=0.02)
+        self.assertEqual(thread_policies(self.replica.pid)["ws-receive"], [(fifo, 2)])
 
     def test_async_standby_hears_positions_paced_and_a_sync_one_at_once(self):
         # A long interval, so that pacing shows in counts, not in timings.

@@ -88,6 +88,24 @@ def thread_slices(pid):
     return out
 
 
+def thread_policies(pid):
+    """{thread name: [(scheduling policy, real-time priority), one per thread
+    of that name]} of process `pid` (/proc/PID/task/TID/stat, fields 41 and
+    40: 0 SCHED_OTHER, 1 SCHED_FIFO, ...); a thread that ended meanwhile is
+    left out."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()  # from field 3, the state
+        out.setdefault(name, []).append((int(fields[41 - 3]), int(fields[40 - 3])))
+    return out
+
+
 def find_setpriv():
     """util-linux setpriv if it knows --pdeathsig (Debian 12's does), else None."""
     path = shutil.which("setpriv", path=SBIN_PATH)
