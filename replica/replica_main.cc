@@ -185,6 +185,22 @@ int RunReplica(sys::SysCalls& sys, ReplicaOptions& o, const std::string& serve_l
                const std::string& trace_commits);
 }  // namespace
 
+namespace {
+// How the threads a synchronous commit waits on are scheduled
+// (common/sched_slice.h).
+void RegisterSchedFlags(FlagSet& flags, replica::ReplicaOptions& o) {
+  flags.Microseconds(
+      "sched-slice-us", &o.sched_slice,
+      "Scheduler slice in microseconds asked for by the threads a synchronous commit waits on (the "
+      "receiving and the flushing thread): on busy CPUs they run sooner once woken "
+      "(Linux 6.12 and later; 100 to 100000). 0: the kernel's default.");
+  flags.Int("sched-fifo-priority", &o.sched_fifo_priority,
+            "Run those threads under the real-time policy SCHED_FIFO at this priority (1 to 99; "
+            "needs CAP_SYS_NICE or RLIMIT_RTPRIO) instead, the receiving thread only while no "
+            "backlog arrives. 0: the normal policy with the slice.");
+}
+}  // namespace
+
 int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
   // So that acknowledgements never wake the events' reader (grpc_polling.h).
   PollEachCallsOwnConnections();
@@ -246,15 +262,7 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
                      "bytes past it).");
   flags.Milliseconds("io-timeout-ms", &o.io_timeout,
                      "Longest wait inside a frame for the agent's bytes before reconnecting.");
-  flags.Microseconds(
-      "sched-slice-us", &o.sched_slice,
-      "Scheduler slice in microseconds asked for by the threads a synchronous commit waits on (the "
-      "receiving and the flushing thread): on busy CPUs they run sooner once woken "
-      "(Linux 6.12 and later; 100 to 100000). 0: the kernel's default.");
-  flags.Int("sched-fifo-priority", &o.sched_fifo_priority,
-            "Run those threads under the real-time policy SCHED_FIFO at this priority (1 to 99; "
-            "needs CAP_SYS_NICE or RLIMIT_RTPRIO) instead, the receiving thread only while no "
-            "backlog arrives. 0: the normal policy with the slice.");
+  RegisterSchedFlags(flags, o);
   flags.String("metrics-listen", &o.metrics_listen,
                "HOST:PORT serving Prometheus metrics at /metrics; empty disables it; port 0 "
                "picks a free port (logged).");
