@@ -36,7 +36,8 @@ the feed, not found by a query.
    included, with the kernel's. With --sched-fifo-priority they run under
    SCHED_FIFO instead, the others under the normal policy; the replica's
    receiving thread leaves it while a backlog arrives and takes it again
-   once live.
+   once live. Refused (an ordinary user), it is a warning in each log and
+   the slice.
 """
 import os
 import signal
@@ -221,6 +222,24 @@ class PgFeedTest(unittest.TestCase):
             self.assertNotIn(default, (100000, 250000))
             others = {name: set(s) for name, s in slices.items() if name not in asked}
             self.assertEqual(others, {name: {default} for name in others})
+
+    def test_a_fifo_priority_refused_is_a_warning_and_the_slice(self):
+        # The daemons run as an ordinary user, without CAP_SYS_NICE.
+        self.start_pair(extra=["--sched-fifo-priority=1"],
+                        replica_extra=["--sched-fifo-priority=1"])
+        wait_until(self.feed_up, 30, "the feed's walsender", interval=0.1)
+        end = self.commit_row()
+        wait_until(lambda: self.replica_lsn() >= end, 30, "the replica to hold the commit",
+                   interval=0.02)
+        for path in (self.agent_log, self.replica_log):
+            self.assertIn("cannot run under the real-time policy SCHED_FIFO at priority 1",
+                          self.log_text(path))
+        for pid, asked in ((self.agent.pid, ("ws-pg-source", "ws-control")),
+                           (self.replica.pid, ("ws-receive", "ws-flush"))):
+            policies, slices = thread_policies(pid), thread_slices(pid)
+            self.assertEqual({p for ps in policies.values() for p in ps}, {(0, 0)})
+            for name in asked:
+                self.assertEqual(slices[name], [100000], name)
 
     def test_with_a_fifo_priority_those_threads_run_realtime_but_not_for_a_backlog(self):
         # As we are (root, with CAP_SYS_NICE), not as the ordinary user the
