@@ -11,6 +11,25 @@
 #include "spdlog/spdlog.h"
 
 namespace walship {
+namespace {
+
+// `policy` (SCHED_OTHER or SCHED_BATCH) at `nice` with `slice`, keeping
+// `flags`. Threads the thread starts get the kernel's defaults back
+// (reset-on-fork), unless that would also reset a negative nice value an
+// operator gave the process.
+sys::SchedAttr NormalPolicy(uint32_t policy, int32_t nice, uint64_t flags,
+                            absl::Duration slice) {
+  sys::SchedAttr set = {};
+  set.size = sizeof(set);
+  set.sched_policy = policy;
+  set.sched_nice = nice;
+  set.sched_flags = flags;
+  if (nice >= 0) set.sched_flags |= sys::kSchedFlagResetOnFork;
+  set.sched_runtime = static_cast<uint64_t>(absl::ToInt64Nanoseconds(slice));
+  return set;
+}
+
+}  // namespace
 
 absl::Status ValidateSchedSlice(absl::Duration slice, absl::string_view flag) {
   if (slice == absl::ZeroDuration() ||
@@ -31,17 +50,10 @@ absl::Status RequestThreadSlice(sys::SysCalls& sys, absl::Duration slice) {
   if (attr.sched_policy != SCHED_OTHER && attr.sched_policy != SCHED_BATCH) {
     return absl::OkStatus();
   }
-  const uint64_t want = static_cast<uint64_t>(absl::ToInt64Nanoseconds(slice));
-  // Everything else as it is: the policy, the nice value. Threads this one
-  // starts get the kernel's default slice back (reset-on-fork), unless that
-  // would also reset a negative nice value an operator gave the process.
-  sys::SchedAttr set = {};
-  set.size = sizeof(set);
-  set.sched_policy = attr.sched_policy;
-  set.sched_nice = attr.sched_nice;
-  set.sched_flags = attr.sched_flags & sys::kSchedFlagResetOnFork;
-  if (attr.sched_nice >= 0) set.sched_flags |= sys::kSchedFlagResetOnFork;
-  set.sched_runtime = want;
+  // Everything else as it is: the policy, the nice value.
+  const sys::SchedAttr set = NormalPolicy(attr.sched_policy, attr.sched_nice,
+                                          attr.sched_flags & sys::kSchedFlagResetOnFork, slice);
+  const uint64_t want = set.sched_runtime;
   r = sys.SchedSetattr(&set);
   if (!r.ok()) {
     return sys::SysError(r, absl::StrCat("sched_setattr of this thread (slice ",
@@ -105,12 +117,7 @@ absl::Status RequestThreadFifo(sys::SysCalls& sys, int priority) {
 }
 
 absl::Status LeaveThreadFifo(sys::SysCalls& sys, absl::Duration slice, int nice) {
-  sys::SchedAttr set = {};
-  set.size = sizeof(set);
-  set.sched_policy = SCHED_OTHER;
-  set.sched_nice = nice;
-  if (nice >= 0) set.sched_flags = sys::kSchedFlagResetOnFork;
-  set.sched_runtime = static_cast<uint64_t>(absl::ToInt64Nanoseconds(slice));
+  const sys::SchedAttr set = NormalPolicy(SCHED_OTHER, nice, 0, slice);
   sys::SysResult r = sys.SchedSetattr(&set);
   if (!r.ok()) return sys::SysError(r, "sched_setattr of this thread (SCHED_OTHER)");
   return absl::OkStatus();
