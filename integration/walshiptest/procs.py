@@ -69,23 +69,38 @@ def pid_alive(pid):
         return False
 
 
+def _per_thread(pid, read):
+    """{thread name: [read(task dir), one per thread of that name]} of
+    process `pid`; read returns (name, value) and may raise OSError for a
+    thread that ended meanwhile, which is left out."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            name, value = read("/proc/%d/task/%s" % (pid, tid))
+        except OSError:
+            continue
+        if value is not None:
+            out.setdefault(name, []).append(value)
+    return out
+
+
+def _proc_text(path):
+    """A /proc file's text; OSError when the thread ended."""
+    with open(path) as f:
+        return f.read()
+
+
 def thread_slices(pid):
     """{thread name: [scheduler slice in ns, one per thread of that name]}
     of process `pid`, as the scheduler reports them (/proc/PID/task/TID/sched,
     "se.slice"); a thread that ended meanwhile is left out."""
-    out = {}
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                name = f.read().strip()
-            with open("/proc/%d/task/%s/sched" % (pid, tid)) as f:
-                sched = f.read()
-        except OSError:
-            continue
+    def read(task):
+        name, sched = _proc_text(task + "/comm").strip(), _proc_text(task + "/sched")
         for line in sched.splitlines():
             if line.startswith("se.slice"):
-                out.setdefault(name, []).append(int(line.split(":")[1]))
-    return out
+                return name, int(line.split(":")[1])
+        return name, None
+    return _per_thread(pid, read)
 
 
 def thread_policies(pid):
@@ -93,17 +108,12 @@ def thread_policies(pid):
     of that name]} of process `pid` (/proc/PID/task/TID/stat, fields 41 and
     40: 0 SCHED_OTHER, 1 SCHED_FIFO, ...); a thread that ended meanwhile is
     left out."""
-    out = {}
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                stat = f.read()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
+    def read(task):
+        stat = _proc_text(task + "/stat")
         fields = stat[stat.rindex(")") + 2:].split()  # from field 3, the state
-        out.setdefault(name, []).append((int(fields[41 - 3]), int(fields[40 - 3])))
-    return out
+        return (stat[stat.index("(") + 1:stat.rindex(")")],
+                (int(fields[41 - 3]), int(fields[40 - 3])))
+    return _per_thread(pid, read)
 
 
 def find_setpriv():
