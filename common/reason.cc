@@ -8,7 +8,7 @@
 namespace walship {
 namespace {
 constexpr char kReasonUrl[] = "type.walship.dev/walship.Reason";
-constexpr Reason kLast = Reason::kPatchUnsupported;
+constexpr Reason kLast = Reason::kNotLeader;
 }  // namespace
 
 absl::Status WithReason(absl::Status s, Reason reason) {
@@ -46,6 +46,7 @@ absl::string_view ReasonName(Reason reason) {
     case Reason::kOlderTimeline: return "older_timeline";
     case Reason::kDataTlsMismatch: return "data_tls_mismatch";
     case Reason::kPatchUnsupported: return "patch_unsupported";
+    case Reason::kNotLeader: return "not_leader";
   }
   return "unspecified";
 }

@@ -70,6 +70,10 @@ enum class Reason : int {
   // The source rewrites segments in place and the replica does not apply
   // Checkpoint patches: it would keep copies differing from the source's.
   kPatchUnsupported = 13,
+  // The replica's own: the HA manager's leader key (etcd) does not name this
+  // agent's node, or could not be read before a handshake. Retry, elsewhere
+  // first.
+  kNotLeader = 14,
 };
 
 // `s` with `reason` attached (replacing any earlier one). OK stays OK.

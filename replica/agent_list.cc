@@ -22,26 +22,51 @@ bool UpperHex(absl::string_view s) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> ParseAgentList(absl::string_view text) {
-  std::vector<std::string> out;
+absl::StatusOr<std::vector<AgentEntry>> ParseAgentEntries(absl::string_view text) {
+  std::vector<AgentEntry> out;
   if (absl::StripAsciiWhitespace(text).empty()) {
     return absl::InvalidArgumentError("no agent given");
   }
+  auto taken = [&out](auto field, const std::string& v) {
+    return std::any_of(out.begin(), out.end(), [&](const AgentEntry& e) { return e.*field == v; });
+  };
   for (absl::string_view part : absl::StrSplit(text, ',')) {
     const std::string entry(absl::StripAsciiWhitespace(part));
     if (entry.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("empty entry in the agent list \"", text, "\""));
     }
-    if (auto hp = ParseHostPort(entry); !hp.ok()) {
+    AgentEntry e;
+    e.address = entry;
+    if (size_t eq = entry.find('='); eq != std::string::npos) {
+      e.member = std::string(absl::StripAsciiWhitespace(entry.substr(0, eq)));
+      e.address = std::string(absl::StripAsciiWhitespace(entry.substr(eq + 1)));
+      if (e.member.empty() || e.address.find('=') != std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("agent \"", entry, "\": expected NAME=HOST:PORT"));
+      }
+    }
+    if (auto hp = ParseHostPort(e.address); !hp.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("agent \"", entry, "\": ", hp.status().message()));
     }
-    if (std::find(out.begin(), out.end(), entry) != out.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("agent ", entry, " is named twice"));
+    if (taken(&AgentEntry::address, e.address)) {
+      return absl::InvalidArgumentError(absl::StrCat("agent ", e.address, " is named twice"));
     }
-    out.push_back(entry);
+    if (!e.member.empty() && taken(&AgentEntry::member, e.member)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("member name ", e.member, " is given to two agents"));
+    }
+    out.push_back(std::move(e));
   }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> ParseAgentList(absl::string_view text) {
+  absl::StatusOr<std::vector<AgentEntry>> entries = ParseAgentEntries(text);
+  if (!entries.ok()) return entries.status();
+  std::vector<std::string> out;
+  for (AgentEntry& e : *entries) out.push_back(std::move(e.address));
   return out;
 }
 
@@ -73,7 +98,7 @@ absl::Status CheckTimelineFence(uint32_t offered, uint32_t held, absl::string_vi
 
 bool AgentCannotServe(const absl::Status& s) {
   const Reason r = ReasonOf(s);
-  return r == Reason::kNotPrimary || r == Reason::kOlderTimeline;
+  return r == Reason::kNotPrimary || r == Reason::kOlderTimeline || r == Reason::kNotLeader;
 }
 
 std::optional<AgentView> NewerPrimary(uint32_t current, const std::vector<AgentView>& views) {

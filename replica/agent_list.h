@@ -1,6 +1,7 @@
 // agent_list.h: a replica with several agents, and the timeline fence.
 //
-// A replica may name several agents (--agent=HOST:PORT,HOST:PORT,...), one
+// A replica may name several agents (--agent=HOST:PORT,HOST:PORT,...; each
+// may carry its node's member name, NAME=HOST:PORT, see leader_key.h), one
 // beside each node of a PostgreSQL cluster whose roles an HA manager
 // changes. Only the agent whose node is the primary ships; the agent of a
 // standby refuses handshakes with REASON_NOT_PRIMARY (UNAVAILABLE), and the
@@ -43,11 +44,27 @@
 
 namespace walship::replica {
 
-// The agents of a --agent value: HOST:PORT entries separated by commas
-// (spaces around them ignored), in order. kInvalidArgument for an empty
-// list, an empty entry, an entry that is not HOST:PORT, or one named twice.
+// One entry of a --agent value.
+struct AgentEntry {
+  // HOST:PORT of the agent's control port.
+  std::string address;
+  // The HA manager's name of the agent's node (NAME=HOST:PORT), as its
+  // leader key holds it (leader_key.h); empty when the entry names none.
+  std::string member;
+};
+
+// The agents of a --agent value: [NAME=]HOST:PORT entries separated by
+// commas (spaces around them ignored), in order. kInvalidArgument for an
+// empty list, an empty entry or name, an address that is not HOST:PORT, or an
+// address or a name given twice.
 //
-// Example: ParseAgentList("db1:7000, db2:7000") -> {"db1:7000", "db2:7000"}
+// Example: ParseAgentEntries("db1=db1:7000, db2=db2:7000")
+//   -> {{"db1:7000", "db1"}, {"db2:7000", "db2"}}
+absl::StatusOr<std::vector<AgentEntry>> ParseAgentEntries(absl::string_view text);
+
+// The addresses of ParseAgentEntries(text), in order.
+//
+// Example: ParseAgentList("db1:7000, db2=db2:7000") -> {"db1:7000", "db2:7000"}
 absl::StatusOr<std::vector<std::string>> ParseAgentList(absl::string_view text);
 
 // The timeline of a PostgreSQL WAL file name: a segment name
@@ -63,8 +80,9 @@ uint32_t TimelineOfWalName(absl::string_view name);
 absl::Status CheckTimelineFence(uint32_t offered, uint32_t held, absl::string_view agent);
 
 // True for a session's end that says its agent cannot ship to this replica
-// now whatever it retries (its node is not a primary, or serves an older
-// timeline): the rotation moves on even from the leader.
+// now whatever it retries (its node is not a primary, serves an older
+// timeline, or is not the leader the HA manager's etcd names): the rotation
+// moves on even from the leader.
 bool AgentCannotServe(const absl::Status& s);
 
 // What an agent's Status answer says about its source (the leader watch).

@@ -14,6 +14,7 @@
 #include "common/tls.h"
 #include "proto/walship.grpc.pb.h"
 #include "replica/dest_lock.h"
+#include "replica/leader_key.h"
 #include "replica/session.h"
 #include "spdlog/spdlog.h"
 
@@ -123,6 +124,62 @@ Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* me
   MetricsRegistry::Family active = metrics_.Gauge(
       "walship_replica_agent_active", "1 for the agent of the live session, 0 for the others.");
   for (const std::string& a : rotation_.agents()) active.Set({{"agent", a}}, 0);
+  if (!options_.leader_etcd.empty()) {
+    metrics_.Gauge("walship_replica_leader_key_readable",
+                   "With --leader-etcd: 1 when the last read of the leader key got etcd's "
+                   "answer (the key or its absence), 0 when no endpoint answered.");
+    absl::StatusOr<std::vector<std::string>> endpoints = ParseEtcdEndpoints(options_.leader_etcd);
+    leader_key_ = std::make_unique<LeaderKey>(
+        sys_, clock_, endpoints.ok() ? *std::move(endpoints) : std::vector<std::string>{},
+        options_.leader_key, options_.leader_check_interval);
+  }
+}
+
+std::string Replica::MemberOf(const std::string& agent) const {
+  absl::StatusOr<std::vector<AgentEntry>> entries = ParseAgentEntries(options_.agent);
+  if (entries.ok()) {
+    for (const AgentEntry& e : *entries) {
+      if (e.address == agent) return e.member;
+    }
+  }
+  return "";
+}
+
+LeaderKey::Reading Replica::ReadLeaderKey() {
+  LeaderKey::Reading r = leader_key_->Read();
+  metrics_.Gauge("walship_replica_leader_key_readable", "")
+      .Set({}, r.view.state == LeaderView::State::kUnreadable ? 0 : 1);
+  return r;
+}
+
+absl::Status Replica::CheckLeaderKey(const std::string& agent) {
+  const LeaderKey::Reading r = ReadLeaderKey();
+  if (r.changed) {
+    const std::string what = DescribeLeaderView(r.view, leader_key_->key());
+    if (r.view.state == LeaderView::State::kNamed) {
+      spdlog::info("leader key: {}", what);
+    } else {
+      spdlog::warn("leader key: {}; following no agent until it names one", what);
+    }
+  }
+  return CheckLeader(r.view, agent, MemberOf(agent), leader_key_->key());
+}
+
+absl::Status Replica::WatchLeaderKey(const std::string& agent) {
+  const LeaderKey::Reading r = ReadLeaderKey();
+  const std::string member = MemberOf(agent);
+  const std::string what = DescribeLeaderView(r.view, leader_key_->key());
+  if (LeaderMovedAway(r.view, member)) {
+    return WithReason(absl::UnavailableError(absl::StrCat(what, ", not ", member,
+                                                          ": leaving agent ", agent)),
+                      Reason::kNotLeader);
+  }
+  if (r.changed && r.view.state == LeaderView::State::kNamed) {
+    spdlog::info("leader watch: {}", what);
+  } else if (r.changed) {
+    spdlog::warn("leader watch: {}; staying with agent {} while it ships", what, agent);
+  }
+  return absl::OkStatus();
 }
 
 void Replica::NoteAgentStep(const AgentRotation::Step& step, const absl::Status& s,
@@ -163,14 +220,20 @@ void Replica::WatchLeader(Session& session, std::vector<std::string> others, uin
   NameThisThread("ws-leader-watch");
   AgentProbe probe(sys_, clock_, others, options_.tls);
   while (!done.WaitForNotificationWithTimeout(options_.leader_check_interval)) {
-    if (std::optional<AgentView> v =
-            NewerPrimary(timeline, probe.Ask(clock_, options_.leader_check_interval))) {
-      absl::Status why = WithReason(
+    absl::Status why = leader_key_ != nullptr ? WatchLeaderKey(agent) : absl::OkStatus();
+    std::optional<AgentView> v;
+    if (why.ok() && !others.empty()) {
+      v = NewerPrimary(timeline, probe.Ask(clock_, options_.leader_check_interval));
+    }
+    if (v.has_value()) {
+      why = WithReason(
           absl::UnavailableError(absl::StrCat(
               "agent ", v->agent, " serves timeline ", v->timeline, ", newer than timeline ",
               timeline, " of agent ", agent,
               " (its node was superseded): leaving it for the new primary's agent")),
           Reason::kOlderTimeline);
+    }
+    if (!why.ok()) {
       spdlog::warn("leader watch: {}", std::string(why.message()));
       session.Fail(std::move(why));
       return;
@@ -213,6 +276,7 @@ bool Replica::IsFatal(const absl::Status& s) {
     case Reason::kSourceBehind:
     case Reason::kSourceChanged:
     case Reason::kOlderTimeline:
+    case Reason::kNotLeader:
       return false;
     default:
       break;
@@ -294,6 +358,8 @@ absl::Status Replica::Run() {
 
 absl::Status Replica::RunOnce() {
   session_options_.agent = rotation_.current();
+  // With a leader key: only the agent of the member it names.
+  if (leader_key_ != nullptr) WALSHIP_RETURN_IF_ERROR(CheckLeaderKey(session_options_.agent));
   // Several agents: never a superseded node's, even one still a primary (a
   // stale old primary), while another serves a newer timeline.
   if (rotation_.size() > 1) WALSHIP_RETURN_IF_ERROR(CheckNoNewerPrimary(session_options_.agent));
@@ -318,10 +384,11 @@ absl::Status Replica::RunOnce() {
   if (stopping_.load()) session.Fail(absl::CancelledError("stopping"));
   absl::Notification session_done;
   std::thread watch;
-  if (rotation_.size() > 1 && session.agent_timeline() != 0) {
+  const bool timelines = rotation_.size() > 1 && session.agent_timeline() != 0;
+  if (timelines || leader_key_ != nullptr) {
     std::vector<std::string> others;
     for (const std::string& a : rotation_.agents()) {
-      if (a != session_options_.agent) others.push_back(a);
+      if (timelines && a != session_options_.agent) others.push_back(a);
     }
     watch = std::thread([this, &session, others = std::move(others), &session_done,
                          timeline = session.agent_timeline()]() mutable {

@@ -30,6 +30,9 @@
 // so the next one finds the new primary's agent. Before each handshake it
 // asks them too, and passes over an agent that is a primary while another
 // serves a newer timeline (a stale old primary beside the new one).
+// With --leader-etcd (leader_key.h) the HA manager's leader key decides
+// too: before each handshake only the agent of the member it names is
+// asked, and the leader watch ends a session once it names another.
 //
 // Thread-safety: Run() on one thread; Stop() from any thread (e.g. a signal
 // watcher): it ends the current session, if any, with kCancelled.
@@ -48,6 +51,7 @@
 #include "common/metrics.h"
 #include "common/sys/syscalls.h"
 #include "replica/agent_list.h"
+#include "replica/leader_key.h"
 #include "replica/replica_options.h"
 
 namespace walship::replica {
@@ -78,9 +82,10 @@ class Replica {
                      absl::Duration wait);
   // The leader watch (agent_list.h), on a thread of its own while `session`
   // (with `agent`, serving `timeline`) runs: every leader_check_interval
-  // asks the other agents for their Status, and ends the session with
-  // Reason::kOlderTimeline once one serves a newer timeline. Returns when
-  // `done` is notified or it ended the session.
+  // asks the other agents for their Status (`others`: empty when timelines
+  // do not apply), and ends the session with Reason::kOlderTimeline once one
+  // serves a newer timeline; with a leader key, also as WatchLeaderKey says.
+  // Returns when `done` is notified or it ended the session.
   void WatchLeader(Session& session, std::vector<std::string> others, uint32_t timeline,
                    const std::string& agent, absl::Notification& done);
   // Before a handshake with `agent` (several agents): kUnavailable with
@@ -89,6 +94,19 @@ class Replica {
   // that a replica still before the fork point never takes its tail. OK
   // when `agent` or the others do not answer their Status.
   absl::Status CheckNoNewerPrimary(const std::string& agent);
+  // With --leader-etcd (leader_key.h), before a handshake with `agent`: OK
+  // when the leader key names its member; otherwise kUnavailable with
+  // Reason::kNotLeader. Logs the key's answer when it changed.
+  absl::Status CheckLeaderKey(const std::string& agent);
+  // The same during a session with `agent` (the leader watch): kUnavailable
+  // with Reason::kNotLeader only when the key names another member; a
+  // missing key or an unreadable etcd is logged (once) and the session
+  // stays.
+  absl::Status WatchLeaderKey(const std::string& agent);
+  // leader_key_->Read(), and the walship_replica_leader_key_readable gauge.
+  LeaderKey::Reading ReadLeaderKey();
+  // The member name --agent gives `agent`; empty when none.
+  std::string MemberOf(const std::string& agent) const;
 
   Clock& clock_;
 
@@ -99,6 +117,8 @@ class Replica {
   AgentRotation rotation_;
   ReplicaOptions session_options_;
   std::string last_established_;
+  // With --leader-etcd: the HA manager's leader key; null otherwise.
+  std::unique_ptr<LeaderKey> leader_key_;
   MetricsRegistry own_metrics_;  // used when the caller passes none
   MetricsRegistry& metrics_;
   std::atomic<bool> stopping_{false};

@@ -199,6 +199,17 @@ void RegisterSchedFlags(FlagSet& flags, replica::ReplicaOptions& o) {
             "needs CAP_SYS_NICE or RLIMIT_RTPRIO) instead, the receiving thread only while no "
             "backlog arrives. 0: the normal policy with the slice.");
 }
+
+void RegisterLeaderFlags(FlagSet& flags, replica::ReplicaOptions& o) {
+  flags.String("leader-etcd", &o.leader_etcd,
+               "HOST:PORT[,HOST:PORT...] of the HA manager's etcd (v3, plaintext): follow only "
+               "the agent of the member its --leader-key names, asked before each handshake "
+               "and every second during a session. Every --agent entry then carries its "
+               "member name: NAME=HOST:PORT. Empty: the agents' own answers decide.");
+  flags.String("leader-key", &o.leader_key,
+               "With --leader-etcd: the key whose value is the leader's member name (Patroni: "
+               "/service/SCOPE/leader, or NAMESPACE/SCOPE/leader).");
+}
 }  // namespace
 
 int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
@@ -230,7 +241,8 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
                "HOST:PORT,HOST:PORT,..., one beside each node of a PostgreSQL cluster: the "
                "replica follows the agent whose node is the primary, tries the next one while "
                "an agent answers not_primary or older_timeline, and never takes WAL of an "
-               "older timeline than it holds.");
+               "older timeline than it holds. An entry may name its node's member: "
+               "NAME=HOST:PORT (needed with --leader-etcd).");
   flags.String("data-address", &o.data_address,
                "HOST:PORT of the agent's data socket, when it is not reachable at the "
                "agent's host and announced data port (NAT, proxies).");
@@ -263,6 +275,7 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
   flags.Milliseconds("io-timeout-ms", &o.io_timeout,
                      "Longest wait inside a frame for the agent's bytes before reconnecting.");
   RegisterSchedFlags(flags, o);
+  RegisterLeaderFlags(flags, o);
   flags.String("metrics-listen", &o.metrics_listen,
                "HOST:PORT serving Prometheus metrics at /metrics; empty disables it; port 0 "
                "picks a free port (logged).");
@@ -340,6 +353,10 @@ int RunReplica(sys::SysCalls& sys, ReplicaOptions& o, const std::string& serve_l
                o.compression == wire::Codec::kNone ? TransportName(o.transport) : "copy",
                wire::CodecName(o.compression), o.tls.insecure ? "plaintext" : "mutual TLS");
   net::LogDataTlsChoice(sys, "replica", o.data_tls_on(), o.tls);
+  if (!o.leader_etcd.empty()) {
+    spdlog::info("following only the leader etcd names: key {} at {} (plaintext)", o.leader_key,
+                 o.leader_etcd);
+  }
   absl::Status s = replica.Run();
   if (trace != nullptr) DumpCommitTrace(sys, *trace, trace_commits);
   if (!s.ok()) {

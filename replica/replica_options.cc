@@ -6,6 +6,7 @@
 #include "common/net/data_tls_flag.h"
 #include "common/sched_slice.h"
 #include "replica/agent_list.h"
+#include "replica/leader_key.h"
 
 namespace walship::replica {
 
@@ -27,6 +28,7 @@ absl::Status ReplicaOptions::Validate() const {
         "--data-address names one data socket; with several --agent addresses each agent's "
         "own host and announced data port are used");
   }
+  if (absl::Status s = ValidateLeaderKey(); !s.ok()) return s;
   if (absl::Status s = ValidateSchedSlice(sched_slice, "sched-slice-us"); !s.ok()) return s;
   if (absl::Status s = ValidateSchedFifoPriority(sched_fifo_priority, "sched-fifo-priority");
       !s.ok()) {
@@ -63,6 +65,32 @@ absl::Status ReplicaOptions::Validate() const {
   if (compression != wire::Codec::kNone && compression_level != 0) {
     if (absl::Status s = wire::ValidateLevel(compression, compression_level); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--compress-level: ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReplicaOptions::ValidateLeaderKey() const {
+  if (leader_etcd.empty()) {
+    if (leader_key.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError("--leader-key needs --leader-etcd");
+  }
+  if (auto e = ParseEtcdEndpoints(leader_etcd); !e.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--leader-etcd: ", e.status().message()));
+  }
+  if (leader_key.empty()) {
+    return absl::InvalidArgumentError(
+        "--leader-etcd needs --leader-key, the key naming the leader (Patroni: "
+        "/service/SCOPE/leader)");
+  }
+  absl::StatusOr<std::vector<AgentEntry>> agents = ParseAgentEntries(agent);
+  if (!agents.ok()) return agents.status();  // Validate() reports it
+  for (const AgentEntry& a : *agents) {
+    if (a.member.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--leader-etcd: agent ", a.address,
+          " has no member name; give every --agent entry as NAME=HOST:PORT, NAME as the "
+          "HA manager names that node"));
     }
   }
   return absl::OkStatus();

@@ -58,6 +58,11 @@ struct ReplicaOptions {
   // leader watch, agent_list.h's NewerPrimary), and the longest wait for
   // each answer (there and before each handshake).
   absl::Duration leader_check_interval = absl::Seconds(1);
+  // --leader-etcd, --leader-key: HOST:PORT[,...] of the HA manager's etcd and
+  // the key naming the leader's member (leader_key.h); empty: not asked.
+  // Every --agent entry must then carry its member name (NAME=HOST:PORT).
+  std::string leader_etcd;
+  std::string leader_key;
   // HOST:PORT of the Prometheus /metrics endpoint; empty disables it.
   std::string metrics_listen;
   // Mutual TLS to the agent's control port, or plaintext when tls.insecure
@@ -78,6 +83,9 @@ struct ReplicaOptions {
   int compression_level = 0;
 
   absl::Status Validate() const;
+
+ private:
+  absl::Status ValidateLeaderKey() const;
 };
 
 }  // namespace walship::replica

@@ -41,6 +41,43 @@ TEST(ParseAgentListTest, RefusesBadLists) {
   }
 }
 
+TEST(ParseAgentEntriesTest, MemberNamesAreOptionalAndKept) {
+  auto entries = ParseAgentEntries("db1=10.0.0.1:7400, 10.0.0.2:7400 , db3 = 10.0.0.3:7400");
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 3u);
+  EXPECT_EQ((*entries)[0].address, "10.0.0.1:7400");
+  EXPECT_EQ((*entries)[0].member, "db1");
+  EXPECT_EQ((*entries)[1].address, "10.0.0.2:7400");
+  EXPECT_EQ((*entries)[1].member, "");
+  EXPECT_EQ((*entries)[2].address, "10.0.0.3:7400");
+  EXPECT_EQ((*entries)[2].member, "db3");
+  // The list of addresses leaves the names out.
+  auto list = ParseAgentList("db1=10.0.0.1:7400,10.0.0.2:7400");
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(*list, Agents({"10.0.0.1:7400", "10.0.0.2:7400"}));
+}
+
+TEST(ParseAgentEntriesTest, RefusesEmptyOrRepeatedNames) {
+  for (const char* bad : {"=db1:7000", " =db1:7000", "db1=", "db1=db1", "a=db1:7000,a=db2:7000",
+                          "a=db1:7000,b=db1:7000", "a=b=db1:7000"}) {
+    auto entries = ParseAgentEntries(bad);
+    EXPECT_EQ(entries.status().code(), absl::StatusCode::kInvalidArgument)
+        << "\"" << bad << "\"";
+  }
+}
+
+TEST(AgentCannotServeTest, NotLeaderMovesTheRotationOn) {
+  EXPECT_TRUE(AgentCannotServe(WithReason(absl::UnavailableError("x"), Reason::kNotLeader)));
+  AgentRotation r(Agents{"a:1", "b:1"});
+  r.OnSessionEnd(absl::CancelledError("ended"), /*established=*/true);
+  ASSERT_EQ(r.current(), "a:1");
+  const AgentRotation::Step step = r.OnSessionEnd(
+      WithReason(absl::UnavailableError("etcd names b"), Reason::kNotLeader), true);
+  EXPECT_TRUE(step.switched);
+  EXPECT_EQ(step.outcome, "not_leader");
+  EXPECT_EQ(r.current(), "b:1");
+}
+
 TEST(TimelineOfWalNameTest, SegmentsAndHistoryFiles) {
   EXPECT_EQ(TimelineOfWalName("000000010000000000000003"), 1u);
   EXPECT_EQ(TimelineOfWalName("0000000A0000000100000003"), 10u);

@@ -1,0 +1,314 @@
+"""A replica that follows the leader named in the HA manager's etcd.
+
+A real PostgreSQL 15 primary P with a streaming standby S (pg_basebackup),
+walship-agent AP beside P (member "p") and AS beside S (member "s"), a
+one-member etcd holding the leader key /service/walship-test/leader as
+Patroni's etcd3 DCS does, and one walship-replica R with
+--agent=p=AP,s=AS --leader-etcd=ETCD --leader-key=KEY.
+
+a. The key names s: R refuses AP itself (not_leader, counted and logged
+   naming s, round after round) without a handshake there, AS refuses R
+   (not_primary), and R holds nothing; the key reads
+   (walship_replica_leader_key_readable 1).
+b. The key names p: R follows AP and holds P's rows.
+c. The key names s again: R's leader watch ends the session with AP within
+   a few seconds, and R takes nothing more from AP while P commits.
+d. The key deleted: R logs that etcd has no leader and still takes
+   nothing.
+e. The key names p: R catches up with P.
+f. etcd killed during the session: R keeps following AP (its node is
+   still a primary), warns that the key cannot be read, and the gauge says
+   0.
+g. R restarted with etcd still down: it follows nobody (not_leader,
+   logged as an unreadable key) and holds nothing new while P commits.
+h. --leader-etcd with an --agent entry without a member name, or without
+   --leader-key: exit 1 (bad set-up) naming the flag.
+
+The parts run in order in one test (each builds on the one before).
+"""
+import base64
+import json
+import os
+import re
+import sys
+import unittest
+import urllib.request
+
+from integration.walshiptest import daemons, procs, waits
+from integration.walshiptest import etcd as wetcd
+from integration.walshiptest import lsn as wlsn
+from integration.walshiptest import pg as wpg
+from integration.walshiptest import ports as wports
+
+from integration import statefile
+
+SEG = 1 << 20
+KEY = "/service/walship-test/leader"
+
+
+class PgLeaderEtcdTest(unittest.TestCase):
+    def setUp(self):
+        self.env = wpg.PgEnv(base_dir="/tmp")
+        self.addCleanup(self.env.close)
+        self.dir = self.env.mkdir("le")
+        self.sock = self.env.mkdir("le", "sock")
+        self.logs = self.env.mkdir("le", "logs")
+        self.logs_to_show = []
+
+    def tearDown(self):
+        for path in self.logs_to_show:
+            sys.stderr.write("---- %s\n%s\n" % (path, procs.read_text(path)[-5000:]))
+
+    # -- helpers ----------------------------------------------------------
+    def show(self, path):
+        if path not in self.logs_to_show:
+            self.logs_to_show.append(path)
+        return path
+
+    def primary(self):
+        pg = wpg.PgCluster(self.env, "primary", os.path.join(self.dir, "primary"), self.sock,
+                          wports.free_port(), self.logs)
+        pg.initdb(1)
+        pg.configure(dict(wpg.TEST_PRIMARY_SETTINGS, port=pg.port,
+                          unix_socket_directories=self.sock, wal_keep_size="64MB"))
+        pg.start()
+        self.show(pg.log_path)
+        return pg
+
+    def standby(self, source):
+        """A standby streaming from `source` (pg_basebackup -R), started."""
+        c = wpg.PgCluster(self.env, "standby", os.path.join(self.dir, "standby"), self.sock,
+                         wports.free_port(), self.logs)
+        self.env.run([self.env.pg("pg_basebackup"), "-h", self.sock, "-p", str(source.port),
+                      "-U", wpg.SUPERUSER, "-D", c.datadir, "-X", "stream", "-c", "fast",
+                      "--no-sync", "-R"], timeout=120)
+        c.configure({"port": c.port})
+        self.show(c.log_path)
+        c.start(wait_for=("ready", "standby"))
+        return c
+
+    def start_agent(self, pg, name, control_port):
+        """An agent beside `pg` at 127.0.0.1:control_port; returns (proc,
+        metrics URL)."""
+        self.show(os.path.join(self.logs, "%s.log" % name))
+        agent = daemons.Agent(
+            pg.pg_wal, self.logs, label=name, listen="127.0.0.1:%d" % control_port,
+            extra_args=["--format=postgres", "--pg-conninfo=%s" % pg.conninfo(),
+                        "--pg-data=%s" % pg.datadir, "--pg-slot=walship",
+                        "--state-dir=%s" % self.env.mkdir("le", name + "-state"),
+                        "--metrics-listen=127.0.0.1:0"],
+            program=self.env.binaries["walship-agent"],
+            port_file=os.path.join(self.dir, "%s.ports" % name), launcher=self.env)
+        agent.start(timeout=60)
+        return agent.proc, "http://%s/metrics" % agent.metrics
+
+    def replica_argv(self, agents, dest, metrics_port, leader_flags):
+        return [self.env.binaries["walship-replica"], "--agent=%s" % agents,
+                "--dest=%s" % dest, "--name=r1", "--insecure", "--log-level=info",
+                "--metrics-listen=127.0.0.1:%d" % metrics_port] + leader_flags
+
+    def start_replica(self, dest):
+        """R with both agents by member name, the leader read from etcd."""
+        self.replica_metrics_port = wports.free_port()
+        return procs.Proc(self.env, "r1", self.replica_argv(
+            self.agents, dest, self.replica_metrics_port, self.leader_flags),
+            self.show(os.path.join(self.logs, "r1.log")))
+
+    def set_leader(self, member):
+        """Puts the leader key naming `member` or, with None, deletes it
+        (etcd's v3 JSON gateway)."""
+        body = {"key": base64.b64encode(KEY.encode()).decode()}
+        if member is None:
+            path = "/v3/kv/deleterange"
+        else:
+            path = "/v3/kv/put"
+            body["value"] = base64.b64encode(member.encode()).decode()
+        req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.etcd.client_port, path),
+                                     data=json.dumps(body).encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            self.assertIn("header", json.loads(r.read().decode()))
+
+    def metric(self, url, name, labels=""):
+        """A series' value as rendered at `url` (None when absent or the
+        daemon does not answer); `labels` as rendered, e.g. '{reason="x"}'."""
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                text = r.read().decode()
+        except OSError:
+            return None
+        for line in text.splitlines():
+            if line.startswith(name + labels + " "):
+                return float(line.split()[1])
+        return None
+
+    def replica_metric(self, name, labels=""):
+        return self.metric("http://127.0.0.1:%d/metrics" % self.replica_metrics_port, name,
+                           labels)
+
+    def refusals(self, agent, reason="not_leader"):
+        """R's refusals of `agent` (HOST:PORT) for `reason`; 0 when none."""
+        return self.replica_metric("walship_replica_agent_refusals_total",
+                                   '{agent="%s",reason="%s"}' % (agent, reason)) or 0
+
+    def readable(self):
+        return self.replica_metric("walship_replica_leader_key_readable")
+
+    def durable(self, dest):
+        """(timeline, LSN) the replica holds durably; None before any segment."""
+        try:
+            st = statefile.read_durable(dest)
+        except (OSError, ValueError):
+            return None
+        seg = wlsn.parse_segment(st["segment"], SEG) if st else None
+        if seg is None:
+            return None
+        return seg[0], wlsn.position_lsn(st, SEG)
+
+    def wait_holds(self, dest, tli, lsn, what, timeout=60):
+        def holds():
+            d = self.durable(dest)
+            return d is not None and d[0] == tli and d[1] >= lsn
+        waits.wait_until(holds, timeout, what, interval=0.05)
+
+    def insert(self, pg, first, last):
+        pg.psql("INSERT INTO t SELECT g, repeat('x', 300) FROM generate_series(%d, %d) g"
+                % (first, last))
+        return pg.lsn()
+
+    def wait_log(self, r, text, since, what, timeout=30):
+        waits.wait_until(lambda: text in procs.read_text(r.log_path, since), timeout,
+                         "%s (%r in R's log)" % (what, text))
+
+    # -- the scenario -----------------------------------------------------
+    def test_replica_follows_the_leader_key(self):
+        p = self.primary()
+        p.psql("CREATE TABLE t (x int PRIMARY KEY, pad text)")
+        self.insert(p, 1, 100)
+        s = self.standby(p)
+        self.assertEqual(s.psql("SELECT pg_is_in_recovery()"), "t")
+        ap_port, as_port = wports.free_port(), wports.free_port()
+        ap, ap_metrics = self.start_agent(p, "agent-p", ap_port)
+        as_, as_metrics = self.start_agent(s, "agent-s", as_port)
+        ap_addr, as_addr = "127.0.0.1:%d" % ap_port, "127.0.0.1:%d" % as_port
+        self.etcd = wetcd.Etcd(self.logs, os.path.join(self.env.mkdir("le", "etcd"), "data"),
+                               "etcd", on_close=self.addCleanup).start()
+        self.show(self.etcd.proc.log_path)
+        self.agents = "p=%s,s=%s" % (ap_addr, as_addr)
+        self.leader_flags = ["--leader-etcd=127.0.0.1:%d" % self.etcd.client_port,
+                             "--leader-key=%s" % KEY]
+        dest = os.path.join(self.dir, "r1")
+
+        def ap_handshakes():
+            return self.metric(ap_metrics, "walship_agent_handshakes_total", '{replica="r1"}')
+
+        # a. The key names s: R refuses AP itself; AS is not a primary.
+        self.set_leader("s")
+        r = self.start_replica(dest)
+        waits.wait_until(lambda: self.refusals(ap_addr) >= 2, 60,
+                         "R to refuse AP (not_leader) twice")
+        waits.wait_until(lambda: self.refusals(as_addr, "not_primary") >= 1, 30,
+                         "AS to refuse R (not_primary)")
+        text = procs.read_text(r.log_path)
+        self.assertIn("etcd names s as the leader (key %s)" % KEY, text)
+        self.assertRegex(text, r"agent %s \(1 of 2\): .*etcd names s as the leader \(key %s\)"
+                         r".*trying %s next" % (re.escape(ap_addr), re.escape(KEY),
+                                                re.escape(as_addr)))
+        self.assertIsNone(ap_handshakes(), "AP accepted R")
+        self.assertIsNone(self.durable(dest), "R holds WAL while etcd names s")
+        self.assertEqual(self.readable(), 1)
+        self.assertTrue(r.alive(), procs.read_text(r.log_path))
+
+        # b. The key names p: R follows AP.
+        since = len(procs.read_text(r.log_path))
+        self.set_leader("p")
+        end = self.insert(p, 101, 2000)
+        self.wait_holds(dest, 1, end, "R to hold P's rows through AP")
+        self.assertIn("following agent %s" % ap_addr, procs.read_text(r.log_path, since))
+        self.assertEqual(self.replica_metric("walship_replica_agent_active",
+                                             '{agent="%s"}' % ap_addr), 1)
+
+        # c. The key names s again: the leader watch leaves AP, and R takes
+        # nothing more from it while P commits.
+        before = self.refusals(ap_addr)
+        since = len(procs.read_text(r.log_path))
+        self.set_leader("s")
+        self.wait_log(r, "leader watch: etcd names s as the leader (key %s), not p: leaving "
+                      "agent %s" % (KEY, ap_addr), since, "R's leader watch to leave AP")
+        waits.wait_until(lambda: self.refusals(ap_addr) > before, 30,
+                         "R to refuse AP (not_leader) after leaving it")
+        held = self.durable(dest)
+        handshakes = ap_handshakes()
+        counted = self.refusals(ap_addr)
+        end = self.insert(p, 2001, 4000)
+        waits.wait_until(lambda: self.refusals(ap_addr) >= counted + 2, 60,
+                         "two more refusals of AP")
+        self.assertTrue(r.alive(), procs.read_text(r.log_path, since))
+        self.assertEqual(self.durable(dest), held, "R took WAL while etcd names s")
+        self.assertLess(held[1], end)
+        self.assertEqual(ap_handshakes(), handshakes, "AP accepted R while etcd names s")
+
+        # d. The key deleted: no leader, still nothing taken.
+        since = len(procs.read_text(r.log_path))
+        self.set_leader(None)
+        self.wait_log(r, "etcd has no leader (key %s absent)" % KEY, since,
+                      "R to see the key absent", timeout=60)
+        self.assertTrue(r.alive(), procs.read_text(r.log_path, since))
+        self.assertEqual(self.durable(dest), held, "R took WAL while etcd has no leader")
+        self.assertEqual(self.readable(), 1)
+
+        # e. The key names p again: R catches up.
+        self.set_leader("p")
+        end = self.insert(p, 4001, 5000)
+        self.wait_holds(dest, 1, end, "R to catch up with P through AP")
+
+        # f. etcd gone during the session: R stays with AP.
+        since = len(procs.read_text(r.log_path))
+        self.etcd.kill()
+        self.wait_log(r, "leader watch: cannot read the leader key", since,
+                      "R's leader watch to warn that etcd cannot be read")
+        waits.wait_until(lambda: self.readable() == 0, 30,
+                         "walship_replica_leader_key_readable to say 0")
+        end = self.insert(p, 5001, 6000)
+        self.wait_holds(dest, 1, end, "R to go on holding P's rows with etcd down")
+        self.assertTrue(r.alive())
+        self.assertNotIn("leaving agent", procs.read_text(r.log_path, since))
+        self.assertEqual(self.replica_metric("walship_replica_agent_active",
+                                             '{agent="%s"}' % ap_addr), 1)
+
+        # g. R restarted with etcd down: it follows nobody.
+        self.assertEqual(r.stop(), 0)
+        held = self.durable(dest)
+        handshakes = ap_handshakes()
+        since = len(procs.read_text(r.log_path))
+        r = self.start_replica(dest)
+        end = self.insert(p, 6001, 7000)
+        waits.wait_until(lambda: self.refusals(ap_addr) >= 2, 60,
+                         "the restarted R to refuse AP (not_leader) twice")
+        self.assertIn("cannot read the leader key %s from etcd" % KEY,
+                      procs.read_text(r.log_path, since))
+        self.assertGreaterEqual(self.refusals(as_addr), 1)
+        self.assertEqual(self.readable(), 0)
+        self.assertTrue(r.alive(), procs.read_text(r.log_path, since))
+        self.assertEqual(self.durable(dest), held, "R took WAL with etcd down")
+        self.assertLess(held[1], end)
+        self.assertEqual(ap_handshakes(), handshakes, "AP accepted R with etcd down")
+        self.assertEqual(r.stop(), 0)
+
+        # h. --leader-etcd needs a member name in every --agent entry, and
+        # --leader-key.
+        bad = [("127.0.0.1:%d,127.0.0.1:%d" % (ap_port, as_port), self.leader_flags, "--agent"),
+               ("p=%s,%s" % (ap_addr, as_addr), self.leader_flags, "--agent"),
+               (self.agents, self.leader_flags[:1], "--leader-key")]
+        for agents, flags, named in bad:
+            argv = self.replica_argv(agents, os.path.join(self.dir, "bad"), wports.free_port(),
+                                     flags)
+            res = self.env.run(argv, timeout=30, check=False)
+            self.assertEqual(res.returncode, 1, (argv, res.stdout, res.stderr))
+            self.assertIn(named, res.stdout + res.stderr, argv)
+
+        self.assertEqual(ap.stop(), 0)
+        self.assertEqual(as_.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

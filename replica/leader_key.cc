@@ -1,0 +1,115 @@
+#include "replica/leader_key.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/net.h"
+#include "common/reason.h"
+#include "common/tls.h"
+#include "spdlog/spdlog.h"
+
+namespace walship::replica {
+
+std::string DescribeLeaderView(const LeaderView& view, absl::string_view key) {
+  switch (view.state) {
+    case LeaderView::State::kNamed:
+      return absl::StrCat("etcd names ", view.member, " as the leader (key ", key, ")");
+    case LeaderView::State::kAbsent:
+      return absl::StrCat("etcd has no leader (key ", key, " absent)");
+    case LeaderView::State::kUnreadable:
+      break;
+  }
+  return absl::StrCat("cannot read the leader key ", key, " from etcd: ", view.error);
+}
+
+absl::Status CheckLeader(const LeaderView& view, absl::string_view agent,
+                         absl::string_view member, absl::string_view key) {
+  if (view.state == LeaderView::State::kNamed && view.member == member) {
+    return absl::OkStatus();
+  }
+  absl::string_view until = view.state == LeaderView::State::kNamed ? ""
+                            : view.state == LeaderView::State::kAbsent
+                                ? " until etcd names one"
+                                : " until etcd answers";
+  return WithReason(absl::UnavailableError(absl::StrCat(
+                        "agent ", agent, " (member ", member,
+                        "): ", DescribeLeaderView(view, key), ": not following it", until)),
+                    Reason::kNotLeader);
+}
+
+bool LeaderMovedAway(const LeaderView& view, absl::string_view member) {
+  return view.state == LeaderView::State::kNamed && view.member != member;
+}
+
+absl::StatusOr<std::vector<std::string>> ParseEtcdEndpoints(absl::string_view text) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    const std::string entry(absl::StripAsciiWhitespace(part));
+    if (entry.find("://") != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "etcd endpoint \"", entry, "\": give HOST:PORT, without a scheme (plaintext gRPC)"));
+    }
+    if (auto hp = ParseHostPort(entry); !hp.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("etcd endpoint \"", entry, "\": ", hp.status().message()));
+    }
+    out.push_back(entry);
+  }
+  return out;
+}
+
+LeaderKey::LeaderKey(sys::SysCalls& sys, Clock& clock, std::vector<std::string> endpoints,
+                     std::string key, absl::Duration timeout)
+    : clock_(clock), key_(std::move(key)), timeout_(timeout) {
+  TlsOptions plaintext;
+  plaintext.insecure = true;
+  for (std::string& e : endpoints) {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(sys, clock, e, plaintext);
+    if (!channel.ok()) {
+      spdlog::warn("cannot ask etcd at {}: {}", e, channel.status().ToString());
+      continue;
+    }
+    stubs_.emplace_back(std::move(e), etcdserverpb::KV::NewStub(*channel));
+  }
+}
+
+LeaderView LeaderKey::Ask() {
+  std::vector<std::string> errors;
+  for (auto& [endpoint, stub] : stubs_) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(clock_.Now() + timeout_));
+    etcdserverpb::RangeRequest req;
+    req.set_key(key_);
+    etcdserverpb::RangeResponse resp;
+    const grpc::Status s = stub->Range(&ctx, req, &resp);
+    if (!s.ok()) {
+      errors.push_back(absl::StrCat(endpoint, ": ", s.error_message(), " (gRPC code ",
+                                    static_cast<int>(s.error_code()), ")"));
+      continue;
+    }
+    LeaderView v;
+    if (resp.kvs_size() == 0) {
+      v.state = LeaderView::State::kAbsent;
+    } else {
+      v.state = LeaderView::State::kNamed;
+      v.member = resp.kvs(0).value();
+    }
+    return v;
+  }
+  LeaderView v;
+  v.error = errors.empty() ? "no endpoint" : absl::StrJoin(errors, "; ");
+  return v;
+}
+
+LeaderKey::Reading LeaderKey::Read() {
+  Reading r;
+  r.view = Ask();
+  absl::MutexLock lock(&mu_);
+  r.changed = !last_.has_value() || last_->state != r.view.state ||
+              last_->member != r.view.member;
+  last_ = r.view;
+  return r;
+}
+
+}  // namespace walship::replica

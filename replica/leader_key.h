@@ -1,0 +1,114 @@
+// leader_key.h: the cluster's leader as the HA manager's etcd names it.
+//
+// With several agents, the agents themselves say which node is a primary
+// (agent_list.h). What they cannot say is which primary the cluster chose:
+// a stale old primary started again answers as a primary, and a replica
+// still before the fork point that reaches only that one's agent would take
+// its tail. An HA manager that keeps its leader in etcd knows: Patroni's
+// etcd3 DCS holds the leader's member name under NAMESPACE/SCOPE/leader
+// (/service/SCOPE/leader by default) while the leader holds its lease.
+//
+// With --leader-etcd and --leader-key, and a member name on every --agent
+// entry (NAME=HOST:PORT), the replica asks that key:
+//   * before each handshake: it starts a session only with the agent of the
+//     member the key names; an agent of another member, no key, or no
+//     answer from etcd is a refusal of its own (kUnavailable,
+//     Reason::kNotLeader; the rotation moves on, and backs off once every
+//     agent was tried). Patroni itself demotes a leader that cannot reach
+//     etcd, so while etcd is unreadable there is no leader to follow.
+//   * during a session (the leader watch, every leader_check_interval): the
+//     session ends as soon as the key names another member. A missing key
+//     or an unreadable etcd does not end it: its agent's node is still a
+//     primary whose WAL is durable there, and leaving would only hold
+//     synchronous commits back.
+//
+// The read is etcd's KV.Range of the one key (proto/etcd_kv.proto), a
+// linearizable read, over plaintext gRPC, asking each endpoint in turn until
+// one answers within the timeout. etcd with TLS or authentication is not
+// supported (such an etcd's answer is an error: the key is unreadable).
+//
+// Thread-safety: LeaderKey is safe to use from several threads (the run
+// loop and the leader watch); the functions are pure.
+#ifndef WALSHIP_REPLICA_LEADER_KEY_H_
+#define WALSHIP_REPLICA_LEADER_KEY_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/sys/syscalls.h"
+#include "proto/etcd_kv.grpc.pb.h"
+
+namespace walship::replica {
+
+// What one read of the leader key found.
+struct LeaderView {
+  enum class State { kNamed, kAbsent, kUnreadable };
+  State state = State::kUnreadable;
+  // kNamed: the key's value, the leader's member name.
+  std::string member;
+  // kUnreadable: why, for each endpoint asked.
+  std::string error;
+};
+
+// One line for logs: "etcd names db2 as the leader (key K)", "etcd has no
+// leader (key K absent)", or "cannot read the leader key K from etcd: ...".
+std::string DescribeLeaderView(const LeaderView& view, absl::string_view key);
+
+// Before a handshake with `agent`, the agent of `member`: OK when `view`
+// names `member`; otherwise kUnavailable with Reason::kNotLeader, naming the
+// agent, its member and what the view says.
+absl::Status CheckLeader(const LeaderView& view, absl::string_view agent,
+                         absl::string_view member, absl::string_view key);
+
+// During a session with the agent of `member`: true only when `view` names
+// another member (see the top of this file).
+bool LeaderMovedAway(const LeaderView& view, absl::string_view member);
+
+// The endpoints of a --leader-etcd value: HOST:PORT entries separated by
+// commas. kInvalidArgument for an empty list or an entry that is not
+// HOST:PORT.
+absl::StatusOr<std::vector<std::string>> ParseEtcdEndpoints(absl::string_view text);
+
+class LeaderKey {
+ public:
+  // `endpoints` as ParseEtcdEndpoints returns them; `timeout` bounds the
+  // wait for each endpoint's answer.
+  LeaderKey(sys::SysCalls& sys, Clock& clock, std::vector<std::string> endpoints,
+            std::string key, absl::Duration timeout);
+
+  const std::string& key() const { return key_; }
+
+  struct Reading {
+    LeaderView view;
+    // The view's state or member differs from the previous Read()'s (or
+    // this is the first): worth a log line; repeats are not, whatever
+    // their error text.
+    bool changed = false;
+  };
+  // Asks the endpoints in order until one answers.
+  Reading Read();
+
+ private:
+  LeaderView Ask();
+
+  Clock& clock_;
+  const std::string key_;
+  const absl::Duration timeout_;
+  std::vector<std::pair<std::string, std::unique_ptr<etcdserverpb::KV::Stub>>> stubs_;
+  absl::Mutex mu_;
+  std::optional<LeaderView> last_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace walship::replica
+
+#endif  // WALSHIP_REPLICA_LEADER_KEY_H_
