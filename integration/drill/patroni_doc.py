@@ -50,7 +50,8 @@ def substitute(argv, names):
     for a in argv:
         for old, new in names:
             a = a.replace(old, new)
-        if re.search(r"/etc/walship|/var/lib/|0\.0\.0\.0|\bdb[0-9]:|replica-[0-9]:", a):
+        if re.search(r"/etc/walship|/var/lib/|/service/main/|0\.0\.0\.0|\bdb[0-9][:=]|"
+                     r"\betcd[0-9]:|replica-[0-9]:", a):
             raise GuideError("no test value for %r in %s" % (a, GUIDE))
         out.append(a)
     return out
@@ -122,9 +123,14 @@ class PatroniGuide(object):
             (PGDATA, pgdata), (CONNINFO, conninfo), ("/var/lib/walship/agent", state_dir),
             ("0.0.0.0:7400", listen), ("0.0.0.0:7401", "127.0.0.1:0")])
 
-    def replica_argv(self, program, agents, dest, name, serve_listen):
+    def replica_argv(self, program, agents, etcd, scope, dest, name, serve_listen):
+        """`agents`: (member name, HOST:PORT) of each node's agent; `etcd`:
+        HOST:PORT of the cluster's etcd; `scope`: Patroni's scope."""
         argv = _tls_free(self.replica)
         return [program] + substitute(argv[1:], [
-            ("db1:7400,db2:7400,db3:7400", ",".join(agents)),
+            ("db1=db1:7400,db2=db2:7400,db3=db3:7400",
+             ",".join("%s=%s" % a for a in agents)),
+            ("etcd1:2379,etcd2:2379,etcd3:2379", etcd),
+            ("/service/main/leader", "/service/%s/leader" % scope),
             ("/var/lib/walship/main", dest), ("replica-1", name),
             ("0.0.0.0:7402", serve_listen)])

@@ -35,7 +35,7 @@ from integration.drill.drill_steps import Result
 from integration.drill.patroni_doc import PatroniGuide
 from integration.walshiptest import lsn as lsnlib
 from integration.walshiptest import ports, procs, stats, waits
-from integration.walshiptest.patroni import PatroniCluster
+from integration.walshiptest.patroni import SCOPE, PatroniCluster
 
 ACKS_TABLE = "patroni_acks"
 GATE_TIMEOUT_S = 20
@@ -151,7 +151,8 @@ class PatroniWorld(object):
             self.replica_dirs.append(dest)
         argv = self.guide.replica_argv(
             self.env.binaries["walship-replica"],
-            ["127.0.0.1:%d" % p for p in self.agent_ports], dest, "r%d" % i,
+            [(n.name, "127.0.0.1:%d" % p) for n, p in zip(self.cluster.nodes, self.agent_ports)],
+            "127.0.0.1:%d" % self.cluster.etcd_port, SCOPE, dest, "r%d" % i,
             "127.0.0.1:%d" % self.serve_ports[i])
         self.replicas.append(self.env.start("r%d" % i, argv,
                                             os.path.join(self.cluster.logs, "r%d.log" % i)))
