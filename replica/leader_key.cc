@@ -64,8 +64,16 @@ LeaderKey::LeaderKey(sys::SysCalls& sys, Clock& clock, std::vector<std::string> 
     : clock_(clock), key_(std::move(key)), timeout_(timeout) {
   TlsOptions plaintext;
   plaintext.insecure = true;
+  // The channels live as long as the replica: an etcd that comes back is
+  // asked again within a second, not after gRPC's reconnect backoff grew
+  // (up to two minutes by default).
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   for (std::string& e : endpoints) {
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(sys, clock, e, plaintext);
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        MakeChannel(sys, clock, e, plaintext, args);
     if (!channel.ok()) {
       spdlog::warn("cannot ask etcd at {}: {}", e, channel.status().ToString());
       continue;
@@ -79,6 +87,11 @@ LeaderView LeaderKey::Ask() {
   for (auto& [endpoint, stub] : stubs_) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(clock_.Now() + timeout_));
+    // Wait (up to the deadline) for a connection rather than fail at once
+    // on a channel in backoff: with the poll engine (grpc_polling.h) only a
+    // waiting call drives a reconnect, so an etcd that came back would
+    // otherwise never be reached again.
+    ctx.set_wait_for_ready(true);
     etcdserverpb::RangeRequest req;
     req.set_key(key_);
     etcdserverpb::RangeResponse resp;

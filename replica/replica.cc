@@ -154,8 +154,10 @@ LeaderKey::Reading Replica::ReadLeaderKey() {
 
 absl::Status Replica::CheckLeaderKey(const std::string& agent) {
   const LeaderKey::Reading r = ReadLeaderKey();
-  if (r.changed) {
-    const std::string what = DescribeLeaderView(r.view, leader_key_->key());
+  const std::string what = DescribeLeaderView(r.view, leader_key_->key());
+  if (!r.changed) {
+    spdlog::debug("leader key: {}", what);
+  } else {
     if (r.view.state == LeaderView::State::kNamed) {
       spdlog::info("leader key: {}", what);
     } else {

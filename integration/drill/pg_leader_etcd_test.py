@@ -21,7 +21,8 @@ f. etcd killed during the session: R keeps following AP (its node is
    0.
 g. R restarted with etcd still down: it follows nobody (not_leader,
    logged as an unreadable key) and holds nothing new while P commits.
-h. --leader-etcd with an --agent entry without a member name, or without
+h. etcd started again (its data kept): R follows AP and catches up.
+i. --leader-etcd with an --agent entry without a member name, or without
    --leader-key: exit 1 (bad set-up) naming the flag.
 
 The parts run in order in one test (each builds on the one before).
@@ -292,9 +293,17 @@ class PgLeaderEtcdTest(unittest.TestCase):
         self.assertEqual(self.durable(dest), held, "R took WAL with etcd down")
         self.assertLess(held[1], end)
         self.assertEqual(ap_handshakes(), handshakes, "AP accepted R with etcd down")
+
+        # h. etcd back (its data kept: the key names p): R follows AP again.
+        self.etcd.start()
+        end = self.insert(p, 7001, 7500)
+        self.wait_holds(dest, 1, end, "R to follow AP once etcd answers again")
+        self.assertEqual(self.readable(), 1)
+        self.assertIn("leader key: etcd names p as the leader (key %s)" % KEY,
+                      procs.read_text(r.log_path, since))
         self.assertEqual(r.stop(), 0)
 
-        # h. --leader-etcd needs a member name in every --agent entry, and
+        # i. --leader-etcd needs a member name in every --agent entry, and
         # --leader-key.
         bad = [("127.0.0.1:%d,127.0.0.1:%d" % (ap_port, as_port), self.leader_flags, "--agent"),
                ("p=%s,%s" % (ap_addr, as_addr), self.leader_flags, "--agent"),
