@@ -6,7 +6,7 @@
 #include "absl/strings/str_split.h"
 #include "common/net.h"
 #include "common/reason.h"
-#include "common/tls.h"
+#include "common/sys/file_util.h"
 #include "spdlog/spdlog.h"
 
 namespace walship::replica {
@@ -59,11 +59,45 @@ absl::StatusOr<std::vector<std::string>> ParseEtcdEndpoints(absl::string_view te
   return out;
 }
 
-LeaderKey::LeaderKey(sys::SysCalls& sys, Clock& clock, std::vector<std::string> endpoints,
-                     std::string key, absl::Duration timeout)
+absl::Status ValidateEtcdTls(const EtcdTls& tls) {
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--leader-etcd-cert and --leader-etcd-key go together (a client certificate and its "
+        "key)");
+  }
+  if (tls.ca_file.empty() && !tls.cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--leader-etcd-cert needs --leader-etcd-ca (the CA etcd's certificate chains to)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> EtcdCredentials(sys::SysCalls& sys,
+                                                                          const EtcdTls& tls) {
+  if (tls.ca_file.empty()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions opts;
+  const std::pair<const char*, const std::string*> files[] = {
+      {"leader-etcd-ca", &tls.ca_file},
+      {"leader-etcd-cert", &tls.cert_file},
+      {"leader-etcd-key", &tls.key_file}};
+  std::string* into[] = {&opts.pem_root_certs, &opts.pem_cert_chain, &opts.pem_private_key};
+  for (size_t i = 0; i < 3; ++i) {
+    if (files[i].second->empty()) continue;
+    absl::StatusOr<std::string> text = sys::ReadFileToString(sys, *files[i].second);
+    if (!text.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", files[i].first, "=",
+                                                     *files[i].second, ": ",
+                                                     text.status().message()));
+    }
+    *into[i] = *std::move(text);
+  }
+  return grpc::SslCredentials(opts);
+}
+
+LeaderKey::LeaderKey(Clock& clock, std::vector<std::string> endpoints,
+                     std::shared_ptr<grpc::ChannelCredentials> credentials, std::string key,
+                     absl::Duration timeout)
     : clock_(clock), key_(std::move(key)), timeout_(timeout) {
-  TlsOptions plaintext;
-  plaintext.insecure = true;
   // The channels live as long as the replica: an etcd that comes back is
   // asked again within a second, not after gRPC's reconnect backoff grew
   // (up to two minutes by default).
@@ -72,30 +106,35 @@ LeaderKey::LeaderKey(sys::SysCalls& sys, Clock& clock, std::vector<std::string> 
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   for (std::string& e : endpoints) {
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-        MakeChannel(sys, clock, e, plaintext, args);
-    if (!channel.ok()) {
-      spdlog::warn("cannot ask etcd at {}: {}", e, channel.status().ToString());
-      continue;
-    }
-    stubs_.emplace_back(std::move(e), etcdserverpb::KV::NewStub(*channel));
+    std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(e, credentials, args);
+    stubs_.emplace_back(std::move(e), etcdserverpb::KV::NewStub(channel));
   }
+}
+
+grpc::Status LeaderKey::Range(etcdserverpb::KV::Stub& stub, bool wait_for_ready,
+                              etcdserverpb::RangeResponse* resp) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(clock_.Now() + timeout_));
+  ctx.set_wait_for_ready(wait_for_ready);
+  etcdserverpb::RangeRequest req;
+  req.set_key(key_);
+  return stub.Range(&ctx, req, resp);
 }
 
 LeaderView LeaderKey::Ask() {
   std::vector<std::string> errors;
   for (auto& [endpoint, stub] : stubs_) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(clock_.Now() + timeout_));
+    etcdserverpb::RangeResponse resp;
     // Wait (up to the deadline) for a connection rather than fail at once
     // on a channel in backoff: with the poll engine (grpc_polling.h) only a
     // waiting call drives a reconnect, so an etcd that came back would
-    // otherwise never be reached again.
-    ctx.set_wait_for_ready(true);
-    etcdserverpb::RangeRequest req;
-    req.set_key(key_);
-    etcdserverpb::RangeResponse resp;
-    const grpc::Status s = stub->Range(&ctx, req, &resp);
+    // otherwise never be reached again. A call that waited in vain says
+    // only "deadline exceeded"; one that does not wait says why the
+    // channel cannot connect (refused, a certificate etcd or we reject).
+    grpc::Status s = Range(*stub, /*wait_for_ready=*/true, &resp);
+    if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      s = Range(*stub, /*wait_for_ready=*/false, &resp);
+    }
     if (!s.ok()) {
       errors.push_back(absl::StrCat(endpoint, ": ", s.error_message(), " (gRPC code ",
                                     static_cast<int>(s.error_code()), ")"));

@@ -23,9 +23,11 @@
 //     synchronous commits back.
 //
 // The read is etcd's KV.Range of the one key (proto/etcd_kv.proto), a
-// linearizable read, over plaintext gRPC, asking each endpoint in turn until
-// one answers within the timeout. etcd with TLS or authentication is not
-// supported (such an etcd's answer is an error: the key is unreadable).
+// linearizable read over gRPC, plaintext or TLS (EtcdTls: the CA that signs
+// etcd's certificate, and a client certificate where etcd asks for one),
+// asking each endpoint in turn until one answers within the timeout. etcd's
+// user authentication is not supported (such an etcd's answer is an error:
+// the key is unreadable).
 //
 // Thread-safety: LeaderKey is safe to use from several threads (the run
 // loop and the leader watch); the functions are pure.
@@ -37,6 +39,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <grpcpp/grpcpp.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -74,6 +78,27 @@ absl::Status CheckLeader(const LeaderView& view, absl::string_view agent,
 // another member (see the top of this file).
 bool LeaderMovedAway(const LeaderView& view, absl::string_view member);
 
+// --leader-etcd-ca, --leader-etcd-cert, --leader-etcd-key.
+struct EtcdTls {
+  // PEM bundle of the CAs etcd's certificate must chain to; empty:
+  // plaintext.
+  std::string ca_file;
+  // This replica's client certificate and key, for an etcd that asks for
+  // one (--client-cert-auth); both or neither.
+  std::string cert_file;
+  std::string key_file;
+};
+
+// kInvalidArgument, naming the flags, when a certificate comes without its
+// key (or the other way round), or either without the CA.
+absl::Status ValidateEtcdTls(const EtcdTls& tls);
+
+// The channel credentials `tls` asks for, its files read now (plaintext when
+// tls.ca_file is empty); kInvalidArgument naming the flag of a file that
+// cannot be read.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> EtcdCredentials(sys::SysCalls& sys,
+                                                                          const EtcdTls& tls);
+
 // The endpoints of a --leader-etcd value: HOST:PORT entries separated by
 // commas. kInvalidArgument for an empty list or an entry that is not
 // HOST:PORT.
@@ -81,10 +106,12 @@ absl::StatusOr<std::vector<std::string>> ParseEtcdEndpoints(absl::string_view te
 
 class LeaderKey {
  public:
-  // `endpoints` as ParseEtcdEndpoints returns them; `timeout` bounds the
-  // wait for each endpoint's answer.
-  LeaderKey(sys::SysCalls& sys, Clock& clock, std::vector<std::string> endpoints,
-            std::string key, absl::Duration timeout);
+  // `endpoints` as ParseEtcdEndpoints returns them, reached with
+  // `credentials` (EtcdCredentials); `timeout` bounds the wait for each
+  // endpoint's answer.
+  LeaderKey(Clock& clock, std::vector<std::string> endpoints,
+            std::shared_ptr<grpc::ChannelCredentials> credentials, std::string key,
+            absl::Duration timeout);
 
   const std::string& key() const { return key_; }
 
@@ -100,6 +127,9 @@ class LeaderKey {
 
  private:
   LeaderView Ask();
+  // One KV.Range of key_ within timeout_.
+  grpc::Status Range(etcdserverpb::KV::Stub& stub, bool wait_for_ready,
+                     etcdserverpb::RangeResponse* resp);
 
   Clock& clock_;
   const std::string key_;

@@ -128,10 +128,18 @@ Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* me
     metrics_.Gauge("walship_replica_leader_key_readable",
                    "With --leader-etcd: 1 when the last read of the leader key got etcd's "
                    "answer (the key or its absence), 0 when no endpoint answered.");
+    // Validate() and the daemon's start checked both.
     absl::StatusOr<std::vector<std::string>> endpoints = ParseEtcdEndpoints(options_.leader_etcd);
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        EtcdCredentials(sys_, options_.leader_etcd_tls);
+    if (!credentials.ok()) {
+      spdlog::error("the leader key cannot be read: {}", credentials.status().ToString());
+    }
     leader_key_ = std::make_unique<LeaderKey>(
-        sys_, clock_, endpoints.ok() ? *std::move(endpoints) : std::vector<std::string>{},
-        options_.leader_key, options_.leader_check_interval);
+        clock_,
+        endpoints.ok() && credentials.ok() ? *std::move(endpoints) : std::vector<std::string>{},
+        credentials.ok() ? *credentials : grpc::InsecureChannelCredentials(), options_.leader_key,
+        options_.leader_check_interval);
   }
 }
 

@@ -72,9 +72,13 @@ absl::Status ReplicaOptions::Validate() const {
 
 absl::Status ReplicaOptions::ValidateLeaderKey() const {
   if (leader_etcd.empty()) {
-    if (leader_key.empty()) return absl::OkStatus();
-    return absl::InvalidArgumentError("--leader-key needs --leader-etcd");
+    if (leader_key.empty() && leader_etcd_tls.ca_file.empty() &&
+        leader_etcd_tls.cert_file.empty() && leader_etcd_tls.key_file.empty()) {
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError("--leader-key and --leader-etcd-* need --leader-etcd");
   }
+  if (absl::Status s = ValidateEtcdTls(leader_etcd_tls); !s.ok()) return s;
   if (auto e = ParseEtcdEndpoints(leader_etcd); !e.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--leader-etcd: ", e.status().message()));
   }

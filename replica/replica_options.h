@@ -11,6 +11,7 @@
 #include "common/tls.h"
 #include "common/transport.h"
 #include "common/wire/frame.h"
+#include "replica/leader_key.h"
 
 namespace walship::replica {
 
@@ -63,6 +64,7 @@ struct ReplicaOptions {
   // Every --agent entry must then carry its member name (NAME=HOST:PORT).
   std::string leader_etcd;
   std::string leader_key;
+  EtcdTls leader_etcd_tls;
   // HOST:PORT of the Prometheus /metrics endpoint; empty disables it.
   std::string metrics_listen;
   // Mutual TLS to the agent's control port, or plaintext when tls.insecure

@@ -31,6 +31,7 @@ import base64
 import json
 import os
 import re
+import ssl
 import sys
 import unittest
 import urllib.request
@@ -41,6 +42,7 @@ from integration.walshiptest import lsn as wlsn
 from integration.walshiptest import pg as wpg
 from integration.walshiptest import ports as wports
 
+from integration import harness
 from integration import statefile
 
 SEG = 1 << 20
@@ -317,6 +319,86 @@ class PgLeaderEtcdTest(unittest.TestCase):
 
         self.assertEqual(ap.stop(), 0)
         self.assertEqual(as_.stop(), 0)
+
+    # -- etcd over TLS ------------------------------------------------------
+    def test_leader_key_over_tls(self):
+        """etcd serving TLS and asking for client certificates: the replica
+        reads the key with --leader-etcd-ca/-cert/-key; with another CA, or
+        without a client certificate, the key is unreadable (logged, gauge
+        0) and no agent is followed; half-given TLS flags are a bad set-up."""
+        # etcd's own gateway dials etcd with etcd's certificate, so that one
+        # serves both ends (a serving replica's shape).
+        certs = harness.Certs(self.env.mkdir("le", "certs"), "--serving-replica=etcd", "r1")
+        other = harness.Certs(self.env.mkdir("le", "other-ca"), "r1")
+        for c in (certs, other):  # the replica runs as the test's user
+            for name in [c.dir] + [os.path.join(c.dir, n) for n in os.listdir(c.dir)]:
+                self.env.chown(name)
+        port, peer = wports.free_port(), wports.free_port()
+        client = "https://127.0.0.1:%d" % port
+        etcd_log = self.show(os.path.join(self.logs, "etcd-tls.log"))
+        etcd = procs.Proc(self.env, "etcd-tls", [
+            wetcd.ETCD, "--name", "m0", "--data-dir", self.env.mkdir("le", "etcd-tls"),
+            "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--listen-peer-urls", "http://127.0.0.1:%d" % peer,
+            "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % peer,
+            "--initial-cluster", "m0=http://127.0.0.1:%d" % peer,
+            "--cert-file", os.path.join(certs.dir, "etcd.pem"),
+            "--key-file", os.path.join(certs.dir, "etcd.key"),
+            "--trusted-ca-file", certs.ca, "--client-cert-auth",
+            "--logger", "zap", "--log-outputs", "stderr"], etcd_log)
+        self.addCleanup(etcd.stop)
+        ctx = ssl.create_default_context(cafile=certs.ca)
+        ctx.load_cert_chain(os.path.join(certs.dir, "r1.pem"), os.path.join(certs.dir, "r1.key"))
+
+        def put():
+            body = json.dumps({"key": base64.b64encode(KEY.encode()).decode(),
+                               "value": base64.b64encode(b"p").decode()}).encode()
+            try:
+                with urllib.request.urlopen(urllib.request.Request(
+                        client + "/v3/kv/put", data=body, method="POST"),
+                        timeout=5, context=ctx) as r:
+                    return "header" in json.loads(r.read().decode())
+            except OSError:
+                self.assertTrue(etcd.alive(), procs.read_text(etcd_log)[-3000:])
+                return False
+        waits.wait_until(put, 30, "the TLS etcd to take the leader key", interval=0.2)
+
+        # No agent listens at these ports: each session fails after the
+        # key was read, which is all this test looks at.
+        agents = "p=127.0.0.1:%d,s=127.0.0.1:%d" % (wports.free_port(), wports.free_port())
+        tls = ["--leader-etcd-ca=%s" % certs.ca,
+               "--leader-etcd-cert=%s" % os.path.join(certs.dir, "r1.pem"),
+               "--leader-etcd-key=%s" % os.path.join(certs.dir, "r1.key")]
+        cases = [("the right CA and a client certificate", tls, True, ""),
+                 ("another CA", ["--leader-etcd-ca=%s" % other.ca] + tls[1:], False,
+                  "certificate verify failed"),
+                 ("no client certificate", tls[:1], False, "")]
+        for what, flags, readable, cause in cases:
+            self.replica_metrics_port = wports.free_port()
+            log = os.path.join(self.logs, "r1.log")
+            since = len(procs.read_text(log)) if os.path.exists(log) else 0
+            r = procs.Proc(self.env, "r1", self.replica_argv(
+                agents, os.path.join(self.dir, "tls-dest"), self.replica_metrics_port,
+                ["--leader-etcd=127.0.0.1:%d" % port, "--leader-key=%s" % KEY] + flags),
+                self.show(log))
+            want = ("leader key: etcd names p as the leader (key %s)" % KEY if readable
+                    else "leader key: cannot read the leader key %s from etcd" % KEY)
+            self.wait_log(r, want, since, "R (%s) to log %r" % (what, want))
+            waits.wait_until(lambda: self.readable() == (1 if readable else 0), 30,
+                             "walship_replica_leader_key_readable of R (%s)" % what)
+            self.assertIn("(TLS)", procs.read_text(log, since))
+            self.assertIn(cause, procs.read_text(log, since))
+            self.assertEqual(r.stop(), 0)
+
+        for flags, named in [(tls[1:], "--leader-etcd-ca"), (tls[:2], "--leader-etcd-key"),
+                             (["--leader-etcd-ca=%s" % os.path.join(self.dir, "none.pem")],
+                              "--leader-etcd-ca")]:
+            argv = self.replica_argv(agents, os.path.join(self.dir, "bad"), wports.free_port(),
+                                     ["--leader-etcd=127.0.0.1:%d" % port,
+                                      "--leader-key=%s" % KEY] + flags)
+            res = self.env.run(argv, timeout=30, check=False)
+            self.assertEqual(res.returncode, 1, (argv, res.stdout, res.stderr))
+            self.assertIn(named, res.stdout + res.stderr, argv)
 
 
 if __name__ == "__main__":

@@ -108,7 +108,22 @@ TEST(LeaderFlagsTest, EveryAgentNamedAndAKey) {
 
   ReplicaOptions no_etcd = o;
   no_etcd.leader_etcd.clear();
-  EXPECT_NE(no_etcd.Validate().message().find("--leader-key needs --leader-etcd"),
+  EXPECT_NE(no_etcd.Validate().message().find("need --leader-etcd"), absl::string_view::npos);
+  ReplicaOptions tls_only = Options("db1=h1:7400");
+  tls_only.leader_etcd_tls.ca_file = "/etc/walship/etcd-ca.pem";
+  EXPECT_NE(tls_only.Validate().message().find("need --leader-etcd"), absl::string_view::npos);
+
+  ReplicaOptions half_client = o;
+  half_client.leader_etcd_tls.ca_file = "/etc/walship/etcd-ca.pem";
+  half_client.leader_etcd_tls.cert_file = "/etc/walship/r1.pem";
+  EXPECT_NE(half_client.Validate().message().find("--leader-etcd-cert and --leader-etcd-key go "
+                                                  "together"),
+            absl::string_view::npos);
+  ReplicaOptions client_without_ca = half_client;
+  client_without_ca.leader_etcd_tls.ca_file.clear();
+  client_without_ca.leader_etcd_tls.key_file = "/etc/walship/r1.key";
+  EXPECT_NE(client_without_ca.Validate().message().find("--leader-etcd-cert needs "
+                                                        "--leader-etcd-ca"),
             absl::string_view::npos);
 
   ReplicaOptions bad_endpoint = o;
