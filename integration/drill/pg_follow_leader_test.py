@@ -39,9 +39,7 @@ The four parts run in order in one test (each builds on the one before).
 import os
 import re
 import signal
-import sys
 import unittest
-import urllib.request
 
 from integration.walshiptest import daemons, procs, waits
 from integration.walshiptest import lsn as wlsn
@@ -49,67 +47,13 @@ from integration.walshiptest import pg as wpg
 from integration.walshiptest import ports as wports
 
 from integration import statefile
+from integration.drill.pg_nodes_case import SEG, PgNodesCase
 
-SEG = 1 << 20
 
-
-class PgFollowLeaderTest(unittest.TestCase):
-    def setUp(self):
-        self.env = wpg.PgEnv(base_dir="/tmp")
-        self.addCleanup(self.env.close)
-        self.dir = self.env.mkdir("fl")
-        self.sock = self.env.mkdir("fl", "sock")
-        self.logs = self.env.mkdir("fl", "logs")
-        self.logs_to_show = []
-
-    def tearDown(self):
-        for path in self.logs_to_show:
-            sys.stderr.write("---- %s\n%s\n" % (path, procs.read_text(path)[-5000:]))
+class PgFollowLeaderTest(PgNodesCase):
+    AREA = "fl"
 
     # -- helpers ----------------------------------------------------------
-    def show(self, path):
-        if path not in self.logs_to_show:
-            self.logs_to_show.append(path)
-        return path
-
-    def primary(self):
-        pg = wpg.PgCluster(self.env, "primary", os.path.join(self.dir, "primary"), self.sock,
-                          wports.free_port(), self.logs)
-        pg.initdb(1)
-        pg.configure(dict(wpg.TEST_PRIMARY_SETTINGS, port=pg.port,
-                          unix_socket_directories=self.sock, wal_keep_size="64MB"))
-        pg.start()
-        self.show(pg.log_path)
-        return pg
-
-    def basebackup(self, source, name, streaming=True):
-        """A copy of `source` (pg_basebackup, WAL streamed); with
-        `streaming` a standby streaming from it (-R); returns its PgCluster
-        (not started)."""
-        c = wpg.PgCluster(self.env, name, os.path.join(self.dir, name), self.sock,
-                         wports.free_port(), self.logs)
-        self.env.run([self.env.pg("pg_basebackup"), "-h", self.sock, "-p", str(source.port),
-                      "-U", wpg.SUPERUSER, "-D", c.datadir, "-X", "stream", "-c", "fast",
-                      "--no-sync"] + (["-R"] if streaming else []), timeout=120)
-        c.configure({"port": c.port})
-        self.show(c.log_path)
-        return c
-
-    def start_agent(self, pg, name, control_port):
-        """An agent beside `pg` at 127.0.0.1:control_port, with a slot and
-        --pg-data; returns (proc, metrics URL)."""
-        log_path = self.show(os.path.join(self.logs, "%s.log" % name))
-        agent = daemons.Agent(
-            pg.pg_wal, self.logs, label=name, listen="127.0.0.1:%d" % control_port,
-            extra_args=["--format=postgres", "--pg-conninfo=%s" % pg.conninfo(),
-                        "--pg-data=%s" % pg.datadir, "--pg-slot=walship",
-                        "--state-dir=%s" % self.env.mkdir("fl", name + "-state"),
-                        "--metrics-listen=127.0.0.1:0"],
-            program=self.env.binaries["walship-agent"],
-            port_file=os.path.join(self.dir, "%s.ports" % name), launcher=self.env)
-        agent.start(timeout=60)
-        return agent.proc, "http://%s/metrics" % agent.metrics
-
     def start_replica(self, agents, dest, name="r1"):
         log_path = self.show(os.path.join(self.logs, "%s.log" % name))
         port = wports.free_port()
@@ -121,48 +65,9 @@ class PgFollowLeaderTest(unittest.TestCase):
             "--dest=%s" % dest, "--name=%s" % name, "--insecure", "--log-level=info",
             "--metrics-listen=127.0.0.1:%d" % port], log_path)
 
-    def metric(self, url, name, labels=""):
-        """A series' value as rendered at `url` (None when absent or the
-        daemon does not answer); `labels` as rendered, e.g. '{reason="x"}'."""
-        try:
-            with urllib.request.urlopen(url, timeout=5) as r:
-                text = r.read().decode()
-        except OSError:
-            return None
-        for line in text.splitlines():
-            if line.startswith(name + labels + " "):
-                return float(line.split()[1])
-        return None
-
-    def replica_metric(self, name, labels=""):
-        return self.metric("http://127.0.0.1:%d/metrics" % self.replica_metrics_port, name,
-                           labels)
-
     def status(self, control_port):
         """walship-status --json of the agent, parsed; None when it did not answer."""
         return daemons.try_agent_status("127.0.0.1:%d" % control_port, timeout=10)
-
-    def durable(self, dest):
-        """(timeline, LSN) the replica holds durably; None before any segment."""
-        try:
-            st = statefile.read_durable(dest)
-        except (OSError, ValueError):
-            return None
-        seg = wlsn.parse_segment(st["segment"], SEG) if st else None
-        if seg is None:
-            return None
-        return seg[0], wlsn.position_lsn(st, SEG)
-
-    def wait_holds(self, dest, tli, lsn, what, timeout=60):
-        def holds():
-            d = self.durable(dest)
-            return d is not None and d[0] == tli and d[1] >= lsn
-        waits.wait_until(holds, timeout, what, interval=0.05)
-
-    def insert(self, pg, first, last):
-        pg.psql("INSERT INTO t SELECT g, repeat('x', 300) FROM generate_series(%d, %d) g"
-                % (first, last))
-        return pg.lsn()
 
     def rows(self, pg):
         return pg.psql("SELECT count(*), coalesce(max(x), 0) FROM t")

@@ -32,78 +32,28 @@ import json
 import os
 import re
 import ssl
-import sys
 import unittest
 import urllib.request
 
-from integration.walshiptest import daemons, procs, waits
+from integration.walshiptest import procs, waits
 from integration.walshiptest import etcd as wetcd
-from integration.walshiptest import lsn as wlsn
-from integration.walshiptest import pg as wpg
 from integration.walshiptest import ports as wports
 
 from integration import harness
-from integration import statefile
+from integration.drill.pg_nodes_case import PgNodesCase
 
-SEG = 1 << 20
 KEY = "/service/walship-test/leader"
 
 
-class PgLeaderEtcdTest(unittest.TestCase):
-    def setUp(self):
-        self.env = wpg.PgEnv(base_dir="/tmp")
-        self.addCleanup(self.env.close)
-        self.dir = self.env.mkdir("le")
-        self.sock = self.env.mkdir("le", "sock")
-        self.logs = self.env.mkdir("le", "logs")
-        self.logs_to_show = []
-
-    def tearDown(self):
-        for path in self.logs_to_show:
-            sys.stderr.write("---- %s\n%s\n" % (path, procs.read_text(path)[-5000:]))
+class PgLeaderEtcdTest(PgNodesCase):
+    AREA = "le"
 
     # -- helpers ----------------------------------------------------------
-    def show(self, path):
-        if path not in self.logs_to_show:
-            self.logs_to_show.append(path)
-        return path
-
-    def primary(self):
-        pg = wpg.PgCluster(self.env, "primary", os.path.join(self.dir, "primary"), self.sock,
-                          wports.free_port(), self.logs)
-        pg.initdb(1)
-        pg.configure(dict(wpg.TEST_PRIMARY_SETTINGS, port=pg.port,
-                          unix_socket_directories=self.sock, wal_keep_size="64MB"))
-        pg.start()
-        self.show(pg.log_path)
-        return pg
-
     def standby(self, source):
         """A standby streaming from `source` (pg_basebackup -R), started."""
-        c = wpg.PgCluster(self.env, "standby", os.path.join(self.dir, "standby"), self.sock,
-                         wports.free_port(), self.logs)
-        self.env.run([self.env.pg("pg_basebackup"), "-h", self.sock, "-p", str(source.port),
-                      "-U", wpg.SUPERUSER, "-D", c.datadir, "-X", "stream", "-c", "fast",
-                      "--no-sync", "-R"], timeout=120)
-        c.configure({"port": c.port})
-        self.show(c.log_path)
+        c = self.basebackup(source, "standby")
         c.start(wait_for=("ready", "standby"))
         return c
-
-    def start_agent(self, pg, name, control_port):
-        """An agent beside `pg` at 127.0.0.1:control_port; returns (proc,
-        metrics URL)."""
-        self.show(os.path.join(self.logs, "%s.log" % name))
-        agent = daemons.Agent(
-            pg.pg_wal, self.logs, label=name, listen="127.0.0.1:%d" % control_port,
-            extra_args=["--format=postgres", "--pg-conninfo=%s" % pg.conninfo(),
-                        "--pg-data=%s" % pg.datadir, "--pg-slot=walship",
-                        "--state-dir=%s" % self.env.mkdir("le", name + "-state"),
-                        "--metrics-listen=127.0.0.1:0"],
-            program=self.env.binaries["walship-agent"],
-            port_file=os.path.join(self.dir, "%s.ports" % name), launcher=self.env)
-        agent.start(timeout=60)
-        return agent.proc, "http://%s/metrics" % agent.metrics
 
     def replica_argv(self, agents, dest, metrics_port, leader_flags):
         return [self.env.binaries["walship-replica"], "--agent=%s" % agents,
@@ -131,23 +81,6 @@ class PgLeaderEtcdTest(unittest.TestCase):
         with urllib.request.urlopen(req, timeout=10) as r:
             self.assertIn("header", json.loads(r.read().decode()))
 
-    def metric(self, url, name, labels=""):
-        """A series' value as rendered at `url` (None when absent or the
-        daemon does not answer); `labels` as rendered, e.g. '{reason="x"}'."""
-        try:
-            with urllib.request.urlopen(url, timeout=5) as r:
-                text = r.read().decode()
-        except OSError:
-            return None
-        for line in text.splitlines():
-            if line.startswith(name + labels + " "):
-                return float(line.split()[1])
-        return None
-
-    def replica_metric(self, name, labels=""):
-        return self.metric("http://127.0.0.1:%d/metrics" % self.replica_metrics_port, name,
-                           labels)
-
     def refusals(self, agent, reason="not_leader"):
         """R's refusals of `agent` (HOST:PORT) for `reason`; 0 when none."""
         return self.replica_metric("walship_replica_agent_refusals_total",
@@ -155,28 +88,6 @@ class PgLeaderEtcdTest(unittest.TestCase):
 
     def readable(self):
         return self.replica_metric("walship_replica_leader_key_readable")
-
-    def durable(self, dest):
-        """(timeline, LSN) the replica holds durably; None before any segment."""
-        try:
-            st = statefile.read_durable(dest)
-        except (OSError, ValueError):
-            return None
-        seg = wlsn.parse_segment(st["segment"], SEG) if st else None
-        if seg is None:
-            return None
-        return seg[0], wlsn.position_lsn(st, SEG)
-
-    def wait_holds(self, dest, tli, lsn, what, timeout=60):
-        def holds():
-            d = self.durable(dest)
-            return d is not None and d[0] == tli and d[1] >= lsn
-        waits.wait_until(holds, timeout, what, interval=0.05)
-
-    def insert(self, pg, first, last):
-        pg.psql("INSERT INTO t SELECT g, repeat('x', 300) FROM generate_series(%d, %d) g"
-                % (first, last))
-        return pg.lsn()
 
     def wait_log(self, r, text, since, what, timeout=30):
         waits.wait_until(lambda: text in procs.read_text(r.log_path, since), timeout,
