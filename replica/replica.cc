@@ -125,6 +125,8 @@ Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* me
       "walship_replica_agent_active", "1 for the agent of the live session, 0 for the others.");
   for (const std::string& a : rotation_.agents()) active.Set({{"agent", a}}, 0);
   if (!options_.leader_etcd.empty()) {
+    absl::StatusOr<std::vector<AgentEntry>> entries = ParseAgentEntries(options_.agent);
+    if (entries.ok()) agent_entries_ = *std::move(entries);  // Validate() parsed it
     metrics_.Gauge("walship_replica_leader_key_readable",
                    "With --leader-etcd: 1 when the last read of the leader key got etcd's "
                    "answer (the key or its absence), 0 when no endpoint answered.");
@@ -144,13 +146,15 @@ Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* me
 }
 
 std::string Replica::MemberOf(const std::string& agent) const {
-  absl::StatusOr<std::vector<AgentEntry>> entries = ParseAgentEntries(options_.agent);
-  if (entries.ok()) {
-    for (const AgentEntry& e : *entries) {
-      if (e.address == agent) return e.member;
-    }
+  for (const AgentEntry& e : agent_entries_) {
+    if (e.address == agent) return e.member;
   }
   return "";
+}
+
+bool Replica::HasMember(const std::string& member) const {
+  return std::any_of(agent_entries_.begin(), agent_entries_.end(),
+                     [&](const AgentEntry& e) { return e.member == member; });
 }
 
 LeaderKey::Reading Replica::ReadLeaderKey() {
@@ -166,7 +170,11 @@ absl::Status Replica::CheckLeaderKey(const std::string& agent) {
   if (!r.changed) {
     spdlog::debug("leader key: {}", what);
   } else {
-    if (r.view.state == LeaderView::State::kNamed) {
+    if (r.view.state == LeaderView::State::kNamed && !HasMember(r.view.member)) {
+      spdlog::warn("leader key: {}, a member no --agent entry names: following no agent; "
+                   "add it as {}=HOST:PORT",
+                   what, r.view.member);
+    } else if (r.view.state == LeaderView::State::kNamed) {
       spdlog::info("leader key: {}", what);
     } else {
       spdlog::warn("leader key: {}; following no agent until it names one", what);

@@ -107,6 +107,8 @@ class Replica {
   LeaderKey::Reading ReadLeaderKey();
   // The member name --agent gives `agent`; empty when none.
   std::string MemberOf(const std::string& agent) const;
+  // True when an --agent entry carries `member`.
+  bool HasMember(const std::string& member) const;
 
   Clock& clock_;
 
@@ -117,8 +119,10 @@ class Replica {
   AgentRotation rotation_;
   ReplicaOptions session_options_;
   std::string last_established_;
-  // With --leader-etcd: the HA manager's leader key; null otherwise.
+  // With --leader-etcd: the HA manager's leader key, and the --agent entries
+  // with their member names; null and empty otherwise.
   std::unique_ptr<LeaderKey> leader_key_;
+  std::vector<AgentEntry> agent_entries_;
   MetricsRegistry own_metrics_;  // used when the caller passes none
   MetricsRegistry& metrics_;
   std::atomic<bool> stopping_{false};

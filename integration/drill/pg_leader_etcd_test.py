@@ -161,6 +161,14 @@ class PgLeaderEtcdTest(PgNodesCase):
         self.assertLess(held[1], end)
         self.assertEqual(ap_handshakes(), handshakes, "AP accepted R while etcd names s")
 
+        # A member no --agent entry names: still nothing taken, and the log
+        # says what to add.
+        since = len(procs.read_text(r.log_path))
+        self.set_leader("q")
+        self.wait_log(r, "etcd names q as the leader (key %s), a member no --agent entry names"
+                      % KEY, since, "R to warn of a leader it has no agent for")
+        self.assertEqual(self.durable(dest), held, "R took WAL while etcd names q")
+
         # d. The key deleted: no leader, still nothing taken.
         since = len(procs.read_text(r.log_path))
         self.set_leader(None)
