@@ -6,6 +6,7 @@
 #include "absl/strings/str_split.h"
 #include "common/net.h"
 #include "common/reason.h"
+#include "common/status_macros.h"
 #include "common/sys/file_util.h"
 #include "spdlog/spdlog.h"
 
@@ -48,7 +49,8 @@ absl::StatusOr<std::vector<std::string>> ParseEtcdEndpoints(absl::string_view te
     const std::string entry(absl::StripAsciiWhitespace(part));
     if (entry.find("://") != std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "etcd endpoint \"", entry, "\": give HOST:PORT, without a scheme (plaintext gRPC)"));
+          "etcd endpoint \"", entry,
+          "\": give HOST:PORT, without a scheme (TLS: --leader-etcd-ca)"));
     }
     if (auto hp = ParseHostPort(entry); !hp.ok()) {
       return absl::InvalidArgumentError(
@@ -76,21 +78,20 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> EtcdCredentials(sys::S
                                                                           const EtcdTls& tls) {
   if (tls.ca_file.empty()) return grpc::InsecureChannelCredentials();
   grpc::SslCredentialsOptions opts;
-  const std::pair<const char*, const std::string*> files[] = {
-      {"leader-etcd-ca", &tls.ca_file},
-      {"leader-etcd-cert", &tls.cert_file},
-      {"leader-etcd-key", &tls.key_file}};
-  std::string* into[] = {&opts.pem_root_certs, &opts.pem_cert_chain, &opts.pem_private_key};
-  for (size_t i = 0; i < 3; ++i) {
-    if (files[i].second->empty()) continue;
-    absl::StatusOr<std::string> text = sys::ReadFileToString(sys, *files[i].second);
+  auto load = [&sys](absl::string_view flag, const std::string& path,
+                     std::string* into) -> absl::Status {
+    if (path.empty()) return absl::OkStatus();
+    absl::StatusOr<std::string> text = sys::ReadFileToString(sys, path);
     if (!text.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--", files[i].first, "=",
-                                                     *files[i].second, ": ",
-                                                     text.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, "=", path, ": ", text.status().message()));
     }
-    *into[i] = *std::move(text);
-  }
+    *into = *std::move(text);
+    return absl::OkStatus();
+  };
+  WALSHIP_RETURN_IF_ERROR(load("leader-etcd-ca", tls.ca_file, &opts.pem_root_certs));
+  WALSHIP_RETURN_IF_ERROR(load("leader-etcd-cert", tls.cert_file, &opts.pem_cert_chain));
+  WALSHIP_RETURN_IF_ERROR(load("leader-etcd-key", tls.key_file, &opts.pem_private_key));
   return grpc::SslCredentials(opts);
 }
 
