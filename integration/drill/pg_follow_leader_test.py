@@ -26,6 +26,10 @@ restarted comes back at the same address), and one walship-replica R with
    without a byte of P's tail;
    with AS down, R tries AP2 round after round and never takes a byte of
    it (no file of R changes), and R goes on with AS once it is back.
+   With AS down, a copy of R2 as it was (before the fork point) reaches
+   only AP2: given etcd's leader key naming S (--leader-etcd) it refuses
+   AP2 (not_leader) and takes nothing; another copy without the key takes
+   P's tail, the case the agents alone cannot tell.
 4. restore_serves_the_whole_history: a cluster from a base backup of P,
    with `walship-replica restore` from R as its restore_command and
    recovery_target_timeline 'latest', replays to the last row committed
@@ -38,10 +42,12 @@ The four parts run in order in one test (each builds on the one before).
 """
 import os
 import re
+import shutil
 import signal
 import unittest
 
 from integration.walshiptest import daemons, procs, waits
+from integration.walshiptest import etcd as wetcd
 from integration.walshiptest import lsn as wlsn
 from integration.walshiptest import pg as wpg
 from integration.walshiptest import ports as wports
@@ -210,6 +216,9 @@ class PgFollowLeaderTest(PgNodesCase):
         # agent first: it passes over AP2 (a primary, but AS serves a newer
         # timeline) and continues on timeline 2 from AS, without P's tail.
         tl1_before = {n: v for n, v in statefile.replica_files(dest2).items() if n.startswith("00000001")}
+        # Two copies of R2 as it is, for the case the agents alone cannot
+        # tell (part3_only_the_stale_primary).
+        copies = [self.copy_dest(dest2, "r3"), self.copy_dest(dest2, "r4")]
         r2 = self.start_replica([ap_port, as_port], dest2, name="r2")
         self.wait_holds(dest2, 2, self.r2_end, "R2 to follow AS onto timeline 2")
         self.assertEqual({n: v for n, v in statefile.replica_files(dest2).items() if n.startswith("00000001")},
@@ -255,7 +264,57 @@ class PgFollowLeaderTest(PgNodesCase):
         self.assertLessEqual(len(re.findall(r"agent %s \(1 of 2\): " % re.escape(ap_addr),
                                             procs.read_text(r.log_path, since))), 2)
         self.r = r
+        self.part3_only_the_stale_primary(ap_port, as_port, fork, ap2_metrics, *copies)
         return ap2
+
+    def part3_only_the_stale_primary(self, ap_port, as_port, fork, ap2_metrics, dest3, dest4):
+        """With AS down, a replica before the fork point reaches only AP2:
+        given the HA manager's leader key (naming S), it takes nothing from
+        AP2; without it, nothing tells it AP2 is stale and it takes P's tail
+        (what postgresql.md says the agents alone cannot tell)."""
+        etcd = wetcd.Etcd(self.logs, self.env.mkdir(self.AREA, "etcd"), "etcd",
+                          on_close=self.addCleanup).start()
+        key = "/service/fl/leader"
+        etcd.put(key.encode(), b"s")
+        ap_addr, as_addr = "127.0.0.1:%d" % ap_port, "127.0.0.1:%d" % as_port
+        tl1 = {n: v for n, v in statefile.replica_files(dest3).items() if n.startswith("00000001")}
+        r3 = self.start_replica_argv("r3", dest3, [
+            "--agent=p=%s,s=%s" % (ap_addr, as_addr),
+            "--leader-etcd=127.0.0.1:%d" % etcd.client_port, "--leader-key=%s" % key])
+        waits.wait_until(lambda: (self.replica_metric(
+            "walship_replica_agent_refusals_total",
+            '{agent="%s",reason="not_leader"}' % ap_addr) or 0) >= 3, 60,
+            "R3 to refuse AP2 (not_leader) three times")
+        self.assertTrue(r3.alive(), procs.read_text(r3.log_path))
+        self.assertEqual({n: v for n, v in statefile.replica_files(dest3).items()
+                          if n.startswith("00000001")}, tl1, "R3 took the stale primary's tail")
+        self.assertIsNone(self.metric(ap2_metrics, "walship_agent_handshakes_total",
+                                      '{replica="r3"}'), "AP2 accepted R3")
+        self.assertEqual(r3.stop(), 0)
+        # The same replica without the key.
+        r4 = self.start_replica_argv("r4", dest4, ["--agent=%s,%s" % (ap_addr, as_addr)])
+        self.wait_holds(dest4, 1, fork + 1, "R4, without the key, to take the stale tail")
+        self.assertEqual(r4.stop(), 0)
+        etcd.stop()
+
+    def copy_dest(self, dest, name):
+        """A copy of replica directory `dest` as `name`, owned by the test's user."""
+        copy = os.path.join(self.dir, name)
+        shutil.copytree(dest, copy, symlinks=True)
+        for root, dirs, files in os.walk(copy):
+            for n in [root] + [os.path.join(root, f) for f in dirs + files]:
+                self.env.chown(n)
+        return copy
+
+    def start_replica_argv(self, name, dest, agent_flags):
+        """A replica `name` into `dest` with these --agent (and leader) flags;
+        its metrics become replica_metric()'s."""
+        self.replica_metrics_port = wports.free_port()
+        return procs.Proc(self.env, name, [
+            self.env.binaries["walship-replica"], "--dest=%s" % dest, "--name=%s" % name,
+            "--insecure", "--log-level=info",
+            "--metrics-listen=127.0.0.1:%d" % self.replica_metrics_port] + agent_flags,
+            self.show(os.path.join(self.logs, "%s.log" % name)))
 
     def part4_restore(self, check, s, dest, as_port):
         """AS back; R holds the newest rows; a cluster recovers from R alone."""
