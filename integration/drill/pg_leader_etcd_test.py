@@ -68,18 +68,11 @@ class PgLeaderEtcdTest(PgNodesCase):
             self.show(os.path.join(self.logs, "r1.log")))
 
     def set_leader(self, member):
-        """Puts the leader key naming `member` or, with None, deletes it
-        (etcd's v3 JSON gateway)."""
-        body = {"key": base64.b64encode(KEY.encode()).decode()}
+        """Puts the leader key naming `member` or, with None, deletes it."""
         if member is None:
-            path = "/v3/kv/deleterange"
+            self.assertTrue(self.etcd.delete(KEY.encode()))
         else:
-            path = "/v3/kv/put"
-            body["value"] = base64.b64encode(member.encode()).decode()
-        req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.etcd.client_port, path),
-                                     data=json.dumps(body).encode(), method="POST")
-        with urllib.request.urlopen(req, timeout=10) as r:
-            self.assertIn("header", json.loads(r.read().decode()))
+            self.assertTrue(self.etcd.put(KEY.encode(), member.encode()))
 
     def refusals(self, agent, reason="not_leader"):
         """R's refusals of `agent` (HOST:PORT) for `reason`; 0 when none."""

@@ -80,6 +80,11 @@ class Etcd(object):
                            "value": base64.b64encode(value).decode()})
         return "header" in json.loads(self._call("POST", "/v3/kv/put", body))
 
+    def delete(self, key):
+        """True once etcd acknowledged the delete of `key` (raises otherwise)."""
+        body = json.dumps({"key": base64.b64encode(key).decode()})
+        return "header" in json.loads(self._call("POST", "/v3/kv/deleterange", body))
+
     def get(self, key):
         body = json.dumps({"key": base64.b64encode(key).decode()})
         kvs = json.loads(self._call("POST", "/v3/kv/range", body)).get("kvs") or []
