@@ -1,7 +1,7 @@
 // agent_list.h: a replica with several agents, and the timeline fence.
 //
 // A replica may name several agents (--agent=HOST:PORT,HOST:PORT,...; each
-// may carry its node's member name, NAME=HOST:PORT, see leader_key.h), one
+// may carry its node's member name, NAME=HOST:PORT, see common/leader_key.h), one
 // beside each node of a PostgreSQL cluster whose roles an HA manager
 // changes. Only the agent whose node is the primary ships; the agent of a
 // standby refuses handshakes with REASON_NOT_PRIMARY (UNAVAILABLE), and the
@@ -49,7 +49,7 @@ struct AgentEntry {
   // HOST:PORT of the agent's control port.
   std::string address;
   // The HA manager's name of the agent's node (NAME=HOST:PORT), as its
-  // leader key holds it (leader_key.h); empty when the entry names none.
+  // leader key holds it (common/leader_key.h); empty when the entry names none.
   std::string member;
 };
 

@@ -14,7 +14,7 @@
 #include "common/tls.h"
 #include "proto/walship.grpc.pb.h"
 #include "replica/dest_lock.h"
-#include "replica/leader_key.h"
+#include "common/leader_key.h"
 #include "replica/session.h"
 #include "spdlog/spdlog.h"
 
@@ -124,24 +124,25 @@ Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* me
   MetricsRegistry::Family active = metrics_.Gauge(
       "walship_replica_agent_active", "1 for the agent of the live session, 0 for the others.");
   for (const std::string& a : rotation_.agents()) active.Set({{"agent", a}}, 0);
-  if (!options_.leader_etcd.empty()) {
+  if (options_.leader.enabled()) {
     absl::StatusOr<std::vector<AgentEntry>> entries = ParseAgentEntries(options_.agent);
     if (entries.ok()) agent_entries_ = *std::move(entries);  // Validate() parsed it
     metrics_.Gauge("walship_replica_leader_key_readable",
                    "With --leader-etcd: 1 when the last read of the leader key got etcd's "
                    "answer (the key or its absence), 0 when no endpoint answered.");
-    // Validate() and the daemon's start checked both.
-    absl::StatusOr<std::vector<std::string>> endpoints = ParseEtcdEndpoints(options_.leader_etcd);
-    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-        EtcdCredentials(sys_, options_.leader_etcd_tls);
-    if (!credentials.ok()) {
-      spdlog::error("the leader key cannot be read: {}", credentials.status().ToString());
+    // The daemon's start checked the TLS files; should one have gone since,
+    // the key stays unreadable, so no agent is followed.
+    absl::StatusOr<std::unique_ptr<LeaderKey>> key =
+        LeaderKey::Make(sys_, clock_, options_.leader, options_.leader_check_interval);
+    if (key.ok()) {
+      leader_key_ = *std::move(key);
+    } else {
+      spdlog::error("the leader key cannot be read: {}", key.status().ToString());
+      leader_key_ = std::make_unique<LeaderKey>(clock_, std::vector<std::string>{},
+                                                grpc::InsecureChannelCredentials(),
+                                                options_.leader.key,
+                                                options_.leader_check_interval);
     }
-    leader_key_ = std::make_unique<LeaderKey>(
-        clock_,
-        endpoints.ok() && credentials.ok() ? *std::move(endpoints) : std::vector<std::string>{},
-        credentials.ok() ? *credentials : grpc::InsecureChannelCredentials(), options_.leader_key,
-        options_.leader_check_interval);
   }
 }
 

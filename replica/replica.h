@@ -30,7 +30,7 @@
 // so the next one finds the new primary's agent. Before each handshake it
 // asks them too, and passes over an agent that is a primary while another
 // serves a newer timeline (a stale old primary beside the new one).
-// With --leader-etcd (leader_key.h) the HA manager's leader key decides
+// With --leader-etcd (common/leader_key.h) the HA manager's leader key decides
 // too: before each handshake only the agent of the member it names is
 // asked, and the leader watch ends a session once it names another.
 //
@@ -51,7 +51,7 @@
 #include "common/metrics.h"
 #include "common/sys/syscalls.h"
 #include "replica/agent_list.h"
-#include "replica/leader_key.h"
+#include "common/leader_key.h"
 #include "replica/replica_options.h"
 
 namespace walship::replica {
@@ -94,7 +94,7 @@ class Replica {
   // that a replica still before the fork point never takes its tail. OK
   // when `agent` or the others do not answer their Status.
   absl::Status CheckNoNewerPrimary(const std::string& agent);
-  // With --leader-etcd (leader_key.h), before a handshake with `agent`: OK
+  // With --leader-etcd (common/leader_key.h), before a handshake with `agent`: OK
   // when the leader key names its member; otherwise kUnavailable with
   // Reason::kNotLeader. Logs the key's answer when it changed.
   absl::Status CheckLeaderKey(const std::string& agent);

@@ -24,7 +24,7 @@
 #include "common/wire/compress.h"
 #include "common/net/data_tls_flag.h"
 #include "replica/agent_list.h"
-#include "replica/leader_key.h"
+#include "common/leader_key.h"
 #include "replica/replica.h"
 #include "replica/fetch.h"
 #include "replica/gate.h"
@@ -142,8 +142,8 @@ bool CheckControlChannels(sys::SysCalls& sys, const replica::ReplicaOptions& o) 
       }
     }
   }
-  if (!o.leader_etcd.empty()) {
-    if (auto c = replica::EtcdCredentials(sys, o.leader_etcd_tls); !c.ok()) {
+  if (o.leader.enabled()) {
+    if (auto c = EtcdCredentials(sys, o.leader.tls); !c.ok()) {
       spdlog::error("{}", std::string(c.status().message()));
       return false;
     }
@@ -208,22 +208,11 @@ void RegisterSchedFlags(FlagSet& flags, replica::ReplicaOptions& o) {
 }
 
 void RegisterLeaderFlags(FlagSet& flags, replica::ReplicaOptions& o) {
-  flags.String("leader-etcd", &o.leader_etcd,
-               "HOST:PORT[,HOST:PORT...] of the HA manager's etcd (v3): follow only "
-               "the agent of the member its --leader-key names, asked before each handshake "
-               "and every second during a session. Every --agent entry then carries its "
-               "member name: NAME=HOST:PORT. Empty: the agents' own answers decide.");
-  flags.String("leader-key", &o.leader_key,
-               "With --leader-etcd: the key whose value is the leader's member name (Patroni: "
-               "/service/SCOPE/leader, or NAMESPACE/SCOPE/leader).");
-  flags.String("leader-etcd-ca", &o.leader_etcd_tls.ca_file,
-               "PEM CA bundle etcd's certificate must chain to: --leader-etcd over TLS. Empty: "
-               "plaintext.");
-  flags.String("leader-etcd-cert", &o.leader_etcd_tls.cert_file,
-               "With --leader-etcd-ca: this replica's client certificate, for an etcd that asks "
-               "for one (--client-cert-auth); with --leader-etcd-key.");
-  flags.String("leader-etcd-key", &o.leader_etcd_tls.key_file,
-               "The private key of --leader-etcd-cert.");
+  RegisterLeaderKeyFlags(
+      flags, &o.leader,
+      "follow only the agent of the member its --leader-key names, asked before each handshake "
+      "and every second during a session. Every --agent entry then carries its member name: "
+      "NAME=HOST:PORT. Empty: the agents' own answers decide.");
 }
 }  // namespace
 
@@ -368,9 +357,9 @@ int RunReplica(sys::SysCalls& sys, ReplicaOptions& o, const std::string& serve_l
                o.compression == wire::Codec::kNone ? TransportName(o.transport) : "copy",
                wire::CodecName(o.compression), o.tls.insecure ? "plaintext" : "mutual TLS");
   net::LogDataTlsChoice(sys, "replica", o.data_tls_on(), o.tls);
-  if (!o.leader_etcd.empty()) {
-    spdlog::info("following only the leader etcd names: key {} at {} ({})", o.leader_key,
-                 o.leader_etcd, o.leader_etcd_tls.ca_file.empty() ? "plaintext" : "TLS");
+  if (o.leader.enabled()) {
+    spdlog::info("following only the leader etcd names: key {} at {} ({})", o.leader.key,
+                 o.leader.etcd, o.leader.tls.ca_file.empty() ? "plaintext" : "TLS");
   }
   absl::Status s = replica.Run();
   if (trace != nullptr) DumpCommitTrace(sys, *trace, trace_commits);

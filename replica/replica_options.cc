@@ -6,7 +6,8 @@
 #include "common/net/data_tls_flag.h"
 #include "common/sched_slice.h"
 #include "replica/agent_list.h"
-#include "replica/leader_key.h"
+#include "common/leader_key.h"
+#include "common/status_macros.h"
 
 namespace walship::replica {
 
@@ -71,22 +72,8 @@ absl::Status ReplicaOptions::Validate() const {
 }
 
 absl::Status ReplicaOptions::ValidateLeaderKey() const {
-  if (leader_etcd.empty()) {
-    if (leader_key.empty() && leader_etcd_tls.ca_file.empty() &&
-        leader_etcd_tls.cert_file.empty() && leader_etcd_tls.key_file.empty()) {
-      return absl::OkStatus();
-    }
-    return absl::InvalidArgumentError("--leader-key and --leader-etcd-* need --leader-etcd");
-  }
-  if (absl::Status s = ValidateEtcdTls(leader_etcd_tls); !s.ok()) return s;
-  if (auto e = ParseEtcdEndpoints(leader_etcd); !e.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--leader-etcd: ", e.status().message()));
-  }
-  if (leader_key.empty()) {
-    return absl::InvalidArgumentError(
-        "--leader-etcd needs --leader-key, the key naming the leader (Patroni: "
-        "/service/SCOPE/leader)");
-  }
+  WALSHIP_RETURN_IF_ERROR(leader.Validate());
+  if (!leader.enabled()) return absl::OkStatus();
   absl::StatusOr<std::vector<AgentEntry>> agents = ParseAgentEntries(agent);
   if (!agents.ok()) return agents.status();  // Validate() reports it
   for (const AgentEntry& a : *agents) {

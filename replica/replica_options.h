@@ -11,7 +11,7 @@
 #include "common/tls.h"
 #include "common/transport.h"
 #include "common/wire/frame.h"
-#include "replica/leader_key.h"
+#include "common/leader_key.h"
 
 namespace walship::replica {
 
@@ -59,12 +59,10 @@ struct ReplicaOptions {
   // leader watch, agent_list.h's NewerPrimary), and the longest wait for
   // each answer (there and before each handshake).
   absl::Duration leader_check_interval = absl::Seconds(1);
-  // --leader-etcd, --leader-key: HOST:PORT[,...] of the HA manager's etcd and
-  // the key naming the leader's member (leader_key.h); empty: not asked.
-  // Every --agent entry must then carry its member name (NAME=HOST:PORT).
-  std::string leader_etcd;
-  std::string leader_key;
-  EtcdTls leader_etcd_tls;
+  // --leader-etcd, --leader-key, --leader-etcd-*: the HA manager's leader
+  // key (common/leader_key.h); not asked unless leader.enabled(). Every
+  // --agent entry must then carry its member name (NAME=HOST:PORT).
+  LeaderKeyConfig leader;
   // HOST:PORT of the Prometheus /metrics endpoint; empty disables it.
   std::string metrics_listen;
   // Mutual TLS to the agent's control port, or plaintext when tls.insecure

@@ -31,8 +31,8 @@
 //
 // Thread-safety: LeaderKey is safe to use from several threads (the run
 // loop and the leader watch); the functions are pure.
-#ifndef WALSHIP_REPLICA_LEADER_KEY_H_
-#define WALSHIP_REPLICA_LEADER_KEY_H_
+#ifndef WALSHIP_COMMON_LEADER_KEY_H_
+#define WALSHIP_COMMON_LEADER_KEY_H_
 
 #include <memory>
 #include <optional>
@@ -49,10 +49,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/flags.h"
 #include "common/sys/syscalls.h"
 #include "proto/etcd_kv.grpc.pb.h"
 
-namespace walship::replica {
+namespace walship {
 
 // What one read of the leader key found.
 struct LeaderView {
@@ -99,6 +100,28 @@ absl::Status ValidateEtcdTls(const EtcdTls& tls);
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> EtcdCredentials(sys::SysCalls& sys,
                                                                           const EtcdTls& tls);
 
+// The flags that ask for the leader key (--leader-etcd, --leader-key and
+// --leader-etcd-ca/-cert/-key), as walship-agent and walship-replica take
+// them.
+struct LeaderKeyConfig {
+  // HOST:PORT[,...] of the HA manager's etcd; empty: the key is not asked.
+  std::string etcd;
+  // The key whose value is the leader's member name (Patroni's etcd3 DCS:
+  // /service/SCOPE/leader).
+  std::string key;
+  EtcdTls tls;
+
+  bool enabled() const { return !etcd.empty(); }
+  // OK when none of the flags is given, or when etcd's endpoints parse, the
+  // key is given and the TLS flags go together; kInvalidArgument naming the
+  // flag otherwise.
+  absl::Status Validate() const;
+};
+
+// The five flags, into `config`. `gates` ends the --leader-etcd help: what
+// the key decides for the program ("serve replicas only while ...").
+void RegisterLeaderKeyFlags(FlagSet& flags, LeaderKeyConfig* config, absl::string_view gates);
+
 // The endpoints of a --leader-etcd value: HOST:PORT entries separated by
 // commas. kInvalidArgument for an empty list or an entry that is not
 // HOST:PORT.
@@ -106,6 +129,12 @@ absl::StatusOr<std::vector<std::string>> ParseEtcdEndpoints(absl::string_view te
 
 class LeaderKey {
  public:
+  // For a validated `config` (LeaderKeyConfig::Validate): its TLS files read
+  // now (EtcdCredentials' errors), `timeout` for each endpoint's answer.
+  static absl::StatusOr<std::unique_ptr<LeaderKey>> Make(sys::SysCalls& sys, Clock& clock,
+                                                         const LeaderKeyConfig& config,
+                                                         absl::Duration timeout);
+
   // `endpoints` as ParseEtcdEndpoints returns them, reached with
   // `credentials` (EtcdCredentials); `timeout` bounds the wait for each
   // endpoint's answer.
@@ -139,6 +168,6 @@ class LeaderKey {
   std::optional<LeaderView> last_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace walship::replica
+}  // namespace walship
 
-#endif  // WALSHIP_REPLICA_LEADER_KEY_H_
+#endif  // WALSHIP_COMMON_LEADER_KEY_H_

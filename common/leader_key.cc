@@ -1,4 +1,4 @@
-#include "replica/leader_key.h"
+#include "common/leader_key.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -10,7 +10,7 @@
 #include "common/sys/file_util.h"
 #include "spdlog/spdlog.h"
 
-namespace walship::replica {
+namespace walship {
 
 std::string DescribeLeaderView(const LeaderView& view, absl::string_view key) {
   switch (view.state) {
@@ -74,6 +74,42 @@ absl::Status ValidateEtcdTls(const EtcdTls& tls) {
   return absl::OkStatus();
 }
 
+absl::Status LeaderKeyConfig::Validate() const {
+  if (etcd.empty()) {
+    if (key.empty() && tls.ca_file.empty() && tls.cert_file.empty() && tls.key_file.empty()) {
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError("--leader-key and --leader-etcd-* need --leader-etcd");
+  }
+  WALSHIP_RETURN_IF_ERROR(ValidateEtcdTls(tls));
+  if (auto e = ParseEtcdEndpoints(etcd); !e.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--leader-etcd: ", e.status().message()));
+  }
+  if (key.empty()) {
+    return absl::InvalidArgumentError(
+        "--leader-etcd needs --leader-key, the key naming the leader (Patroni: "
+        "/service/SCOPE/leader)");
+  }
+  return absl::OkStatus();
+}
+
+void RegisterLeaderKeyFlags(FlagSet& flags, LeaderKeyConfig* config, absl::string_view gates) {
+  flags.String("leader-etcd", &config->etcd,
+               absl::StrCat("HOST:PORT[,HOST:PORT...] of the HA manager's etcd (v3): ", gates,
+                            " Empty: not asked."));
+  flags.String("leader-key", &config->key,
+               "With --leader-etcd: the key whose value is the leader's member name (Patroni: "
+               "/service/SCOPE/leader, or NAMESPACE/SCOPE/leader).");
+  flags.String("leader-etcd-ca", &config->tls.ca_file,
+               "PEM CA bundle etcd's certificate must chain to: --leader-etcd over TLS. Empty: "
+               "plaintext.");
+  flags.String("leader-etcd-cert", &config->tls.cert_file,
+               "With --leader-etcd-ca: a client certificate, for an etcd that asks for one "
+               "(--client-cert-auth); with --leader-etcd-key.");
+  flags.String("leader-etcd-key", &config->tls.key_file,
+               "The private key of --leader-etcd-cert.");
+}
+
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> EtcdCredentials(sys::SysCalls& sys,
                                                                           const EtcdTls& tls) {
   if (tls.ca_file.empty()) return grpc::InsecureChannelCredentials();
@@ -93,6 +129,16 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> EtcdCredentials(sys::S
   WALSHIP_RETURN_IF_ERROR(load("leader-etcd-cert", tls.cert_file, &opts.pem_cert_chain));
   WALSHIP_RETURN_IF_ERROR(load("leader-etcd-key", tls.key_file, &opts.pem_private_key));
   return grpc::SslCredentials(opts);
+}
+
+absl::StatusOr<std::unique_ptr<LeaderKey>> LeaderKey::Make(sys::SysCalls& sys, Clock& clock,
+                                                          const LeaderKeyConfig& config,
+                                                          absl::Duration timeout) {
+  WALSHIP_ASSIGN_OR_RETURN(std::vector<std::string> endpoints, ParseEtcdEndpoints(config.etcd));
+  WALSHIP_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                           EtcdCredentials(sys, config.tls));
+  return std::make_unique<LeaderKey>(clock, std::move(endpoints), std::move(credentials),
+                                     config.key, timeout);
 }
 
 LeaderKey::LeaderKey(Clock& clock, std::vector<std::string> endpoints,
@@ -165,4 +211,4 @@ LeaderKey::Reading LeaderKey::Read() {
   return r;
 }
 
-}  // namespace walship::replica
+}  // namespace walship

@@ -1,15 +1,14 @@
-// What the HA manager's leader key decides (replica/leader_key.h), and the
-// flags that ask for it (ReplicaOptions::Validate). Reading the key from a
+// What the HA manager's leader key decides (common/leader_key.h), and the
+// flags that ask for it (LeaderKeyConfig::Validate). Reading the key from a
 // real etcd is integration/drill/pg_leader_etcd_test.py's.
-#include "replica/leader_key.h"
+#include "common/leader_key.h"
 
 #include <string>
 
 #include "common/reason.h"
 #include "gtest/gtest.h"
-#include "replica/replica_options.h"
 
-namespace walship::replica {
+namespace walship {
 namespace {
 
 constexpr char kKey[] = "/service/main/leader";
@@ -79,57 +78,44 @@ TEST(ParseEtcdEndpointsTest, HostPortList) {
   }
 }
 
-ReplicaOptions Options(const std::string& agent) {
-  ReplicaOptions o;
-  o.agent = agent;
-  o.dest = "/tmp/dest";
-  o.name = "r1";
-  o.tls.insecure = true;
-  return o;
-}
+TEST(LeaderKeyConfigTest, EtcdAndAKeyOrNothing) {
+  LeaderKeyConfig none;
+  EXPECT_TRUE(none.Validate().ok());
+  EXPECT_FALSE(none.enabled());
+  LeaderKeyConfig c;
+  c.etcd = "etcd1:2379";
+  c.key = kKey;
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate();
+  EXPECT_TRUE(c.enabled());
 
-TEST(LeaderFlagsTest, EveryAgentNamedAndAKey) {
-  ReplicaOptions o = Options("db1=h1:7400,db2=h2:7400");
-  EXPECT_TRUE(o.Validate().ok()) << o.Validate();
-  o.leader_etcd = "etcd1:2379";
-  o.leader_key = kKey;
-  EXPECT_TRUE(o.Validate().ok()) << o.Validate();
-
-  ReplicaOptions unnamed = o;
-  unnamed.agent = "db1=h1:7400,h2:7400";
-  absl::Status s = unnamed.Validate();
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("agent h2:7400 has no member name"), absl::string_view::npos) << s;
-
-  ReplicaOptions no_key = o;
-  no_key.leader_key.clear();
+  LeaderKeyConfig no_key = c;
+  no_key.key.clear();
   EXPECT_NE(no_key.Validate().message().find("--leader-etcd needs --leader-key"),
             absl::string_view::npos);
-
-  ReplicaOptions no_etcd = o;
-  no_etcd.leader_etcd.clear();
+  LeaderKeyConfig no_etcd = c;
+  no_etcd.etcd.clear();
   EXPECT_NE(no_etcd.Validate().message().find("need --leader-etcd"), absl::string_view::npos);
-  ReplicaOptions tls_only = Options("db1=h1:7400");
-  tls_only.leader_etcd_tls.ca_file = "/etc/walship/etcd-ca.pem";
+  LeaderKeyConfig tls_only;
+  tls_only.tls.ca_file = "/etc/walship/etcd-ca.pem";
   EXPECT_NE(tls_only.Validate().message().find("need --leader-etcd"), absl::string_view::npos);
 
-  ReplicaOptions half_client = o;
-  half_client.leader_etcd_tls.ca_file = "/etc/walship/etcd-ca.pem";
-  half_client.leader_etcd_tls.cert_file = "/etc/walship/r1.pem";
+  LeaderKeyConfig half_client = c;
+  half_client.tls.ca_file = "/etc/walship/etcd-ca.pem";
+  half_client.tls.cert_file = "/etc/walship/r1.pem";
   EXPECT_NE(half_client.Validate().message().find("--leader-etcd-cert and --leader-etcd-key go "
                                                   "together"),
             absl::string_view::npos);
-  ReplicaOptions client_without_ca = half_client;
-  client_without_ca.leader_etcd_tls.ca_file.clear();
-  client_without_ca.leader_etcd_tls.key_file = "/etc/walship/r1.key";
+  LeaderKeyConfig client_without_ca = half_client;
+  client_without_ca.tls.ca_file.clear();
+  client_without_ca.tls.key_file = "/etc/walship/r1.key";
   EXPECT_NE(client_without_ca.Validate().message().find("--leader-etcd-cert needs "
                                                         "--leader-etcd-ca"),
             absl::string_view::npos);
 
-  ReplicaOptions bad_endpoint = o;
-  bad_endpoint.leader_etcd = "etcd1";
+  LeaderKeyConfig bad_endpoint = c;
+  bad_endpoint.etcd = "etcd1";
   EXPECT_EQ(bad_endpoint.Validate().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
-}  // namespace walship::replica
+}  // namespace walship
