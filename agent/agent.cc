@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "agent/held_segments.h"
+#include "agent/leader_gate.h"
 #include "agent/rate_limiter.h"
 #include "agent/control_server.h"
 #include "agent/control_service.h"
@@ -135,8 +136,8 @@ void Agent::DeclareMetrics() {
     backlog.Clear();
     connected.Clear();
     stalled.Clear();
-    const absl::Status readiness = source_->Readiness();
-    source_up.Set({}, snap.source_status.ok() && readiness.ok() ? 1 : 0);
+    const absl::Status readiness = SessionReadiness();
+    source_up.Set({}, snap.source_status.ok() && ServingReadiness().ok() ? 1 : 0);
     const absl::Time now = clock_.Now();
     uint64_t total = 0;
     if (snap.segments) {
@@ -265,6 +266,7 @@ absl::Status Agent::Start() {
   service_ = std::make_unique<ControlServiceImpl>(options_, *source_, *catalog_,
                                                   *checksums_, *registry_, data_port_,
                                                   metrics_.get(), clock_);
+  WALSHIP_RETURN_IF_ERROR(StartLeaderGate());
   WALSHIP_RETURN_IF_ERROR(StartControlServer());
   WALSHIP_ASSIGN_OR_RETURN(HostPort control, ParseHostPort(options_.listen));
   WALSHIP_ASSIGN_OR_RETURN(HostPort data, ParseHostPort(options_.data_listen));
@@ -299,6 +301,37 @@ absl::Status Agent::Start() {
   return absl::OkStatus();
 }
 
+absl::Status Agent::StartLeaderGate() {
+  if (!options_.leader.enabled()) return absl::OkStatus();
+  WALSHIP_ASSIGN_OR_RETURN(
+      std::unique_ptr<LeaderKey> key,
+      LeaderKey::Make(sys_, clock_, options_.leader, options_.leader_check_interval));
+  SessionRegistry* registry = registry_.get();
+  gate_ = std::make_unique<LeaderGate>(
+      std::move(key), options_.member, options_.leader_check_interval, *metrics_,
+      [registry](const absl::Status& fenced) {
+        for (const auto& session : registry->All()) {
+          if (session->finished()) continue;
+          spdlog::warn("replica {} (session {}): ending the session: {}", session->name(),
+                       session->id(), std::string(fenced.message()));
+          session->Fail(fenced);
+        }
+      });
+  gate_->Start();
+  service_->SetLeaderGate(gate_.get());
+  return absl::OkStatus();
+}
+
+absl::Status Agent::ServingReadiness() const {
+  WALSHIP_RETURN_IF_ERROR(source_->Readiness());
+  return gate_ != nullptr ? gate_->Serving() : absl::OkStatus();
+}
+
+absl::Status Agent::SessionReadiness() const {
+  WALSHIP_RETURN_IF_ERROR(source_->Readiness());
+  return gate_ != nullptr ? gate_->Fenced() : absl::OkStatus();
+}
+
 absl::Status Agent::StartControlServer() {
   MetricsRegistry::Family refused_calls =
       metrics_->Counter("walship_agent_control_calls_rejected_total", "");
@@ -323,7 +356,7 @@ void Agent::WatchHealth(HealthStatus& health) {
   std::string last;  // why not serving; empty while serving
   do {
     absl::Status why = catalog_->Get().source_status;
-    if (why.ok()) why = source_->Readiness();
+    if (why.ok()) why = ServingReadiness();
     const std::string now = why.ok() ? std::string() : why.ToString();
     if (now != last) {
       health.Set("", why.ok());
@@ -344,6 +377,7 @@ void Agent::Shutdown() {
   if (metrics_server_) metrics_server_->Stop();
   if (server_) server_->health().SetAll(false);
   if (source_) source_->StopFollowingReplicas();
+  if (gate_) gate_->Stop();
   if (data_server_) data_server_->Stop();
   if (catalog_) catalog_->Shutdown();
   if (registry_) registry_->CloseAll();

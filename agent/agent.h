@@ -36,6 +36,7 @@ class SegmentCatalog;
 class SegmentChecksums;
 class SessionRegistry;
 class DataServer;
+class LeaderGate;
 class WalSource;
 class ControlServiceImpl;
 
@@ -68,8 +69,17 @@ class Agent {
   absl::Status StartSource();
   // Start(): the gRPC control server (service_ set) and its health watch.
   absl::Status StartControlServer();
+  // Start(), with --leader-etcd: the leader gate (leader_gate.h), its watch
+  // started and the control service gated by it.
+  absl::Status StartLeaderGate();
+  // Whether a new replica would be served: the source's Readiness, then the
+  // leader gate's Serving.
+  absl::Status ServingReadiness() const;
+  // Whether sessions may go on: the source's Readiness, then the leader
+  // gate's Fenced.
+  absl::Status SessionReadiness() const;
   // Until Shutdown: NOT_SERVING (and an error line) while the source has
-  // failed or cannot serve (WalSource::Readiness), SERVING otherwise.
+  // failed or cannot serve new replicas (ServingReadiness), SERVING otherwise.
   void WatchHealth(HealthStatus& health);
 
   Clock& clock_;
@@ -83,6 +93,7 @@ class Agent {
   std::unique_ptr<SessionRegistry> registry_;
   std::unique_ptr<DataServer> data_server_;
   std::unique_ptr<ControlServiceImpl> service_;
+  std::unique_ptr<LeaderGate> gate_;
   std::unique_ptr<ControlServer> server_;
   std::unique_ptr<MetricsRegistry> metrics_;
   std::unique_ptr<MetricsServer> metrics_server_;

@@ -56,6 +56,23 @@ absl::Status AgentOptions::Validate() const {
   if (heartbeat < absl::Milliseconds(10)) {
     return absl::InvalidArgumentError("--heartbeat-ms must be at least 10");
   }
+  return ValidateLeaderKey();
+}
+
+absl::Status AgentOptions::ValidateLeaderKey() const {
+  WALSHIP_RETURN_IF_ERROR(leader.Validate());
+  if (!leader.enabled()) {
+    if (member.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError("--member needs --leader-etcd and --leader-key");
+  }
+  if (member.empty()) {
+    return absl::InvalidArgumentError(
+        "--leader-etcd needs --member, this node's member name as the HA manager names it "
+        "(Patroni: its name)");
+  }
+  if (leader_check_interval < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError("the leader key's check interval must be at least 100 ms");
+  }
   return absl::OkStatus();
 }
 

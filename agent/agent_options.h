@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "agent/format_options.h"
 #include "common/commit_trace.h"
+#include "common/leader_key.h"
 #include "common/tls.h"
 #include "common/transport.h"
 
@@ -74,6 +75,14 @@ struct AgentOptions {
   // common/net/data_tls_flag.h. Validate() checks it; data_tls_on() says.
   std::string data_tls;
   bool data_tls_on() const;
+  // --leader-etcd, --leader-key, --leader-etcd-*, --member: serve replicas
+  // only while the HA manager's leader key names `member`, this node
+  // (agent/leader_gate.h); not asked unless leader.enabled().
+  LeaderKeyConfig leader;
+  std::string member;
+  // How often the leader key is read while serving (and each read's longest
+  // wait for etcd).
+  absl::Duration leader_check_interval = absl::Seconds(1);
   // --trace-commits: where the per-commit path records its stages
   // (common/commit_trace.h); null: off, at no cost. Borrowed: it must
   // outlive the agent.
@@ -83,6 +92,8 @@ struct AgentOptions {
   // and its options are checked by WalFormatRegistry::Validate, which calls
   // this.
   absl::Status Validate() const;
+  // Validate()'s part for the leader key and --member.
+  absl::Status ValidateLeaderKey() const;
 };
 
 }  // namespace walship::agent

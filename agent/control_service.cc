@@ -68,8 +68,8 @@ ControlServiceImpl::ControlServiceImpl(const AgentOptions& options,
     metrics_->Counter("walship_agent_handshakes_refused_total",
                       "Handshakes refused, by reason (not_allowed, identity_mismatch, invalid, "
                       "wrong_stream, divergent, unconfirmed_tail, gap, damaged_copy, "
-                      "source_failed, not_primary, not_ready, source_behind, older_timeline, "
-                      "patch_unsupported, other).");
+                      "source_failed, not_primary, not_leader, not_ready, source_behind, "
+                      "older_timeline, patch_unsupported, other).");
     metrics_->Counter("walship_agent_handshakes_total", "Handshakes accepted, by replica.");
     acks_total_ = metrics_->Counter(
         "walship_agent_acks_total",
@@ -113,6 +113,7 @@ absl::StatusOr<ShipStart> ControlServiceImpl::StartPosition(
     }
   }
   WALSHIP_RETURN_IF_ERROR(source_.Readiness());
+  if (gate_ != nullptr) WALSHIP_RETURN_IF_ERROR(gate_->Admit());
   CatalogSnapshot snap = catalog_.Get();
   if (!snap.source_status.ok()) {
     return WithReason(absl::FailedPreconditionError(absl::StrCat(
@@ -369,11 +370,17 @@ grpc::Status ControlServiceImpl::Status(grpc::ServerContext*,
     resp->set_source_file_size(hold->file_size);
     resp->set_held_back_reason(hold->reason);
   }
-  const absl::Status readiness = source_.Readiness();
+  absl::Status readiness = source_.Readiness();
+  // Sessions are stalled by a leader key only once it names another member.
+  if (readiness.ok() && gate_ != nullptr) readiness = gate_->Fenced();
   if (!snap.source_status.ok()) {
     resp->set_source_error(snap.source_status.ToString());
   } else if (!readiness.ok()) {
     resp->set_source_error(readiness.ToString());
+  } else if (gate_ != nullptr) {
+    if (absl::Status serving = gate_->Serving(); !serving.ok()) {
+      resp->set_source_error(serving.ToString());
+    }
   }
   const absl::Time now = clock_.Now();
   uint64_t zc = 0, cp = 0;

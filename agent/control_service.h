@@ -28,6 +28,7 @@
 #include <string>
 
 #include "agent/agent_options.h"
+#include "agent/leader_gate.h"
 #include "agent/replica_session.h"
 #include "agent/segment_catalog.h"
 #include "agent/segment_checksums.h"
@@ -52,6 +53,11 @@ class ControlServiceImpl final {
                          walship::v1::HandshakeResponse* resp);
   grpc::Status Status(grpc::ServerContext* ctx, const walship::v1::StatusRequest* req,
                       walship::v1::StatusResponse* resp);
+
+  // With --leader-etcd: handshakes go on only when `gate` admits them, and
+  // Status reports what it says. Set once, before serving; it must outlive
+  // the service.
+  void SetLeaderGate(LeaderGate* gate) { gate_ = gate; }
 
  private:
   friend class SessionCall;
@@ -95,6 +101,7 @@ class ControlServiceImpl final {
   // acknowledgement (when metrics are on).
   std::optional<MetricsRegistry::Family> acks_total_;
   const StreamOrder order_;
+  LeaderGate* gate_ = nullptr;
   absl::Mutex log_mu_;
   std::map<std::string, absl::Time> last_refusal_log_ ABSL_GUARDED_BY(log_mu_);
 };

@@ -16,6 +16,7 @@
 #include "common/commit_trace.h"
 #include "common/daemon.h"
 #include "common/flags.h"
+#include "common/leader_key.h"
 #include "common/logging.h"
 #include "common/net/data_tls_flag.h"
 #include "common/sys/transfer.h"
@@ -98,6 +99,13 @@ void RegisterServingFlags(walship::FlagSet& flags, walship::agent::AgentOptions&
   flags.String("metrics-listen", &o.metrics_listen,
                "HOST:PORT serving Prometheus metrics at /metrics; empty disables it; "
                "port 0 picks a free port (logged).");
+  walship::RegisterLeaderKeyFlags(
+      flags, &o.leader,
+      "serve replicas only while its --leader-key names this node's --member: read before "
+      "each handshake and every second; once it names another member, every session ends.");
+  flags.String("member", &o.member,
+               "With --leader-etcd: this node's member name, as the HA manager names it "
+               "(Patroni: the node's name).");
   walship::RegisterTlsFlags(flags, &o.tls, /*client=*/false);
   walship::net::RegisterDataTlsFlag(flags, &o.data_tls);
   flags.String("log-level", &r.log_level, "trace, debug, info, warn or error.");

@@ -70,9 +70,9 @@ enum class Reason : int {
   // The source rewrites segments in place and the replica does not apply
   // Checkpoint patches: it would keep copies differing from the source's.
   kPatchUnsupported = 13,
-  // The replica's own: the HA manager's leader key (etcd) does not name this
-  // agent's node, or could not be read before a handshake. Retry, elsewhere
-  // first.
+  // The HA manager's leader key (etcd) does not name this agent's node, or
+  // could not be read before a handshake: the replica's own refusal, or the
+  // agent's (a refused handshake, an ended session). Retry, elsewhere first.
   kNotLeader = 14,
 };
 

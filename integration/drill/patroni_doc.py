@@ -117,10 +117,17 @@ class PatroniGuide(object):
             ("replica-1:7402,replica-2:7402", ",".join(serve_addrs)),
             (PGDATA, pgdata), (CONNINFO, conninfo)])
 
-    def agent_argv(self, program, pgdata, conninfo, state_dir, listen):
+    def agent_argv(self, program, pgdata, conninfo, state_dir, listen, member, etcd, scope):
+        """`member`: the node's name in Patroni; `etcd`: HOST:PORT of the
+        cluster's etcd; `scope`: Patroni's scope."""
         argv = _tls_free(self.agent)
+        if "--member=db1" not in argv:
+            raise GuideError("the agent block of %s has no --member=db1" % GUIDE)
         return [program] + substitute(argv[1:], [
             (PGDATA, pgdata), (CONNINFO, conninfo), ("/var/lib/walship/agent", state_dir),
+            ("etcd1:2379,etcd2:2379,etcd3:2379", etcd),
+            ("/service/main/leader", "/service/%s/leader" % scope),
+            ("--member=db1", "--member=%s" % member),
             ("0.0.0.0:7400", listen), ("0.0.0.0:7401", "127.0.0.1:0")])
 
     def replica_argv(self, program, agents, etcd, scope, dest, name, serve_listen):

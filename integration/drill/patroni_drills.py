@@ -138,7 +138,8 @@ class PatroniWorld(object):
         state = self.env.mkdir(self.cluster.area, node.name, "agent-state")
         argv = self.guide.agent_argv(self.env.binaries["walship-agent"], node.datadir,
                                      node.conninfo(), state,
-                                     "127.0.0.1:%d" % self.agent_ports[i])
+                                     "127.0.0.1:%d" % self.agent_ports[i], node.name,
+                                     "127.0.0.1:%d" % self.cluster.etcd_port, SCOPE)
         agent = self.env.start("%s-agent" % node.name, argv + ["--log-level=debug"],
                                os.path.join(self.cluster.logs, "%s-agent.log" % node.name))
         node.host_procs = [p for p in node.host_procs if p.alive()] + [agent]

@@ -26,6 +26,24 @@ i. --leader-etcd with an --agent entry without a member name, or without
    --leader-key: exit 1 (bad set-up) naming the flag.
 
 The parts run in order in one test (each builds on the one before).
+
+A second test gives the key to the agent instead: AP with
+--leader-etcd/--leader-key/--member=p, and a replica R2 that knows only AP
+and nothing of etcd.
+
+j. The key names s: AP refuses R2 (not_leader, counted on both sides),
+   says NOT_SERVING (walship_agent_source_up 0, walship_agent_leader_named
+   0) and R2 holds nothing, although P is a primary.
+k. The key names p: R2 follows AP (named 1, source_up 1).
+l. The key names s again: AP ends the session within a few seconds and
+   refuses R2 from then on; R2 takes nothing more while P commits.
+m. The key names p: R2 catches up.
+n. etcd killed: the session goes on (readable 0); R2 restarted with etcd
+   down is refused until etcd answers again, then catches up.
+o. --leader-etcd without --member, or --member without --leader-etcd:
+   the agent does not start, naming the flag.
+
+A third test reads the key over TLS (below).
 """
 import base64
 import json
@@ -231,6 +249,104 @@ class PgLeaderEtcdTest(PgNodesCase):
 
         self.assertEqual(ap.stop(), 0)
         self.assertEqual(as_.stop(), 0)
+
+    # -- the key at the agent ------------------------------------------------
+    def test_agent_serves_only_its_member(self):
+        p = self.primary()
+        p.psql("CREATE TABLE t (x int PRIMARY KEY, pad text)")
+        self.insert(p, 1, 100)
+        self.etcd = wetcd.Etcd(self.logs, os.path.join(self.env.mkdir("le", "etcd"), "data"),
+                               "etcd", on_close=self.addCleanup).start()
+        self.show(self.etcd.proc.log_path)
+        leader = ["--leader-etcd=127.0.0.1:%d" % self.etcd.client_port, "--leader-key=%s" % KEY]
+        self.set_leader("s")
+        ap_port = wports.free_port()
+        ap, ap_metrics = self.start_agent(p, "agent-p", ap_port, leader + ["--member=p"])
+        ap_addr = "127.0.0.1:%d" % ap_port
+        self.agents, self.leader_flags = ap_addr, []
+        dest = os.path.join(self.dir, "r2")
+
+        def agent(name, labels=""):
+            return self.metric(ap_metrics, name, labels)
+
+        def refused():
+            return agent("walship_agent_handshakes_refused_total", '{reason="not_leader"}') or 0
+
+        def ap_log(since=0):
+            return procs.read_text(ap.log_path, since)
+
+        # j. The key names s: AP serves nobody although P is a primary.
+        r = self.start_replica(dest)
+        waits.wait_until(lambda: self.refusals(ap_addr) >= 2, 60,
+                         "AP to refuse R2 (not_leader) twice")
+        self.assertGreaterEqual(refused(), 2)
+        self.assertIn("this agent's node is member p and etcd names s as the leader (key %s)"
+                      % KEY, procs.read_text(r.log_path))
+        self.assertEqual(agent("walship_agent_leader_named"), 0)
+        self.assertEqual(agent("walship_agent_leader_key_readable"), 1)
+        self.assertEqual(agent("walship_agent_source_up"), 0)
+        self.assertIsNone(self.durable(dest), "R2 holds WAL while etcd names s")
+        self.assertTrue(r.alive(), procs.read_text(r.log_path))
+
+        # k. The key names p: R2 follows AP.
+        self.set_leader("p")
+        end = self.insert(p, 101, 2000)
+        self.wait_holds(dest, 1, end, "R2 to hold P's rows through AP")
+        self.assertEqual(agent("walship_agent_leader_named"), 1)
+        self.assertEqual(agent("walship_agent_source_up"), 1)
+
+        # l. The key names s: AP ends the session and takes no new one.
+        since, before = len(ap_log()), self.refusals(ap_addr)
+        self.set_leader("s")
+        waits.wait_until(lambda: "ending the session: this agent's node is member p and etcd "
+                         "names s as the leader" in ap_log(since), 30,
+                         "AP to end R2's session")
+        waits.wait_until(lambda: self.refusals(ap_addr) >= before + 2, 60,
+                         "AP to refuse R2 twice after ending its session")
+        held = self.durable(dest)
+        end = self.insert(p, 2001, 4000)
+        counted = self.refusals(ap_addr)
+        waits.wait_until(lambda: self.refusals(ap_addr) >= counted + 2, 60,
+                         "two more refusals of R2")
+        self.assertEqual(self.durable(dest), held, "R2 took WAL while etcd names s")
+        self.assertLess(held[1], end)
+        self.assertTrue(r.alive(), procs.read_text(r.log_path))
+        self.assertEqual(agent("walship_agent_source_up"), 0)
+
+        # m. The key names p: R2 catches up.
+        self.set_leader("p")
+        end = self.insert(p, 4001, 5000)
+        self.wait_holds(dest, 1, end, "R2 to catch up with P through AP")
+
+        # n. etcd gone: the session goes on; a new one waits for etcd.
+        since = len(ap_log())
+        self.etcd.kill()
+        waits.wait_until(lambda: agent("walship_agent_leader_key_readable") == 0, 30,
+                         "walship_agent_leader_key_readable to say 0")
+        end = self.insert(p, 5001, 6000)
+        self.wait_holds(dest, 1, end, "R2 to go on holding P's rows with etcd down")
+        self.assertNotIn("ending the session", ap_log(since))
+        self.assertEqual(r.stop(), 0)
+        held, before = self.durable(dest), refused()
+        r = self.start_replica(dest)
+        end = self.insert(p, 6001, 7000)
+        waits.wait_until(lambda: refused() >= before + 2, 60,
+                         "AP to refuse the restarted R2 with etcd down")
+        self.assertIn("cannot read the leader key %s from etcd" % KEY, ap_log(since))
+        self.assertEqual(self.durable(dest), held, "R2 took WAL with etcd down")
+        self.assertLess(held[1], end)
+        self.etcd.start()
+        self.wait_holds(dest, 1, end, "R2 to follow AP once etcd answers again")
+        self.assertEqual(r.stop(), 0)
+        self.assertEqual(ap.stop(), 0)
+
+        # o. A member name and the key go together.
+        for flags, named in [(leader, "--member"), (["--member=p"], "--member")]:
+            argv = [self.env.binaries["walship-agent"], "--wal-dir=%s" % p.pg_wal,
+                    "--format=postgres", "--pg-conninfo=%s" % p.conninfo(), "--insecure"] + flags
+            res = self.env.run(argv, timeout=30, check=False)
+            self.assertNotEqual(res.returncode, 0, (argv, res.stdout, res.stderr))
+            self.assertIn(named, res.stdout + res.stderr, argv)
 
     # -- etcd over TLS ------------------------------------------------------
     def test_leader_key_over_tls(self):

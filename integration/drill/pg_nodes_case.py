@@ -66,16 +66,16 @@ class PgNodesCase(unittest.TestCase):
         self.show(c.log_path)
         return c
 
-    def start_agent(self, pg, name, control_port):
-        """An agent beside `pg` at 127.0.0.1:control_port, with a slot and
-        --pg-data; returns (proc, metrics URL)."""
+    def start_agent(self, pg, name, control_port, extra=()):
+        """An agent beside `pg` at 127.0.0.1:control_port, with a slot,
+        --pg-data and the flags in `extra`; returns (proc, metrics URL)."""
         self.show(os.path.join(self.logs, "%s.log" % name))
         agent = daemons.Agent(
             pg.pg_wal, self.logs, label=name, listen="127.0.0.1:%d" % control_port,
             extra_args=["--format=postgres", "--pg-conninfo=%s" % pg.conninfo(),
                         "--pg-data=%s" % pg.datadir, "--pg-slot=walship",
                         "--state-dir=%s" % self.env.mkdir(self.AREA, name + "-state"),
-                        "--metrics-listen=127.0.0.1:0"],
+                        "--metrics-listen=127.0.0.1:0"] + list(extra),
             program=self.env.binaries["walship-agent"],
             port_file=os.path.join(self.dir, "%s.ports" % name), launcher=self.env)
         agent.start(timeout=60)
