@@ -76,12 +76,18 @@ absl::Status ValidateEtcdTls(const EtcdTls& tls) {
 
 absl::Status LeaderKeyConfig::Validate() const {
   if (etcd.empty()) {
-    if (key.empty() && tls.ca_file.empty() && tls.cert_file.empty() && tls.key_file.empty()) {
+    if (key.empty() && tls.ca_file.empty() && tls.cert_file.empty() && tls.key_file.empty() &&
+        user.empty() && password_file.empty()) {
       return absl::OkStatus();
     }
     return absl::InvalidArgumentError("--leader-key and --leader-etcd-* need --leader-etcd");
   }
   WALSHIP_RETURN_IF_ERROR(ValidateEtcdTls(tls));
+  if (user.empty() != password_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--leader-etcd-user and --leader-etcd-password-file go together (an etcd user and the "
+        "file holding its password)");
+  }
   if (auto e = ParseEtcdEndpoints(etcd); !e.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--leader-etcd: ", e.status().message()));
   }
@@ -108,6 +114,11 @@ void RegisterLeaderKeyFlags(FlagSet& flags, LeaderKeyConfig* config, absl::strin
                "(--client-cert-auth); with --leader-etcd-key.");
   flags.String("leader-etcd-key", &config->tls.key_file,
                "The private key of --leader-etcd-cert.");
+  flags.String("leader-etcd-user", &config->user,
+               "For an etcd with authentication on: the user the key is read as (it needs read "
+               "access to the key); with --leader-etcd-password-file.");
+  flags.String("leader-etcd-password-file", &config->password_file,
+               "The file whose first line is --leader-etcd-user's password (read at start).");
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> EtcdCredentials(sys::SysCalls& sys,
@@ -137,15 +148,25 @@ absl::StatusOr<std::unique_ptr<LeaderKey>> LeaderKey::Make(sys::SysCalls& sys, C
   WALSHIP_ASSIGN_OR_RETURN(std::vector<std::string> endpoints, ParseEtcdEndpoints(config.etcd));
   WALSHIP_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
                            EtcdCredentials(sys, config.tls));
+  std::optional<EtcdUser> user;
+  if (!config.user.empty()) {
+    absl::StatusOr<std::string> text = sys::ReadFileToString(sys, config.password_file);
+    if (!text.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--leader-etcd-password-file=", config.password_file, ": ", text.status().message()));
+    }
+    std::string password(text->substr(0, text->find_first_of("\r\n")));
+    user = EtcdUser{config.user, std::move(password)};
+  }
   return std::make_unique<LeaderKey>(clock, std::move(endpoints), std::move(credentials),
-                                     config.key, timeout);
+                                     config.key, timeout, std::move(user));
 }
 
 LeaderKey::LeaderKey(Clock& clock, std::vector<std::string> endpoints,
                      std::shared_ptr<grpc::ChannelCredentials> credentials, std::string key,
-                     absl::Duration timeout)
-    : clock_(clock), key_(std::move(key)), timeout_(timeout) {
-  // The channels live as long as the replica: an etcd that comes back is
+                     absl::Duration timeout, std::optional<EtcdUser> user)
+    : clock_(clock), key_(std::move(key)), timeout_(timeout), user_(std::move(user)) {
+  // The channels live as long as their owner: an etcd that comes back is
   // asked again within a second, not after gRPC's reconnect backoff grew
   // (up to two minutes by default).
   grpc::ChannelArguments args;
@@ -154,23 +175,70 @@ LeaderKey::LeaderKey(Clock& clock, std::vector<std::string> endpoints,
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   for (std::string& e : endpoints) {
     std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(e, credentials, args);
-    stubs_.emplace_back(std::move(e), etcdserverpb::KV::NewStub(channel));
+    endpoints_.push_back(Endpoint{std::move(e), etcdserverpb::KV::NewStub(channel),
+                                  etcdserverpb::Auth::NewStub(channel)});
   }
+  absl::MutexLock lock(&token_mu_);
+  tokens_.resize(endpoints_.size());
 }
 
-grpc::Status LeaderKey::Range(etcdserverpb::KV::Stub& stub, bool wait_for_ready,
-                              etcdserverpb::RangeResponse* resp) {
+grpc::Status LeaderKey::RangeWithToken(size_t i, const std::string& token, bool wait_for_ready,
+                                       etcdserverpb::RangeResponse* resp) {
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(clock_.Now() + timeout_));
   ctx.set_wait_for_ready(wait_for_ready);
+  if (!token.empty()) ctx.AddMetadata("token", token);
   etcdserverpb::RangeRequest req;
   req.set_key(key_);
-  return stub.Range(&ctx, req, resp);
+  return endpoints_[i].kv->Range(&ctx, req, resp);
+}
+
+grpc::Status LeaderKey::Authenticate(size_t i, bool wait_for_ready, std::string* token) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(clock_.Now() + timeout_));
+  ctx.set_wait_for_ready(wait_for_ready);
+  etcdserverpb::AuthenticateRequest req;
+  req.set_name(user_->name);
+  req.set_password(user_->password);
+  etcdserverpb::AuthenticateResponse resp;
+  grpc::Status s = endpoints_[i].auth->Authenticate(&ctx, req, &resp);
+  if (!s.ok()) {
+    return grpc::Status(s.error_code(),
+                        absl::StrCat("authenticating as ", user_->name, ": ", s.error_message()));
+  }
+  *token = resp.token();
+  absl::MutexLock lock(&token_mu_);
+  tokens_[i] = *token;
+  return s;
+}
+
+grpc::Status LeaderKey::Range(size_t i, bool wait_for_ready, etcdserverpb::RangeResponse* resp) {
+  if (!user_.has_value()) return RangeWithToken(i, "", wait_for_ready, resp);
+  std::string token;
+  {
+    absl::MutexLock lock(&token_mu_);
+    token = tokens_[i];
+  }
+  if (token.empty()) {
+    if (grpc::Status a = Authenticate(i, wait_for_ready, &token); !a.ok()) return a;
+  }
+  grpc::Status s = RangeWithToken(i, token, wait_for_ready, resp);
+  // etcd no longer takes the token: unused for --auth-token-ttl ("invalid
+  // auth token", UNAUTHENTICATED), or older than a change to its users
+  // ("revision of auth store is old"): a new one, once. Not when etcd was
+  // not reached at all.
+  if (!s.ok() && s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+      s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+    if (grpc::Status a = Authenticate(i, wait_for_ready, &token); !a.ok()) return a;
+    s = RangeWithToken(i, token, wait_for_ready, resp);
+  }
+  return s;
 }
 
 LeaderView LeaderKey::Ask() {
   std::vector<std::string> errors;
-  for (auto& [endpoint, stub] : stubs_) {
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    const std::string& endpoint = endpoints_[i].address;
     etcdserverpb::RangeResponse resp;
     // Wait (up to the deadline) for a connection rather than fail at once
     // on a channel in backoff: with the poll engine (grpc_polling.h) only a
@@ -178,9 +246,9 @@ LeaderView LeaderKey::Ask() {
     // otherwise never be reached again. A call that waited in vain says
     // only "deadline exceeded"; one that does not wait says why the
     // channel cannot connect (refused, a certificate etcd or we reject).
-    grpc::Status s = Range(*stub, /*wait_for_ready=*/true, &resp);
+    grpc::Status s = Range(i, /*wait_for_ready=*/true, &resp);
     if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-      s = Range(*stub, /*wait_for_ready=*/false, &resp);
+      s = Range(i, /*wait_for_ready=*/false, &resp);
     }
     if (!s.ok()) {
       errors.push_back(absl::StrCat(endpoint, ": ", s.error_message(), " (gRPC code ",

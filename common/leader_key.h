@@ -25,9 +25,11 @@
 // The read is etcd's KV.Range of the one key (proto/etcd_kv.proto), a
 // linearizable read over gRPC, plaintext or TLS (EtcdTls: the CA that signs
 // etcd's certificate, and a client certificate where etcd asks for one),
-// asking each endpoint in turn until one answers within the timeout. etcd's
-// user authentication is not supported (such an etcd's answer is an error:
-// the key is unreadable).
+// asking each endpoint in turn until one answers within the timeout. With
+// etcd's authentication on, as a user (EtcdUser): a token from
+// Auth.Authenticate rides on each read, and is asked for again when etcd no
+// longer takes it; without a user such an etcd answers with an error, and
+// the key is unreadable.
 //
 // Thread-safety: LeaderKey is safe to use from several threads (the run
 // loop and the leader watch); the functions are pure.
@@ -100,9 +102,9 @@ absl::Status ValidateEtcdTls(const EtcdTls& tls);
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> EtcdCredentials(sys::SysCalls& sys,
                                                                           const EtcdTls& tls);
 
-// The flags that ask for the leader key (--leader-etcd, --leader-key and
-// --leader-etcd-ca/-cert/-key), as walship-agent and walship-replica take
-// them.
+// The flags that ask for the leader key (--leader-etcd, --leader-key,
+// --leader-etcd-ca/-cert/-key and --leader-etcd-user/-password-file), as
+// walship-agent and walship-replica take them.
 struct LeaderKeyConfig {
   // HOST:PORT[,...] of the HA manager's etcd; empty: the key is not asked.
   std::string etcd;
@@ -110,15 +112,20 @@ struct LeaderKeyConfig {
   // /service/SCOPE/leader).
   std::string key;
   EtcdTls tls;
+  // --leader-etcd-user, --leader-etcd-password-file: for an etcd with
+  // authentication on, the user (with read access to the key) and a file
+  // whose first line is its password; both or neither.
+  std::string user;
+  std::string password_file;
 
   bool enabled() const { return !etcd.empty(); }
   // OK when none of the flags is given, or when etcd's endpoints parse, the
-  // key is given and the TLS flags go together; kInvalidArgument naming the
-  // flag otherwise.
+  // key is given and the TLS and user flags go together; kInvalidArgument
+  // naming the flag otherwise.
   absl::Status Validate() const;
 };
 
-// The five flags, into `config`. `gates` ends the --leader-etcd help: what
+// The seven flags, into `config`. `gates` ends the --leader-etcd help: what
 // the key decides for the program ("serve replicas only while ...").
 void RegisterLeaderKeyFlags(FlagSet& flags, LeaderKeyConfig* config, absl::string_view gates);
 
@@ -127,10 +134,17 @@ void RegisterLeaderKeyFlags(FlagSet& flags, LeaderKeyConfig* config, absl::strin
 // HOST:PORT.
 absl::StatusOr<std::vector<std::string>> ParseEtcdEndpoints(absl::string_view text);
 
+// An etcd user: its name and password.
+struct EtcdUser {
+  std::string name;
+  std::string password;
+};
+
 class LeaderKey {
  public:
-  // For a validated `config` (LeaderKeyConfig::Validate): its TLS files read
-  // now (EtcdCredentials' errors), `timeout` for each endpoint's answer.
+  // For a validated `config` (LeaderKeyConfig::Validate): its TLS files and
+  // password file read now (kInvalidArgument naming the flag of one that
+  // cannot be), `timeout` for each endpoint's answer.
   static absl::StatusOr<std::unique_ptr<LeaderKey>> Make(sys::SysCalls& sys, Clock& clock,
                                                          const LeaderKeyConfig& config,
                                                          absl::Duration timeout);
@@ -138,9 +152,12 @@ class LeaderKey {
   // `endpoints` as ParseEtcdEndpoints returns them, reached with
   // `credentials` (EtcdCredentials); `timeout` bounds the wait for each
   // endpoint's answer.
+  // With `user` (an etcd with authentication on), each endpoint is asked
+  // for a token for it before its first read, and again whenever etcd no
+  // longer takes the token (it restarted, or the token expired).
   LeaderKey(Clock& clock, std::vector<std::string> endpoints,
             std::shared_ptr<grpc::ChannelCredentials> credentials, std::string key,
-            absl::Duration timeout);
+            absl::Duration timeout, std::optional<EtcdUser> user = std::nullopt);
 
   const std::string& key() const { return key_; }
 
@@ -155,17 +172,32 @@ class LeaderKey {
   Reading Read();
 
  private:
+  struct Endpoint {
+    std::string address;
+    std::unique_ptr<etcdserverpb::KV::Stub> kv;
+    std::unique_ptr<etcdserverpb::Auth::Stub> auth;
+  };
+
   LeaderView Ask();
-  // One KV.Range of key_ within timeout_.
-  grpc::Status Range(etcdserverpb::KV::Stub& stub, bool wait_for_ready,
-                     etcdserverpb::RangeResponse* resp);
+  // One KV.Range of key_ at endpoint `i` within timeout_, with user_'s token
+  // (authenticating first when it has none, and once more when etcd refuses
+  // the one it has).
+  grpc::Status Range(size_t i, bool wait_for_ready, etcdserverpb::RangeResponse* resp);
+  grpc::Status RangeWithToken(size_t i, const std::string& token, bool wait_for_ready,
+                              etcdserverpb::RangeResponse* resp);
+  // A new token for user_ from endpoint `i` into *token (and the cache).
+  grpc::Status Authenticate(size_t i, bool wait_for_ready, std::string* token);
 
   Clock& clock_;
   const std::string key_;
   const absl::Duration timeout_;
-  std::vector<std::pair<std::string, std::unique_ptr<etcdserverpb::KV::Stub>>> stubs_;
+  const std::optional<EtcdUser> user_;
+  std::vector<Endpoint> endpoints_;
   absl::Mutex mu_;
   std::optional<LeaderView> last_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex token_mu_;
+  // By endpoint; empty: none yet.
+  std::vector<std::string> tokens_ ABSL_GUARDED_BY(token_mu_);
 };
 
 }  // namespace walship

@@ -127,7 +127,8 @@ int GateMain(int argc, char** argv, walship::sys::SysCalls& sys) {
 
 // Warns about a plaintext control channel, or checks that a TLS channel to
 // each agent can be set up (certificate files readable and valid), and that
-// the leader key's etcd TLS files can be read; false (logged) if one cannot.
+// the leader key's etcd TLS and password files can be read; false (logged)
+// if one cannot.
 bool CheckControlChannels(sys::SysCalls& sys, const replica::ReplicaOptions& o) {
   if (o.tls.insecure) {
     spdlog::warn("--insecure: the gRPC control channel to {} is plaintext and the agent is "
@@ -143,8 +144,11 @@ bool CheckControlChannels(sys::SysCalls& sys, const replica::ReplicaOptions& o) 
     }
   }
   if (o.leader.enabled()) {
-    if (auto c = EtcdCredentials(sys, o.leader.tls); !c.ok()) {
-      spdlog::error("{}", std::string(c.status().message()));
+    // Its TLS and password files are read here (the channels connect only
+    // when asked).
+    if (auto k = LeaderKey::Make(sys, DefaultClock(), o.leader, o.leader_check_interval);
+        !k.ok()) {
+      spdlog::error("{}", std::string(k.status().message()));
       return false;
     }
   }

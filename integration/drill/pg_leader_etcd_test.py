@@ -43,13 +43,14 @@ n. etcd killed: the session goes on (readable 0); R2 restarted with etcd
 o. --leader-etcd without --member, or --member without --leader-etcd:
    the agent does not start, naming the flag.
 
-A third test reads the key over TLS (below).
+Two more read the key over TLS, and as an etcd user (below).
 """
 import base64
 import json
 import os
 import re
 import ssl
+import time
 import unittest
 import urllib.request
 
@@ -346,6 +347,103 @@ class PgLeaderEtcdTest(PgNodesCase):
                     "--format=postgres", "--pg-conninfo=%s" % p.conninfo(), "--insecure"] + flags
             res = self.env.run(argv, timeout=30, check=False)
             self.assertNotEqual(res.returncode, 0, (argv, res.stdout, res.stderr))
+            self.assertIn(named, res.stdout + res.stderr, argv)
+
+    # -- etcd with users ----------------------------------------------------
+    def test_leader_key_as_an_etcd_user(self):
+        """etcd with authentication on: the replica and the agent read the
+        key as a user with --leader-etcd-user/-password-file, with a new
+        token once etcd let the first expire, and after etcd restarted; a
+        wrong password, a
+        user without read access, or no user: the key is unreadable and
+        the log says why; the two flags go together."""
+        # Tokens unused for 2 s expire.
+        etcd = wetcd.Etcd(self.logs, os.path.join(self.env.mkdir("le", "etcd-auth"), "data"),
+                          "etcd-auth", on_close=self.addCleanup,
+                          extra_args=["--auth-token-ttl", "2"]).start()
+        self.show(etcd.proc.log_path)
+        self.assertTrue(etcd.put(KEY.encode(), b"p"))
+        etcd.enable_auth("root-secret", {"walship": "s3cret"})
+        etcd.add_user("outsider", "other")
+        secrets = self.env.mkdir("le", "secrets")
+        files = {}
+        for name, text in [("right", "s3cret\n"), ("wrong", "guess\n"), ("outsider", "other")]:
+            files[name] = os.path.join(secrets, name)
+            with open(files[name], "w") as f:
+                f.write(text)
+            self.env.chown(files[name])
+        base = ["--leader-etcd=127.0.0.1:%d" % etcd.client_port, "--leader-key=%s" % KEY]
+        agents = "p=127.0.0.1:%d,s=127.0.0.1:%d" % (wports.free_port(), wports.free_port())
+        log = os.path.join(self.logs, "r1.log")
+
+        def replica(flags):
+            self.replica_metrics_port = wports.free_port()
+            since = len(procs.read_text(log)) if os.path.exists(log) else 0
+            return since, procs.Proc(self.env, "r1", self.replica_argv(
+                agents, os.path.join(self.dir, "auth-dest"), self.replica_metrics_port,
+                base + flags), self.show(log))
+
+        names = "leader key: etcd names %s as the leader (key %s)"
+        since, r = replica(["--leader-etcd-user=walship",
+                            "--leader-etcd-password-file=%s" % files["right"]])
+        self.wait_log(r, names % ("p", KEY), since, "R to read the key as walship")
+        self.assertEqual(self.readable(), 1)
+        # R paused past the token's lifetime: etcd no longer takes it, and R
+        # asks for a new one.
+        r.pause()
+        time.sleep(5)
+        self.assertTrue(etcd.put(KEY.encode(), b"s"))
+        r.resume()
+        self.wait_log(r, names % ("s", KEY), since, "R to read the key again with a new token")
+        self.assertNotIn("cannot read the leader key", procs.read_text(log, since))
+        # And after etcd restarted.
+        etcd.kill()
+        self.wait_log(r, "cannot read the leader key", since, "R to lose etcd")
+        etcd.start()
+        self.assertTrue(etcd.put(KEY.encode(), b"p"))
+        waits.wait_until(lambda: procs.read_text(log, since).count(names % ("p", KEY)) >= 2, 30,
+                         "R to read the key after etcd restarted")
+        self.assertEqual(r.stop(), 0)
+
+        unreadable = "leader key: cannot read the leader key %s from etcd" % KEY
+        for what, flags, cause in [
+                ("a wrong password", ["--leader-etcd-user=walship",
+                                      "--leader-etcd-password-file=%s" % files["wrong"]],
+                 "authenticating as walship: etcdserver: authentication failed"),
+                ("a user without read access", ["--leader-etcd-user=outsider",
+                                                "--leader-etcd-password-file=%s"
+                                                % files["outsider"]],
+                 "permission denied"),
+                ("no user", [], "user name is empty")]:
+            since, r = replica(flags)
+            self.wait_log(r, unreadable, since, "R (%s) to find the key unreadable" % what)
+            self.assertIn(cause, procs.read_text(log, since), what)
+            waits.wait_until(lambda: self.readable() == 0, 30,
+                             "walship_replica_leader_key_readable of R (%s)" % what)
+            self.assertEqual(r.stop(), 0)
+
+        # The agent reads it the same way (an append-format agent: no
+        # database needed to see what the key says).
+        wal = self.env.mkdir("le", "auth-wal")
+        agent_log = self.show(os.path.join(self.logs, "agent-auth.log"))
+        a = procs.Proc(self.env, "agent-auth", [
+            self.env.binaries["walship-agent"], "--wal-dir=%s" % wal, "--insecure",
+            "--member=p", "--leader-etcd-user=walship",
+            "--leader-etcd-password-file=%s" % files["right"]] + base, agent_log)
+        waits.wait_until(lambda: "leader key (at start): etcd names p as the leader (key %s): "
+                         "this agent's node, member p, serves replicas" % KEY
+                         in procs.read_text(agent_log), 30, "the agent to read the key as walship")
+        self.assertEqual(a.stop(), 0)
+
+        for flags, named in [(["--leader-etcd-user=walship"], "--leader-etcd-password-file"),
+                             (["--leader-etcd-password-file=%s" % files["right"]],
+                              "--leader-etcd-user"),
+                             (["--leader-etcd-user=walship", "--leader-etcd-password-file=%s"
+                               % os.path.join(secrets, "none")], "--leader-etcd-password-file")]:
+            argv = self.replica_argv(agents, os.path.join(self.dir, "bad"), wports.free_port(),
+                                     base + flags)
+            res = self.env.run(argv, timeout=30, check=False)
+            self.assertEqual(res.returncode, 1, (argv, res.stdout, res.stderr))
             self.assertIn(named, res.stdout + res.stderr, argv)
 
     # -- etcd over TLS ------------------------------------------------------

@@ -20,16 +20,22 @@ VALUE_BYTES = 400 << 10
 
 class Etcd(object):
     """A one-member etcd over `data_dir` on loopback ports of its own, its
-    log in `logdir`; `on_close(fn)`, when given, is told how to stop it."""
+    log in `logdir`, with etcd's flags `extra_args`; `on_close(fn)`, when
+    given, is told how to stop it."""
 
-    def __init__(self, logdir, data_dir, label, on_close=None):
+    def __init__(self, logdir, data_dir, label, on_close=None, extra_args=()):
         self.logdir = logdir
         self.on_close = on_close
         self.data_dir = data_dir
         self.label = label
+        self.extra_args = list(extra_args)
         self.client_port = ports.free_port()
         self.peer_port = ports.free_port()
         self.proc = None
+        # With authentication on (enable_auth): root's password, and its
+        # token for the calls below.
+        self.root_password = None
+        self.token = None
 
     def start(self):
         peer = "http://127.0.0.1:%d" % self.peer_port
@@ -39,7 +45,8 @@ class Etcd(object):
             "--listen-client-urls", client, "--advertise-client-urls", client,
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
             "--initial-cluster", "m0=" + peer, "--initial-cluster-state", "new",
-            "--snapshot-count", "100", "--logger", "zap", "--log-outputs", "stderr"],
+            "--snapshot-count", "100", "--logger", "zap", "--log-outputs", "stderr"]
+            + self.extra_args,
             os.path.join(self.logdir, self.label + ".log"))
         if self.on_close is not None:
             self.on_close(self.stop)
@@ -62,17 +69,52 @@ class Etcd(object):
     def kill(self):
         self.proc.kill9()
 
-    def _call(self, method, path, body=None, timeout=10):
+    def _call(self, method, path, body=None, timeout=10, retry_auth=True):
         c = http.client.HTTPConnection("127.0.0.1", self.client_port, timeout=timeout)
         try:
-            c.request(method, path, body=body)
+            c.request(method, path, body=body,
+                      headers={"Authorization": self.token} if self.token else {})
             r = c.getresponse()
             data = r.read().decode()
-            if r.status != 200:
-                raise http.client.HTTPException("%s %s: %d %s" % (method, path, r.status, data))
-            return data
         finally:
             c.close()
+        if r.status != 200 and self.root_password and retry_auth and "auth token" in data:
+            # etcd forgets tokens when it restarts.
+            self._login()
+            return self._call(method, path, body, timeout, retry_auth=False)
+        if r.status != 200:
+            raise http.client.HTTPException("%s %s: %d %s" % (method, path, r.status, data))
+        return data
+
+    def _post(self, path, doc):
+        return json.loads(self._call("POST", path, json.dumps(doc)))
+
+    def _login(self):
+        self.token = None
+        self.token = self._post("/v3/auth/authenticate",
+                                {"name": "root", "password": self.root_password})["token"]
+
+    def enable_auth(self, root_password, readers, prefix=b"/"):
+        """Users `readers` ({name: password}) allowed to read the keys that
+        start with `prefix` (role "reader"), a root user, and authentication
+        turned on; later calls here go as root."""
+        self._post("/v3/auth/role/add", {"name": "root"})
+        self._post("/v3/auth/user/add", {"name": "root", "password": root_password})
+        self._post("/v3/auth/user/grant", {"user": "root", "role": "root"})
+        self._post("/v3/auth/role/add", {"name": "reader"})
+        self._post("/v3/auth/role/grant", {"name": "reader", "perm": {
+            "permType": "READ", "key": base64.b64encode(prefix).decode(),
+            "range_end": base64.b64encode(prefix[:-1] + bytes([prefix[-1] + 1])).decode()}})
+        for name, password in readers.items():
+            self._post("/v3/auth/user/add", {"name": name, "password": password})
+            self._post("/v3/auth/user/grant", {"user": name, "role": "reader"})
+        self._post("/v3/auth/enable", {})
+        self.root_password = root_password
+        self._login()
+
+    def add_user(self, name, password):
+        """A user without any role (it may authenticate, and read nothing)."""
+        self._post("/v3/auth/user/add", {"name": name, "password": password})
 
     def put(self, key, value):
         """True once etcd acknowledged the put (raises otherwise)."""

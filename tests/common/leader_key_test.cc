@@ -112,6 +112,18 @@ TEST(LeaderKeyConfigTest, EtcdAndAKeyOrNothing) {
                                                         "--leader-etcd-ca"),
             absl::string_view::npos);
 
+  LeaderKeyConfig user = c;
+  user.user = "walship";
+  EXPECT_NE(user.Validate().message().find("--leader-etcd-user and --leader-etcd-password-file "
+                                           "go together"),
+            absl::string_view::npos);
+  user.password_file = "/etc/walship/etcd-password";
+  EXPECT_TRUE(user.Validate().ok()) << user.Validate();
+  LeaderKeyConfig password_only;
+  password_only.password_file = "/etc/walship/etcd-password";
+  EXPECT_NE(password_only.Validate().message().find("need --leader-etcd"),
+            absl::string_view::npos);
+
   LeaderKeyConfig bad_endpoint = c;
   bad_endpoint.etcd = "etcd1";
   EXPECT_EQ(bad_endpoint.Validate().code(), absl::StatusCode::kInvalidArgument);
