@@ -36,8 +36,9 @@ j. The key names s: AP refuses R2 (not_leader, counted on both sides),
    0) and R2 holds nothing, although P is a primary.
 k. The key names p: R2 follows AP (named 1, source_up 1).
 l. The key names s again: AP ends the session within a few seconds and
-   refuses R2 from then on; R2 takes nothing more while P commits.
-m. The key names p: R2 catches up.
+   refuses R2 from then on; R2 takes nothing more while P commits. With
+   synchronous_standby_names = 'walship', a commit on P waits.
+m. The key names p: the waiting commit completes, and R2 catches up.
 n. etcd killed: the session goes on (readable 0); R2 restarted with etcd
    down is refused until etcd answers again, then catches up.
 o. --leader-etcd without --member, or --member without --leader-etcd:
@@ -50,6 +51,7 @@ import json
 import os
 import re
 import ssl
+import threading
 import time
 import unittest
 import urllib.request
@@ -92,6 +94,13 @@ class PgLeaderEtcdTest(PgNodesCase):
             self.assertTrue(self.etcd.delete(KEY.encode()))
         else:
             self.assertTrue(self.etcd.put(KEY.encode(), member.encode()))
+
+    def set_sync(self, pg, name):
+        """synchronous_standby_names = `name` on `pg`, in force on return."""
+        pg.psql("ALTER SYSTEM SET synchronous_standby_names = '%s'" % name)
+        pg.psql("SELECT pg_reload_conf()")
+        waits.wait_until(lambda: pg.psql("SHOW synchronous_standby_names") == name, 30,
+                         "synchronous_standby_names = '%s'" % name)
 
     def refusals(self, agent, reason="not_leader"):
         """R's refusals of `agent` (HOST:PORT) for `reason`; 0 when none."""
@@ -313,10 +322,21 @@ class PgLeaderEtcdTest(PgNodesCase):
         self.assertLess(held[1], end)
         self.assertTrue(r.alive(), procs.read_text(r.log_path))
         self.assertEqual(agent("walship_agent_source_up"), 0)
+        # With walship synchronous, the fenced node completes no commit.
+        self.set_sync(p, "walship")
+        committed = threading.Event()
 
-        # m. The key names p: R2 catches up.
+        def commit():
+            p.psql("INSERT INTO t VALUES (4001, 'sync')", timeout=120)
+            committed.set()
+        threading.Thread(target=commit, daemon=True).start()
+        self.assertFalse(committed.wait(5), "P completed a commit while its agent is fenced")
+
+        # m. The key names p: R2 catches up, and the waiting commit completes.
         self.set_leader("p")
-        end = self.insert(p, 4001, 5000)
+        self.assertTrue(committed.wait(60), "the commit to complete once AP serves R2")
+        self.set_sync(p, "")
+        end = self.insert(p, 4002, 5000)
         self.wait_holds(dest, 1, end, "R2 to catch up with P through AP")
 
         # n. etcd gone: the session goes on; a new one waits for etcd.
