@@ -303,6 +303,12 @@ absl::Status Agent::Start() {
 
 absl::Status Agent::StartLeaderGate() {
   if (!options_.leader.enabled()) return absl::OkStatus();
+  spdlog::info("serving replicas only while etcd's leader key names member {}: {}",
+               options_.member, options_.leader.Describe());
+  if (options_.leader.PasswordInPlaintext()) {
+    spdlog::warn("--leader-etcd-user without --leader-etcd-ca: the password goes to etcd in "
+                 "plaintext");
+  }
   WALSHIP_ASSIGN_OR_RETURN(
       std::unique_ptr<LeaderKey> key,
       LeaderKey::Make(sys_, clock_, options_.leader, options_.leader_check_interval));

@@ -99,6 +99,11 @@ absl::Status LeaderKeyConfig::Validate() const {
   return absl::OkStatus();
 }
 
+std::string LeaderKeyConfig::Describe() const {
+  return absl::StrCat("key ", key, " at ", etcd, " (", tls.ca_file.empty() ? "plaintext" : "TLS",
+                      ")", user.empty() ? "" : absl::StrCat(", as etcd user ", user));
+}
+
 void RegisterLeaderKeyFlags(FlagSet& flags, LeaderKeyConfig* config, absl::string_view gates) {
   flags.String("leader-etcd", &config->etcd,
                absl::StrCat("HOST:PORT[,HOST:PORT...] of the HA manager's etcd (v3): ", gates,

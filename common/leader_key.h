@@ -119,6 +119,12 @@ struct LeaderKeyConfig {
   std::string password_file;
 
   bool enabled() const { return !etcd.empty(); }
+  // For the start-up line: "key K at E (TLS)", ", as etcd user U" when one
+  // is given.
+  std::string Describe() const;
+  // A user's password would cross the network in plaintext (no
+  // --leader-etcd-ca): worth a warning.
+  bool PasswordInPlaintext() const { return !user.empty() && tls.ca_file.empty(); }
   // OK when none of the flags is given, or when etcd's endpoints parse, the
   // key is given and the TLS and user flags go together; kInvalidArgument
   // naming the flag otherwise.

@@ -362,8 +362,11 @@ int RunReplica(sys::SysCalls& sys, ReplicaOptions& o, const std::string& serve_l
                wire::CodecName(o.compression), o.tls.insecure ? "plaintext" : "mutual TLS");
   net::LogDataTlsChoice(sys, "replica", o.data_tls_on(), o.tls);
   if (o.leader.enabled()) {
-    spdlog::info("following only the leader etcd names: key {} at {} ({})", o.leader.key,
-                 o.leader.etcd, o.leader.tls.ca_file.empty() ? "plaintext" : "TLS");
+    spdlog::info("following only the leader etcd names: {}", o.leader.Describe());
+    if (o.leader.PasswordInPlaintext()) {
+      spdlog::warn("--leader-etcd-user without --leader-etcd-ca: the password goes to etcd in "
+                   "plaintext");
+    }
   }
   absl::Status s = replica.Run();
   if (trace != nullptr) DumpCommitTrace(sys, *trace, trace_commits);

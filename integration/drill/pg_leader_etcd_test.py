@@ -408,6 +408,8 @@ class PgLeaderEtcdTest(PgNodesCase):
                             "--leader-etcd-password-file=%s" % files["right"]])
         self.wait_log(r, names % ("p", KEY), since, "R to read the key as walship")
         self.assertEqual(self.readable(), 1)
+        self.assertIn("as etcd user walship", procs.read_text(log, since))
+        self.assertIn("the password goes to etcd in plaintext", procs.read_text(log, since))
         # R paused past the token's lifetime: etcd no longer takes it, and R
         # asks for a new one.
         r.pause()
