@@ -47,14 +47,10 @@ absl::Status LeaderGate::Refusal(LeaderView view, bool with_error) const {
   }
   // Health and status compare texts; etcd's errors vary from read to read.
   if (!with_error) view.error = "no endpoint answered";
-  absl::string_view until = view.state == LeaderView::State::kNamed ? ""
-                            : view.state == LeaderView::State::kAbsent
-                                ? " until etcd names one"
-                                : " until etcd answers";
   return WithReason(
       absl::UnavailableError(absl::StrCat(
           "this agent's node is member ", member_, " and ", DescribeLeaderView(view, key_->key()),
-          ": it serves no replica", until)),
+          ": it serves no replica", RefusalWaitsFor(view))),
       Reason::kNotLeader);
 }
 

@@ -24,18 +24,27 @@ std::string DescribeLeaderView(const LeaderView& view, absl::string_view key) {
   return absl::StrCat("cannot read the leader key ", key, " from etcd: ", view.error);
 }
 
+absl::string_view RefusalWaitsFor(const LeaderView& view) {
+  switch (view.state) {
+    case LeaderView::State::kNamed:
+      return "";
+    case LeaderView::State::kAbsent:
+      return " until etcd names one";
+    case LeaderView::State::kUnreadable:
+      break;
+  }
+  return " until etcd answers";
+}
+
 absl::Status CheckLeader(const LeaderView& view, absl::string_view agent,
                          absl::string_view member, absl::string_view key) {
   if (view.state == LeaderView::State::kNamed && view.member == member) {
     return absl::OkStatus();
   }
-  absl::string_view until = view.state == LeaderView::State::kNamed ? ""
-                            : view.state == LeaderView::State::kAbsent
-                                ? " until etcd names one"
-                                : " until etcd answers";
   return WithReason(absl::UnavailableError(absl::StrCat(
-                        "agent ", agent, " (member ", member,
-                        "): ", DescribeLeaderView(view, key), ": not following it", until)),
+                        "agent ", agent, " (member ", member, "): ",
+                        DescribeLeaderView(view, key), ": not following it",
+                        RefusalWaitsFor(view))),
                     Reason::kNotLeader);
 }
 

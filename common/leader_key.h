@@ -71,6 +71,11 @@ struct LeaderView {
 // leader (key K absent)", or "cannot read the leader key K from etcd: ...".
 std::string DescribeLeaderView(const LeaderView& view, absl::string_view key);
 
+// What a refusal for `view` waits for, to end its message: empty when the
+// view names a member, " until etcd names one" when the key is absent, " until
+// etcd answers" when it is unreadable.
+absl::string_view RefusalWaitsFor(const LeaderView& view);
+
 // Before a handshake with `agent`, the agent of `member`: OK when `view`
 // names `member`; otherwise kUnavailable with Reason::kNotLeader, naming the
 // agent, its member and what the view says.
