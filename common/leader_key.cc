@@ -196,14 +196,13 @@ LeaderKey::LeaderKey(Clock& clock, std::vector<std::string> endpoints,
   tokens_.resize(endpoints_.size());
 }
 
-grpc::Status LeaderKey::RangeWithToken(size_t i, const std::string& token, bool wait_for_ready,
+grpc::Status LeaderKey::RangeWithToken(size_t i, const etcdserverpb::RangeRequest& req,
+                                       const std::string& token, bool wait_for_ready,
                                        etcdserverpb::RangeResponse* resp) {
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(clock_.Now() + timeout_));
   ctx.set_wait_for_ready(wait_for_ready);
   if (!token.empty()) ctx.AddMetadata("token", token);
-  etcdserverpb::RangeRequest req;
-  req.set_key(key_);
   return endpoints_[i].kv->Range(&ctx, req, resp);
 }
 
@@ -226,8 +225,9 @@ grpc::Status LeaderKey::Authenticate(size_t i, bool wait_for_ready, std::string*
   return s;
 }
 
-grpc::Status LeaderKey::Range(size_t i, bool wait_for_ready, etcdserverpb::RangeResponse* resp) {
-  if (!user_.has_value()) return RangeWithToken(i, "", wait_for_ready, resp);
+grpc::Status LeaderKey::Range(size_t i, const etcdserverpb::RangeRequest& req,
+                              bool wait_for_ready, etcdserverpb::RangeResponse* resp) {
+  if (!user_.has_value()) return RangeWithToken(i, req, "", wait_for_ready, resp);
   std::string token;
   {
     absl::MutexLock lock(&token_mu_);
@@ -236,7 +236,7 @@ grpc::Status LeaderKey::Range(size_t i, bool wait_for_ready, etcdserverpb::Range
   if (token.empty()) {
     if (grpc::Status a = Authenticate(i, wait_for_ready, &token); !a.ok()) return a;
   }
-  grpc::Status s = RangeWithToken(i, token, wait_for_ready, resp);
+  grpc::Status s = RangeWithToken(i, req, token, wait_for_ready, resp);
   // etcd no longer takes the token: unused for --auth-token-ttl ("invalid
   // auth token", UNAUTHENTICATED), or older than a change to its users
   // ("revision of auth store is old"): a new one, once. Not when etcd was
@@ -244,15 +244,15 @@ grpc::Status LeaderKey::Range(size_t i, bool wait_for_ready, etcdserverpb::Range
   if (!s.ok() && s.error_code() != grpc::StatusCode::UNAVAILABLE &&
       s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
     if (grpc::Status a = Authenticate(i, wait_for_ready, &token); !a.ok()) return a;
-    s = RangeWithToken(i, token, wait_for_ready, resp);
+    s = RangeWithToken(i, req, token, wait_for_ready, resp);
   }
   return s;
 }
 
-LeaderView LeaderKey::Ask() {
+absl::StatusOr<etcdserverpb::RangeResponse> LeaderKey::Query(
+    const etcdserverpb::RangeRequest& req) {
   std::vector<std::string> errors;
   for (size_t i = 0; i < endpoints_.size(); ++i) {
-    const std::string& endpoint = endpoints_[i].address;
     etcdserverpb::RangeResponse resp;
     // Wait (up to the deadline) for a connection rather than fail at once
     // on a channel in backoff: with the poll engine (grpc_polling.h) only a
@@ -260,27 +260,57 @@ LeaderView LeaderKey::Ask() {
     // otherwise never be reached again. A call that waited in vain says
     // only "deadline exceeded"; one that does not wait says why the
     // channel cannot connect (refused, a certificate etcd or we reject).
-    grpc::Status s = Range(i, /*wait_for_ready=*/true, &resp);
+    grpc::Status s = Range(i, req, /*wait_for_ready=*/true, &resp);
     if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-      s = Range(i, /*wait_for_ready=*/false, &resp);
+      s = Range(i, req, /*wait_for_ready=*/false, &resp);
     }
-    if (!s.ok()) {
-      errors.push_back(absl::StrCat(endpoint, ": ", s.error_message(), " (gRPC code ",
-                                    static_cast<int>(s.error_code()), ")"));
-      continue;
-    }
-    LeaderView v;
-    if (resp.kvs_size() == 0) {
-      v.state = LeaderView::State::kAbsent;
-    } else {
-      v.state = LeaderView::State::kNamed;
-      v.member = resp.kvs(0).value();
-    }
-    return v;
+    if (s.ok()) return resp;
+    errors.push_back(absl::StrCat(endpoints_[i].address, ": ", s.error_message(),
+                                  " (gRPC code ", static_cast<int>(s.error_code()), ")"));
   }
+  return absl::UnavailableError(errors.empty() ? "no endpoint" : absl::StrJoin(errors, "; "));
+}
+
+LeaderView LeaderKey::Ask() {
+  etcdserverpb::RangeRequest req;
+  req.set_key(key_);
+  absl::StatusOr<etcdserverpb::RangeResponse> resp = Query(req);
   LeaderView v;
-  v.error = errors.empty() ? "no endpoint" : absl::StrJoin(errors, "; ");
+  if (!resp.ok()) {
+    v.error = std::string(resp.status().message());
+  } else if (resp->kvs_size() == 0) {
+    v.state = LeaderView::State::kAbsent;
+  } else {
+    v.state = LeaderView::State::kNamed;
+    v.member = resp->kvs(0).value();
+  }
   return v;
+}
+
+absl::StatusOr<std::vector<LeaderKey::KeyValue>> LeaderKey::ReadPrefix(const std::string& prefix) {
+  etcdserverpb::RangeRequest req;
+  req.set_key(prefix);
+  // etcd's prefix range: up to the prefix with its last byte incremented
+  // (a last byte of 0xff is dropped first; "\0" alone means every key).
+  std::string end = prefix;
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+  if (end.empty()) {
+    end.assign(1, '\0');
+  } else {
+    end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+  }
+  req.set_range_end(end);
+  WALSHIP_ASSIGN_OR_RETURN(etcdserverpb::RangeResponse resp, Query(req));
+  std::vector<KeyValue> out;
+  for (const etcdserverpb::KeyValue& kv : resp.kvs()) out.push_back({kv.key(), kv.value()});
+  return out;
+}
+
+std::string PatroniMembersPrefix(absl::string_view leader_key) {
+  const size_t slash = leader_key.rfind('/');
+  const absl::string_view dir =
+      slash == absl::string_view::npos ? absl::string_view() : leader_key.substr(0, slash + 1);
+  return absl::StrCat(dir, "members/");
 }
 
 LeaderKey::Reading LeaderKey::Read() {

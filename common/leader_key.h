@@ -31,6 +31,11 @@
 // longer takes it; without a user such an etcd answers with an error, and
 // the key is unreadable.
 //
+// The replica may also take its agents from the HA manager's member keys
+// (ReadPrefix; Patroni keeps each member's state as JSON under
+// NAMESPACE/SCOPE/members/NAME, beside the leader key, with the tags of its
+// configuration: replica/agent_list.h AgentsFromMembers).
+//
 // Thread-safety: LeaderKey is safe to use from several threads (the run
 // loop and the leader watch); the functions are pure.
 #ifndef WALSHIP_COMMON_LEADER_KEY_H_
@@ -145,6 +150,10 @@ void RegisterLeaderKeyFlags(FlagSet& flags, LeaderKeyConfig* config, absl::strin
 // HOST:PORT.
 absl::StatusOr<std::vector<std::string>> ParseEtcdEndpoints(absl::string_view text);
 
+// Where Patroni keeps its members beside `leader_key`: the key's directory
+// and "members/" (/service/main/leader -> /service/main/members/).
+std::string PatroniMembersPrefix(absl::string_view leader_key);
+
 // An etcd user: its name and password.
 struct EtcdUser {
   std::string name;
@@ -182,6 +191,16 @@ class LeaderKey {
   // Asks the endpoints in order until one answers.
   Reading Read();
 
+  // One key and its value, as etcd holds them.
+  struct KeyValue {
+    std::string key;
+    std::string value;
+  };
+  // Every key that starts with `prefix`, in key order, from the first
+  // endpoint that answers (a linearizable read, like Read()); kUnavailable
+  // naming each endpoint's error when none does.
+  absl::StatusOr<std::vector<KeyValue>> ReadPrefix(const std::string& prefix);
+
  private:
   struct Endpoint {
     std::string address;
@@ -190,11 +209,16 @@ class LeaderKey {
   };
 
   LeaderView Ask();
-  // One KV.Range of key_ at endpoint `i` within timeout_, with user_'s token
+  // `req` at the endpoints in order until one answers; kUnavailable with
+  // every endpoint's error otherwise.
+  absl::StatusOr<etcdserverpb::RangeResponse> Query(const etcdserverpb::RangeRequest& req);
+  // One KV.Range at endpoint `i` within timeout_, with user_'s token
   // (authenticating first when it has none, and once more when etcd refuses
   // the one it has).
-  grpc::Status Range(size_t i, bool wait_for_ready, etcdserverpb::RangeResponse* resp);
-  grpc::Status RangeWithToken(size_t i, const std::string& token, bool wait_for_ready,
+  grpc::Status Range(size_t i, const etcdserverpb::RangeRequest& req, bool wait_for_ready,
+                     etcdserverpb::RangeResponse* resp);
+  grpc::Status RangeWithToken(size_t i, const etcdserverpb::RangeRequest& req,
+                              const std::string& token, bool wait_for_ready,
                               etcdserverpb::RangeResponse* resp);
   // A new token for user_ from endpoint `i` into *token (and the cache).
   grpc::Status Authenticate(size_t i, bool wait_for_ready, std::string* token);

@@ -112,8 +112,37 @@ std::optional<AgentView> NewerPrimary(uint32_t current, const std::vector<AgentV
 AgentRotation::AgentRotation(std::vector<std::string> agents)
     : agents_(std::move(agents)), last_outcome_(agents_.size()) {}
 
+const std::string& AgentRotation::current() const {
+  static const std::string* const kNone = new std::string();
+  return agents_.empty() ? *kNone : agents_[current_];
+}
+
+bool AgentRotation::SetAgents(std::vector<std::string> agents) {
+  if (agents == agents_) return false;
+  std::vector<std::string> outcomes(agents.size());
+  size_t next = 0;
+  for (size_t i = 0; i < agents.size(); ++i) {
+    auto it = std::find(agents_.begin(), agents_.end(), agents[i]);
+    if (it == agents_.end()) continue;
+    const size_t was = static_cast<size_t>(it - agents_.begin());
+    outcomes[i] = last_outcome_[was];
+    if (was == current_) next = i;
+  }
+  agents_ = std::move(agents);
+  last_outcome_ = std::move(outcomes);
+  current_ = next;
+  tried_ = 0;
+  return true;
+}
+
 AgentRotation::Step AgentRotation::OnSessionEnd(const absl::Status& s, bool established) {
   Step step;
+  if (agents_.empty()) {
+    step.round_complete = true;
+    step.outcome_changed = true;
+    step.outcome = absl::AsciiStrToLower(absl::StatusCodeToString(s.code()));
+    return step;
+  }
   step.agent = agents_[current_];
   step.index = current_;
   const Reason reason = ReasonOf(s);

@@ -51,6 +51,10 @@ struct AgentEntry {
   // The HA manager's name of the agent's node (NAME=HOST:PORT), as its
   // leader key holds it (common/leader_key.h); empty when the entry names none.
   std::string member;
+
+  bool operator==(const AgentEntry& o) const {
+    return address == o.address && member == o.member;
+  }
 };
 
 // The agents of a --agent value: [NAME=]HOST:PORT entries separated by
@@ -105,11 +109,17 @@ std::optional<AgentView> NewerPrimary(uint32_t current, const std::vector<AgentV
 // See the top of this file.
 class AgentRotation {
  public:
-  // `agents` as ParseAgentList returns them (at least one).
+  // `agents` as ParseAgentList returns them, or none yet.
   explicit AgentRotation(std::vector<std::string> agents);
 
-  // The agent the next session tries.
-  const std::string& current() const { return agents_[current_]; }
+  // Replaces the list. The agent the next session tries stays the same
+  // when the new list has it (else the first), each agent keeps its last
+  // outcome, and a new round begins. False, and nothing changes, when
+  // `agents` is the list already.
+  bool SetAgents(std::vector<std::string> agents);
+
+  // The agent the next session tries; empty when there is none.
+  const std::string& current() const;
   // Its index in the list.
   size_t current_index() const { return current_; }
   size_t size() const { return agents_.size(); }

@@ -8,12 +8,14 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/reason.h"
 #include "common/status_macros.h"
 #include "common/sys/thread_name.h"
 #include "common/tls.h"
 #include "proto/walship.grpc.pb.h"
 #include "replica/dest_lock.h"
+#include "replica/member_agents.h"
 #include "common/leader_key.h"
 #include "replica/session.h"
 #include "spdlog/spdlog.h"
@@ -57,6 +59,7 @@ class AgentProbe {
 };
 
 std::vector<std::string> AgentsOf(const ReplicaOptions& o) {
+  if (o.agent.empty()) return {};  // --agent-tag: from etcd, before each session
   absl::StatusOr<std::vector<std::string>> list = ParseAgentList(o.agent);
   if (list.ok()) return *std::move(list);
   return {o.agent};  // Validate() refuses it; each session then says why
@@ -126,7 +129,9 @@ Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* me
   for (const std::string& a : rotation_.agents()) active.Set({{"agent", a}}, 0);
   if (options_.leader.enabled()) {
     absl::StatusOr<std::vector<AgentEntry>> entries = ParseAgentEntries(options_.agent);
-    if (entries.ok()) agent_entries_ = *std::move(entries);  // Validate() parsed it
+    if (entries.ok()) configured_entries_ = *std::move(entries);  // Validate() parsed it
+    agent_entries_ = configured_entries_;
+    members_prefix_ = PatroniMembersPrefix(options_.leader.key);
     metrics_.Gauge("walship_replica_leader_key_readable",
                    "With --leader-etcd: 1 when the last read of the leader key got etcd's "
                    "answer (the key or its absence), 0 when no endpoint answered.");
@@ -172,9 +177,18 @@ absl::Status Replica::CheckLeaderKey(const std::string& agent) {
     spdlog::debug("leader key: {}", what);
   } else {
     if (r.view.state == LeaderView::State::kNamed && !HasMember(r.view.member)) {
-      spdlog::warn("leader key: {}, a member no --agent entry names: following no agent; "
-                   "add it as {}=HOST:PORT",
-                   what, r.view.member);
+      spdlog::warn("leader key: {}, a member no --agent entry names{}: following no agent; "
+                   "add it as {}=HOST:PORT{}",
+                   what,
+                   options_.agent_tag.empty()
+                       ? ""
+                       : absl::StrCat(" and whose key ", members_prefix_, r.view.member,
+                                      " tags no agent"),
+                   r.view.member,
+                   options_.agent_tag.empty()
+                       ? ""
+                       : absl::StrCat(", or tag its Patroni configuration with ",
+                                      options_.agent_tag, ": HOST:PORT"));
     } else if (r.view.state == LeaderView::State::kNamed) {
       spdlog::info("leader key: {}", what);
     } else {
@@ -201,10 +215,47 @@ absl::Status Replica::WatchLeaderKey(const std::string& agent) {
   return absl::OkStatus();
 }
 
+void Replica::RefreshAgents() {
+  absl::StatusOr<std::vector<LeaderKey::KeyValue>> kvs = leader_key_->ReadPrefix(members_prefix_);
+  std::string note;
+  if (!kvs.ok()) {
+    note = absl::StrCat("cannot read the member keys under ", members_prefix_, ": ",
+                        kvs.status().message(), "; keeping the agents known (",
+                        DescribeAgents(agent_entries_), ")");
+  } else {
+    const MemberAgents found = AgentsFromMembers(*kvs, members_prefix_, options_.agent_tag);
+    std::vector<AgentEntry> merged = MergeAgents(configured_entries_, found.agents);
+    std::vector<std::string> addresses;
+    for (const AgentEntry& e : merged) addresses.push_back(e.address);
+    rotation_.SetAgents(std::move(addresses));
+    for (const AgentEntry& e : merged) {
+      if (std::find(agent_entries_.begin(), agent_entries_.end(), e) == agent_entries_.end()) {
+        metrics_.Gauge("walship_replica_agent_active", "").Set({{"agent", e.address}}, 0);
+      }
+    }
+    agent_entries_ = std::move(merged);
+    note = absl::StrCat("agents: ", DescribeAgents(agent_entries_), " (member keys under ",
+                        members_prefix_, ", tag ", options_.agent_tag, ")");
+    if (!found.untagged.empty()) {
+      absl::StrAppend(&note, "; members without the tag: ", absl::StrJoin(found.untagged, ", "));
+    }
+    for (const std::string& p : found.problems) absl::StrAppend(&note, "; ", p);
+  }
+  if (note == members_note_) return;
+  members_note_ = note;
+  if (!kvs.ok() || agent_entries_.empty()) {
+    spdlog::warn("{}", note);
+  } else {
+    spdlog::info("{}", note);
+  }
+}
+
 void Replica::NoteAgentStep(const AgentRotation::Step& step, const absl::Status& s,
                             absl::Duration wait) {
-  metrics_.Gauge("walship_replica_agent_active", "").Set({{"agent", step.agent}}, 0);
-  if (rotation_.size() == 1) {
+  if (!step.agent.empty()) {
+    metrics_.Gauge("walship_replica_agent_active", "").Set({{"agent", step.agent}}, 0);
+  }
+  if (rotation_.size() <= 1) {
     spdlog::warn("session ended: {}; retrying in {}", s.ToString(), absl::FormatDuration(wait));
     return;
   }
@@ -336,7 +387,7 @@ absl::Status Replica::Run() {
       return s;
     }
     const bool established = established_.exchange(false);
-    if (!established) {
+    if (!established && !rotation_.current().empty()) {
       metrics_.Counter("walship_replica_agent_refusals_total", "")
           .Add({{"agent", rotation_.current()},
                 {"reason", ReasonOf(s) != Reason::kUnspecified
@@ -376,6 +427,12 @@ absl::Status Replica::Run() {
 }
 
 absl::Status Replica::RunOnce() {
+  if (!options_.agent_tag.empty()) RefreshAgents();
+  if (rotation_.size() == 0) {
+    return WithReason(
+        absl::UnavailableError(absl::StrCat("no agent to follow: ", members_note_)),
+        Reason::kNotLeader);
+  }
   session_options_.agent = rotation_.current();
   // With a leader key: only the agent of the member it names.
   if (leader_key_ != nullptr) WALSHIP_RETURN_IF_ERROR(CheckLeaderKey(session_options_.agent));
@@ -386,14 +443,19 @@ absl::Status Replica::RunOnce() {
   WALSHIP_RETURN_IF_ERROR(session.Open());
   established_.store(true);
   metrics_.Gauge("walship_replica_agent_active", "").Set({{"agent", session_options_.agent}}, 1);
-  if (rotation_.size() > 1 && session_options_.agent != last_established_) {
+  // The list may have grown from one agent (--agent-tag): a switch counts
+  // whatever the list's size was; a lone agent's first session is no news.
+  if (session_options_.agent != last_established_) {
     if (!last_established_.empty()) {
       metrics_.Counter("walship_replica_agent_switches_total", "").Add({}, 1);
     }
-    spdlog::info("following agent {} ({} of {}){}", session_options_.agent,
-                 rotation_.current_index() + 1, rotation_.size(),
-                 last_established_.empty() ? ""
-                                           : absl::StrCat(" instead of ", last_established_));
+    if (rotation_.size() > 1 || !last_established_.empty()) {
+      spdlog::info("following agent {} ({} of {}){}", session_options_.agent,
+                   rotation_.current_index() + 1, rotation_.size(),
+                   last_established_.empty()
+                       ? ""
+                       : absl::StrCat(" instead of ", last_established_));
+    }
     last_established_ = session_options_.agent;
   }
   {

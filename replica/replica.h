@@ -32,7 +32,10 @@
 // serves a newer timeline (a stale old primary beside the new one).
 // With --leader-etcd (common/leader_key.h) the HA manager's leader key decides
 // too: before each handshake only the agent of the member it names is
-// asked, and the leader watch ends a session once it names another.
+// asked, and the leader watch ends a session once it names another. With
+// --agent-tag as well, the agents are read again from the HA manager's
+// member keys before each session (member_agents.h), so a node added to the
+// cluster is followed without a restart.
 //
 // Thread-safety: Run() on one thread; Stop() from any thread (e.g. a signal
 // watcher): it ends the current session, if any, with kCancelled.
@@ -105,6 +108,10 @@ class Replica {
   absl::Status WatchLeaderKey(const std::string& agent);
   // leader_key_->Read(), and the walship_replica_leader_key_readable gauge.
   LeaderKey::Reading ReadLeaderKey();
+  // With --agent-tag, before a session: the --agent entries and the agents
+  // the member keys tag, into agent_entries_ and the rotation. An
+  // unreadable etcd keeps the agents known; what changed is logged once.
+  void RefreshAgents();
   // The member name --agent gives `agent`; empty when none.
   std::string MemberOf(const std::string& agent) const;
   // True when an --agent entry carries `member`.
@@ -119,10 +126,17 @@ class Replica {
   AgentRotation rotation_;
   ReplicaOptions session_options_;
   std::string last_established_;
-  // With --leader-etcd: the HA manager's leader key, and the --agent entries
-  // with their member names; null and empty otherwise.
+  // With --leader-etcd: the HA manager's leader key, and the agents with
+  // their member names (the --agent entries, and with --agent-tag those of
+  // the member keys under members_prefix_); null and empty otherwise.
+  // agent_entries_ changes only between sessions, on Run()'s thread, while
+  // no leader watch runs.
   std::unique_ptr<LeaderKey> leader_key_;
+  std::vector<AgentEntry> configured_entries_;
   std::vector<AgentEntry> agent_entries_;
+  std::string members_prefix_;
+  // What the last RefreshAgents() logged about the member keys.
+  std::string members_note_;
   MetricsRegistry own_metrics_;  // used when the caller passes none
   MetricsRegistry& metrics_;
   std::atomic<bool> stopping_{false};

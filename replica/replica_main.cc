@@ -23,6 +23,7 @@
 #include "common/sys/grpc_polling.h"
 #include "common/wire/compress.h"
 #include "common/net/data_tls_flag.h"
+#include "absl/strings/str_cat.h"
 #include "replica/agent_list.h"
 #include "common/leader_key.h"
 #include "replica/replica.h"
@@ -134,7 +135,7 @@ bool CheckControlChannels(sys::SysCalls& sys, const replica::ReplicaOptions& o) 
     spdlog::warn("--insecure: the gRPC control channel to {} is plaintext and the agent is "
                  "not authenticated",
                  o.agent);
-  } else {
+  } else if (!o.agent.empty()) {
     const std::vector<std::string> agents = *ParseAgentList(o.agent);  // Validate() parsed it
     for (const std::string& agent : agents) {
       if (auto channel = MakeChannel(sys, DefaultClock(), agent, o.tls); !channel.ok()) {
@@ -217,6 +218,13 @@ void RegisterLeaderFlags(FlagSet& flags, replica::ReplicaOptions& o) {
       "follow only the agent of the member its --leader-key names, asked before each handshake "
       "and every second during a session. Every --agent entry then carries its member name: "
       "NAME=HOST:PORT. Empty: the agents' own answers decide.");
+  flags.String("agent-tag", &o.agent_tag,
+               "With --leader-etcd: take the agents from the HA manager's member keys too "
+               "(Patroni: the keys under the --leader-key's directory's members/), a member's "
+               "agent being the HOST:PORT of this tag in its configuration's tags (e.g. "
+               "walship_agent; Patroni: tags: {walship_agent: HOST:PORT}). Read before each "
+               "session; --agent entries win over a member key naming the same member or "
+               "address, and --agent may then be left out. Empty: only --agent.");
 }
 }  // namespace
 
@@ -245,7 +253,8 @@ int ReplicaMain(int argc, char** argv, sys::SysCalls& sys) {
       "Exit status: 0 after SIGTERM/SIGINT; 1 bad set-up; 3 an operator must act\n"
       "(another stream, divergent history, a gap behind the agent's retention).");
   flags.String("agent", &o.agent,
-               "HOST:PORT of the agent's control (gRPC) port (required); or several, "
+               "HOST:PORT of the agent's control (gRPC) port (required unless --agent-tag); or "
+               "several, "
                "HOST:PORT,HOST:PORT,..., one beside each node of a PostgreSQL cluster: the "
                "replica follows the agent whose node is the primary, tries the next one while "
                "an agent answers not_primary or older_timeline, and never takes WAL of an "
@@ -357,7 +366,12 @@ int RunReplica(sys::SysCalls& sys, ReplicaOptions& o, const std::string& serve_l
     replica.Stop();
   }).detach();
   spdlog::info("replica {} following {} into {} (transport {}, compression {}, control {})",
-               o.name, o.agent, o.dest,
+               o.name,
+               o.agent_tag.empty()     ? o.agent
+               : o.agent.empty()       ? absl::StrCat("the agents etcd's member keys tag ", o.agent_tag)
+                                       : absl::StrCat(o.agent, " and the agents etcd's member keys tag ",
+                                                      o.agent_tag),
+               o.dest,
                o.compression == wire::Codec::kNone ? TransportName(o.transport) : "copy",
                wire::CodecName(o.compression), o.tls.insecure ? "plaintext" : "mutual TLS");
   net::LogDataTlsChoice(sys, "replica", o.data_tls_on(), o.tls);

@@ -17,17 +17,28 @@ bool ReplicaOptions::data_tls_on() const {
 }
 
 absl::Status ReplicaOptions::Validate() const {
-  if (agent.empty()) return absl::InvalidArgumentError("--agent is required");
+  if (agent.empty() && agent_tag.empty()) {
+    return absl::InvalidArgumentError("--agent is required (or --agent-tag with --leader-etcd)");
+  }
+  if (!agent_tag.empty() && !leader.enabled()) {
+    return absl::InvalidArgumentError(
+        "--agent-tag reads the agents from the HA manager's member keys: it needs "
+        "--leader-etcd and --leader-key");
+  }
   if (absl::Status s = tls.Validate(); !s.ok()) return s;
   if (auto d = net::ResolveDataTls(data_tls, tls); !d.ok()) return d.status();
-  absl::StatusOr<std::vector<std::string>> agents = ParseAgentList(agent);
-  if (!agents.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--agent: ", agents.status().message()));
+  size_t agents = 0;
+  if (!agent.empty()) {
+    absl::StatusOr<std::vector<std::string>> list = ParseAgentList(agent);
+    if (!list.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--agent: ", list.status().message()));
+    }
+    agents = list->size();
   }
-  if (agents->size() > 1 && !data_address.empty()) {
+  if ((agents > 1 || !agent_tag.empty()) && !data_address.empty()) {
     return absl::InvalidArgumentError(
-        "--data-address names one data socket; with several --agent addresses each agent's "
-        "own host and announced data port are used");
+        "--data-address names one data socket; with several agents (--agent addresses or "
+        "--agent-tag) each agent's own host and announced data port are used");
   }
   if (absl::Status s = ValidateLeaderKey(); !s.ok()) return s;
   if (absl::Status s = ValidateSchedSlice(sched_slice, "sched-slice-us"); !s.ok()) return s;
@@ -73,7 +84,7 @@ absl::Status ReplicaOptions::Validate() const {
 
 absl::Status ReplicaOptions::ValidateLeaderKey() const {
   WALSHIP_RETURN_IF_ERROR(leader.Validate());
-  if (!leader.enabled()) return absl::OkStatus();
+  if (!leader.enabled() || agent.empty()) return absl::OkStatus();
   absl::StatusOr<std::vector<AgentEntry>> agents = ParseAgentEntries(agent);
   if (!agents.ok()) return agents.status();  // Validate() reports it
   for (const AgentEntry& a : *agents) {

@@ -63,6 +63,11 @@ struct ReplicaOptions {
   // key (common/leader_key.h); not asked unless leader.enabled(). Every
   // --agent entry must then carry its member name (NAME=HOST:PORT).
   LeaderKeyConfig leader;
+  // --agent-tag: with the leader key, the agents are also taken from the
+  // HA manager's member keys beside it, a member's agent being the value of
+  // this tag (member_agents.h); `agent` may then be empty. Empty: only
+  // `agent`.
+  std::string agent_tag;
   // HOST:PORT of the Prometheus /metrics endpoint; empty disables it.
   std::string metrics_listen;
   // Mutual TLS to the agent's control port, or plaintext when tls.insecure

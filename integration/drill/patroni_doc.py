@@ -71,6 +71,7 @@ class PatroniGuide(object):
         self.dcs = block(text, "dcs")
         self.pre_promote = self._folded(block(text, "pre-promote"), "pre_promote")
         self.node_parameters = self._mapping(block(text, "pre-promote"), "parameters")
+        self.node_tags = self._mapping(block(text, "pre-promote"), "tags")
         self.agent = command(block(text, "agent"))
         self.replica = command(block(text, "replica"))
         for argv, program in [(self.agent, "walship-agent"), (self.replica, "walship-replica")]:
@@ -130,13 +131,23 @@ class PatroniGuide(object):
             ("--member=db1", "--member=%s" % member),
             ("0.0.0.0:7400", listen), ("0.0.0.0:7401", "127.0.0.1:0")])
 
-    def replica_argv(self, program, agents, etcd, scope, dest, name, serve_listen):
-        """`agents`: (member name, HOST:PORT) of each node's agent; `etcd`:
-        HOST:PORT of the cluster's etcd; `scope`: Patroni's scope."""
+    def tags(self, agent):
+        """The node block's tags, naming `agent` (HOST:PORT of the agent
+        beside the node) where the guide names db1's."""
+        out = {}
+        for k, v in self.node_tags.items():
+            if v == "db1:7400":
+                v = agent
+            elif re.search(r"\bdb[0-9]:", v):
+                raise GuideError("no test value for tag %s: %s in %s" % (k, v, GUIDE))
+            out[k] = v
+        return out
+
+    def replica_argv(self, program, etcd, scope, dest, name, serve_listen):
+        """`etcd`: HOST:PORT of the cluster's etcd; `scope`: Patroni's
+        scope. The agents come from the nodes' tags (tags())."""
         argv = _tls_free(self.replica)
         return [program] + substitute(argv[1:], [
-            ("db1=db1:7400,db2=db2:7400,db3=db3:7400",
-             ",".join("%s=%s" % a for a in agents)),
             ("etcd1:2379,etcd2:2379,etcd3:2379", etcd),
             ("/service/main/leader", "/service/%s/leader" % scope),
             ("/var/lib/walship/main", dest), ("replica-1", name),

@@ -90,7 +90,11 @@ class PatroniWorld(object):
         # own parameters (with walship synchronous only).
         extra = (lambda node: {"pre_promote": self.gate_command(node),
                                "parameters": self.guide.node_parameters}) if gate else {}
-        self.cluster = PatroniCluster(self.env, area, extra_postgresql=extra)
+        def tags(node):
+            """The guide's tags: the address of the agent beside `node`."""
+            return self.guide.tags("127.0.0.1:%d" % self.agent_ports[node.index])
+
+        self.cluster = PatroniCluster(self.env, area, extra_postgresql=extra, extra_tags=tags)
         self.agent_ports = [ports.free_port() for _ in self.cluster.nodes]
         self.agents = {}
         self.replicas = []
@@ -151,9 +155,7 @@ class PatroniWorld(object):
         if len(self.replica_dirs) <= i:
             self.replica_dirs.append(dest)
         argv = self.guide.replica_argv(
-            self.env.binaries["walship-replica"],
-            [(n.name, "127.0.0.1:%d" % p) for n, p in zip(self.cluster.nodes, self.agent_ports)],
-            "127.0.0.1:%d" % self.cluster.etcd_port, SCOPE, dest, "r%d" % i,
+            self.env.binaries["walship-replica"], "127.0.0.1:%d" % self.cluster.etcd_port, SCOPE, dest, "r%d" % i,
             "127.0.0.1:%d" % self.serve_ports[i])
         self.replicas.append(self.env.start("r%d" % i, argv,
                                             os.path.join(self.cluster.logs, "r%d.log" % i)))

@@ -110,10 +110,6 @@ class PgLeaderEtcdTest(PgNodesCase):
     def readable(self):
         return self.replica_metric("walship_replica_leader_key_readable")
 
-    def wait_log(self, r, text, since, what, timeout=30):
-        waits.wait_until(lambda: text in procs.read_text(r.log_path, since), timeout,
-                         "%s (%r in R's log)" % (what, text))
-
     # -- the scenario -----------------------------------------------------
     def test_replica_follows_the_leader_key(self):
         p = self.primary()

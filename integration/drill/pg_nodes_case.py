@@ -116,6 +116,12 @@ class PgNodesCase(unittest.TestCase):
             return d is not None and d[0] == tli and d[1] >= lsn
         waits.wait_until(holds, timeout, what, interval=0.05)
 
+    def wait_log(self, r, text, since, what, timeout=30):
+        """Waits until `text` is in the log of process `r` (a replica) past
+        offset `since`."""
+        waits.wait_until(lambda: text in procs.read_text(r.log_path, since), timeout,
+                         "%s (%r in R's log)" % (what, text))
+
     def insert(self, pg, first, last):
         """Rows first..last into table t; returns the primary's LSN after."""
         pg.psql("INSERT INTO t SELECT g, repeat('x', 300) FROM generate_series(%d, %d) g"

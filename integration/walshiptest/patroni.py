@@ -106,10 +106,11 @@ class PatroniNode(object):
         except (OSError, ValueError):
             return None, None
 
-    def write_config(self, etcd_port, dcs_parameters, extra_postgresql):
+    def write_config(self, etcd_port, dcs_parameters, extra_postgresql, extra_tags=None):
         env = self.cluster.env
         pgpass = os.path.join(self.dir, "pgpass")
         extra = dict(extra_postgresql(self) if callable(extra_postgresql) else extra_postgresql)
+        tags = dict(extra_tags(self) if callable(extra_tags) else (extra_tags or {}))
         # The node's own parameters: its socket directory, and any the
         # caller adds.
         extra["parameters"] = dict({"unix_socket_directories": self.sockdir},
@@ -146,7 +147,8 @@ class PatroniNode(object):
                            "host replication all 127.0.0.1/32 trust"],
             }, **extra),
             "watchdog": {"mode": "off"},
-            "tags": {"nofailover": False, "noloadbalance": False, "clonefrom": False},
+            "tags": dict({"nofailover": False, "noloadbalance": False, "clonefrom": False},
+                         **tags),
         }
         with open(self.config_path, "w") as f:
             f.write(_yaml(cfg) + "\n")
@@ -208,13 +210,14 @@ class PatroniNode(object):
 class PatroniCluster(object):
     """etcd and `n` Patroni nodes in `area` of a PgEnv. `extra_postgresql`:
     more keys of each node's `postgresql:` section, a dict or a function of
-    the node giving one (e.g. a pre_promote command naming its data)."""
+    the node giving one (e.g. a pre_promote command naming its data);
+    `extra_tags`: more of each node's `tags:`, the same way."""
 
     TTL = 10
     LOOP_WAIT = 2
     RETRY_TIMEOUT = 5
 
-    def __init__(self, env, area, n=3, extra_postgresql=None):
+    def __init__(self, env, area, n=3, extra_postgresql=None, extra_tags=None):
         self.env = env
         self.area = area
         env.mkdir(area)
@@ -227,6 +230,7 @@ class PatroniCluster(object):
             "max_replication_slots": 10, "wal_log_hints": "on", "wal_keep_size": "128MB",
             "checkpoint_timeout": "30min"}
         self.extra_postgresql = extra_postgresql or {}
+        self.extra_tags = extra_tags
         self.nodes = [PatroniNode(self, i) for i in range(n)]
 
     # -- lifecycle ----------------------------------------------------------
@@ -235,7 +239,8 @@ class PatroniCluster(object):
         replicas; returns once every node streams from the leader."""
         self._start_etcd()
         for n in self.nodes:
-            n.write_config(self.etcd_port, self.dcs_parameters, self.extra_postgresql)
+            n.write_config(self.etcd_port, self.dcs_parameters, self.extra_postgresql,
+                           self.extra_tags)
         self.nodes[0].start()
         self.wait_leader(timeout)
         for n in self.nodes[1:]:

@@ -186,6 +186,39 @@ TEST(AgentRotationTest, AnOutcomeIsNewOnlyWhenItChanges) {
   EXPECT_FALSE(r.OnSessionEnd(Unreachable(), false).outcome_changed);
 }
 
+TEST(AgentRotationTest, ANewListKeepsTheNextAgentAndStartsARound) {
+  AgentRotation r({"a:1", "b:2"});
+  r.OnSessionEnd(NotPrimary(), false);
+  ASSERT_EQ(r.current(), "b:2");
+  EXPECT_FALSE(r.SetAgents({"a:1", "b:2"}));  // the same list: nothing changes
+  EXPECT_TRUE(r.SetAgents({"c:3", "b:2", "a:1"}));
+  EXPECT_EQ(r.current(), "b:2");
+  EXPECT_EQ(r.current_index(), 1u);
+  // A new round: the two others are tried before it backs off.
+  EXPECT_FALSE(r.OnSessionEnd(Unreachable(), false).round_complete);
+  EXPECT_EQ(r.current(), "a:1");
+  // a:1 keeps its last outcome: the same again is no news.
+  EXPECT_FALSE(r.OnSessionEnd(NotPrimary(), false).outcome_changed);
+  EXPECT_TRUE(r.OnSessionEnd(Unreachable(), false).round_complete);
+  // The next agent gone from the list: the first.
+  ASSERT_EQ(r.current(), "b:2");
+  EXPECT_TRUE(r.SetAgents({"d:4", "a:1"}));
+  EXPECT_EQ(r.current(), "d:4");
+}
+
+TEST(AgentRotationTest, NoAgentEndsEveryRound) {
+  AgentRotation r({});
+  EXPECT_EQ(r.size(), 0u);
+  EXPECT_EQ(r.current(), "");
+  AgentRotation::Step step = r.OnSessionEnd(Unreachable(), false);
+  EXPECT_TRUE(step.round_complete);
+  EXPECT_EQ(step.agent, "");
+  EXPECT_TRUE(r.SetAgents({"a:1"}));
+  EXPECT_EQ(r.current(), "a:1");
+  EXPECT_TRUE(r.SetAgents({}));
+  EXPECT_EQ(r.current(), "");
+}
+
 TEST(NewerPrimaryTest, OnlyAServingAgentOfANewerTimelineCounts) {
   const std::vector<AgentView> views = {
       {"standby:1", false, 3},   // not serving (in recovery): never

@@ -37,5 +37,33 @@ TEST(LeaderFlagsTest, EveryAgentNamedAndAKey) {
             absl::string_view::npos);
 }
 
+TEST(LeaderFlagsTest, AgentsFromMemberKeysNeedTheLeaderKey) {
+  ReplicaOptions o = Options("");
+  absl::Status s = o.Validate();
+  EXPECT_NE(s.message().find("--agent is required (or --agent-tag with --leader-etcd)"),
+            absl::string_view::npos)
+      << s;
+  o.agent_tag = "walship_agent";
+  s = o.Validate();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--agent-tag reads the agents from the HA manager's member keys: "
+                             "it needs --leader-etcd"),
+            absl::string_view::npos)
+      << s;
+  o.leader.etcd = "etcd1:2379";
+  o.leader.key = "/service/main/leader";
+  EXPECT_TRUE(o.Validate().ok()) << o.Validate();
+  // Beside --agent entries, which still carry their member names.
+  o.agent = "db1=h1:7400";
+  EXPECT_TRUE(o.Validate().ok()) << o.Validate();
+  o.agent = "h1:7400";
+  EXPECT_NE(o.Validate().message().find("has no member name"), absl::string_view::npos);
+  // Agents from etcd may be several: no single --data-address.
+  o.agent = "db1=h1:7400";
+  o.data_address = "h1:7401";
+  EXPECT_NE(o.Validate().message().find("--data-address names one data socket"),
+            absl::string_view::npos);
+}
+
 }  // namespace
 }  // namespace walship::replica
