@@ -241,12 +241,16 @@ void Replica::RefreshAgents() {
     }
     for (const std::string& p : found.problems) absl::StrAppend(&note, "; ", p);
   }
-  if (note == members_note_) return;
-  members_note_ = note;
+  // etcd's error may read differently each time: an unreadable etcd is
+  // logged when it becomes so.
+  std::string state = kvs.ok() ? note : "unreadable";
+  members_note_ = std::move(note);
+  if (state == members_state_) return;
+  members_state_ = std::move(state);
   if (!kvs.ok() || agent_entries_.empty()) {
-    spdlog::warn("{}", note);
+    spdlog::warn("{}", members_note_);
   } else {
-    spdlog::info("{}", note);
+    spdlog::info("{}", members_note_);
   }
 }
 

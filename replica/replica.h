@@ -135,8 +135,10 @@ class Replica {
   std::vector<AgentEntry> configured_entries_;
   std::vector<AgentEntry> agent_entries_;
   std::string members_prefix_;
-  // What the last RefreshAgents() logged about the member keys.
+  // What the last RefreshAgents() found in the member keys, and what it
+  // last logged ("unreadable" for any error etcd gave).
   std::string members_note_;
+  std::string members_state_;
   MetricsRegistry own_metrics_;  // used when the caller passes none
   MetricsRegistry& metrics_;
   std::atomic<bool> stopping_{false};

@@ -12,7 +12,9 @@ a. No member key yet: R follows nobody, says so (no agent to follow,
    counted as not_leader) and holds nothing.
 b. p's key tags AP, s's key carries no tag, the leader key names p: R
    learns AP without a restart, logs the agents it found and the member
-   without the tag, and holds P's rows.
+   without the tag, and holds P's rows. Restarted while etcd is down, R
+   warns that it cannot read the member keys, knows no agent and takes
+   nothing; once etcd is back it follows AP again.
 c. A failover: P stopped (S replays all of it), s's key tagged with AS,
    the key names s, S promoted. R leaves AP, finds AS in s's key, and
    follows S onto timeline 2.
@@ -99,6 +101,28 @@ class PgMemberAgentsTest(PgNodesCase):
         self.assertIn("leader key: etcd names p as the leader (key %s)" % KEY, text)
         self.assertEqual(self.replica_metric("walship_replica_agent_active",
                                              '{agent="%s"}' % ap_addr), 1)
+
+        # b2. etcd down, R restarted: it knows no agent until etcd answers;
+        # a session already running would go on (the leader key's rule).
+        etcd.kill()
+        self.assertEqual(r.stop(), 0)
+        held = self.durable(dest)
+        since = len(procs.read_text(r.log_path))
+        r = procs.Proc(self.env, "r1", self.replica_argv(dest, flags), r.log_path)
+        self.wait_log(r, "cannot read the member keys under %s: " % MEMBERS, since,
+                      "R to warn that etcd cannot be read")
+        self.wait_log(r, "no agent to follow: cannot read the member keys", since,
+                      "R to say it knows no agent")
+        self.assertIn("keeping the agents known (none)", procs.read_text(r.log_path, since))
+        end = self.insert(p, 2001, 2500)
+        waits.wait_until(lambda: (self.replica_metric(
+            "walship_replica_session_failures_total", '{code="UNAVAILABLE"}') or 0) >= 2, 30,
+            "R to retry while etcd is down")
+        self.assertEqual(self.durable(dest), held, "R took WAL while etcd was down")
+        etcd.start()
+        self.wait_holds(dest, 1, end, "R to follow AP once etcd answers again")
+        self.assertIn("agents: p=%s (member keys under %s, tag %s)" % (ap_addr, MEMBERS, TAG),
+                      procs.read_text(r.log_path, since))
 
         # c. A failover: everything P wrote is on S, then S is promoted and
         # named, its key tagged with AS.
