@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/reason.h"
 #include "common/sys/thread_name.h"
 #include "spdlog/spdlog.h"
@@ -32,8 +33,41 @@ void LeaderGate::Start() {
   Note(key_->Read(), "at start");
   thread_ = std::thread([this] {
     NameThisThread("ws-leader");
+    {
+      absl::MutexLock lock(&mu_);
+      checked_ = last_;
+    }
+    CheckMember();
     Watch();
   });
+}
+
+void LeaderGate::CheckMember() {
+  const std::string prefix = PatroniMembersPrefix(key_->key());
+  absl::StatusOr<std::vector<LeaderKey::KeyValue>> kvs = key_->ReadPrefix(prefix);
+  if (!kvs.ok()) return;  // the key's own reads say so
+  std::vector<std::string> names;
+  bool present = false;
+  for (const LeaderKey::KeyValue& kv : *kvs) {
+    const std::string name = kv.key.substr(prefix.size());
+    if (name.empty() || name.find('/') != std::string::npos) continue;
+    names.push_back(name);
+    present = present || name == member_;
+  }
+  const MemberSeen seen = names.empty() ? MemberSeen::kUnknown
+                          : present     ? MemberSeen::kPresent
+                                        : MemberSeen::kMissing;
+  if (seen == member_seen_) return;
+  if (seen == MemberSeen::kMissing) {
+    spdlog::warn("--member={}: etcd has no member of that name under {} (it has {}): this "
+                 "agent serves only while the leader key names {}; check that --member is "
+                 "this node's name in the HA manager (Patroni's name:), or that its Patroni "
+                 "runs",
+                 member_, prefix, absl::StrJoin(names, ", "), member_);
+  } else if (seen == MemberSeen::kPresent && member_seen_ == MemberSeen::kMissing) {
+    spdlog::info("--member={}: etcd has that member under {} now", member_, prefix);
+  }
+  member_seen_ = seen;
 }
 
 void LeaderGate::Stop() {
@@ -101,8 +135,16 @@ absl::Status LeaderGate::Fenced() const {
 
 void LeaderGate::Watch() {
   while (!stop_.WaitForNotificationWithTimeout(interval_)) {
-    Note(key_->Read(), "watch");
+    const LeaderKey::Reading r = key_->Read();
+    Note(r, "watch");
     if (absl::Status fenced = Fenced(); !fenced.ok()) on_fenced_(fenced);
+    // A handshake's read may have seen the change first: compare with the
+    // view of the last check, not with the last read.
+    const bool changed = r.view.state != checked_.state || r.view.member != checked_.member;
+    if (changed || member_seen_ == MemberSeen::kMissing) {
+      checked_ = r.view;
+      CheckMember();
+    }
   }
 }
 

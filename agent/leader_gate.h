@@ -22,6 +22,14 @@
 // gauges walship_agent_leader_key_readable and walship_agent_leader_named
 // show the last read.
 //
+// --member must be the node's name as the HA manager writes it, or the key
+// never names it and the agent never serves (under walship synchronous, no
+// commit completes). The watch checks it against the member keys beside the
+// leader key (Patroni: NAMESPACE/SCOPE/members/NAME, present while that
+// node's Patroni runs): at start and at each change of the key, and at each
+// read while the member is missing; a missing member is a warning naming
+// the members etcd has, logged once per change.
+//
 // Thread-safety: Admit, Serving and Fenced from any thread; Start and Stop
 // from the agent's controlling thread.
 #ifndef WALSHIP_AGENT_LEADER_GATE_H_
@@ -73,6 +81,8 @@ class LeaderGate {
   // saying what it names (etcd's error only `with_error`).
   absl::Status Refusal(LeaderView view, bool with_error) const;
   void Watch();
+  // The member check (above); the watch's thread only.
+  void CheckMember();
 
   const std::unique_ptr<LeaderKey> key_;
   const std::string member_;
@@ -82,6 +92,12 @@ class LeaderGate {
   const std::function<void(const absl::Status&)> on_fenced_;
   mutable absl::Mutex mu_;
   LeaderView last_ ABSL_GUARDED_BY(mu_);
+  // What the last CheckMember() found: unknown before the first, or when
+  // etcd holds no member keys (nothing to check against).
+  enum class MemberSeen { kUnknown, kPresent, kMissing };
+  MemberSeen member_seen_ = MemberSeen::kUnknown;
+  // The view the last check followed.
+  LeaderView checked_;
   absl::Notification stop_;
   std::thread thread_;
 };

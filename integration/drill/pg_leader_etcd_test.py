@@ -33,7 +33,9 @@ and nothing of etcd.
 
 j. The key names s: AP refuses R2 (not_leader, counted on both sides),
    says NOT_SERVING (walship_agent_source_up 0, walship_agent_leader_named
-   0) and R2 holds nothing, although P is a primary.
+   0) and R2 holds nothing, although P is a primary. etcd has a member key
+   for s only: AP warns that --member=p names no member there, and says so
+   once p's key appears.
 k. The key names p: R2 follows AP (named 1, source_up 1).
 l. The key names s again: AP ends the session within a few seconds and
    refuses R2 from then on; R2 takes nothing more while P commits. With
@@ -64,6 +66,7 @@ from integration import harness
 from integration.drill.pg_nodes_case import PgNodesCase
 
 KEY = "/service/walship-test/leader"
+MEMBERS = "/service/walship-test/members/"
 
 
 class PgLeaderEtcdTest(PgNodesCase):
@@ -266,6 +269,8 @@ class PgLeaderEtcdTest(PgNodesCase):
         self.show(self.etcd.proc.log_path)
         leader = ["--leader-etcd=127.0.0.1:%d" % self.etcd.client_port, "--leader-key=%s" % KEY]
         self.set_leader("s")
+        # Patroni's member keys beside the leader key: only s's so far.
+        self.assertTrue(self.etcd.put((MEMBERS + "s").encode(), b'{"role": "replica"}'))
         ap_port = wports.free_port()
         ap, ap_metrics = self.start_agent(p, "agent-p", ap_port, leader + ["--member=p"])
         ap_addr = "127.0.0.1:%d" % ap_port
@@ -294,7 +299,15 @@ class PgLeaderEtcdTest(PgNodesCase):
         self.assertIsNone(self.durable(dest), "R2 holds WAL while etcd names s")
         self.assertTrue(r.alive(), procs.read_text(r.log_path))
 
-        # k. The key names p: R2 follows AP.
+        # No member p in etcd: AP says --member may be wrong.
+        self.assertIn("--member=p: etcd has no member of that name under %s (it has s)"
+                      % MEMBERS, ap_log())
+
+        # k. The key names p (and p's member key is there): R2 follows AP.
+        since = len(ap_log())
+        self.assertTrue(self.etcd.put((MEMBERS + "p").encode(), b'{"role": "primary"}'))
+        waits.wait_until(lambda: "--member=p: etcd has that member under %s now" % MEMBERS
+                         in ap_log(since), 30, "AP to find its member in etcd")
         self.set_leader("p")
         end = self.insert(p, 101, 2000)
         self.wait_holds(dest, 1, end, "R2 to hold P's rows through AP")
