@@ -49,8 +49,8 @@ void LeaderGate::CheckMember() {
   std::vector<std::string> names;
   bool present = false;
   for (const LeaderKey::KeyValue& kv : *kvs) {
-    const std::string name = kv.key.substr(prefix.size());
-    if (name.empty() || name.find('/') != std::string::npos) continue;
+    const std::string name = MemberOfKey(kv.key, prefix);
+    if (name.empty()) continue;
     names.push_back(name);
     present = present || name == member_;
   }

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/net.h"
 #include "common/reason.h"
 #include "common/status_macros.h"
@@ -311,6 +312,11 @@ std::string PatroniMembersPrefix(absl::string_view leader_key) {
   const absl::string_view dir =
       slash == absl::string_view::npos ? absl::string_view() : leader_key.substr(0, slash + 1);
   return absl::StrCat(dir, "members/");
+}
+
+std::string MemberOfKey(absl::string_view key, absl::string_view prefix) {
+  if (!absl::ConsumePrefix(&key, prefix) || key.find('/') != absl::string_view::npos) return "";
+  return std::string(key);
 }
 
 LeaderKey::Reading LeaderKey::Read() {

@@ -154,6 +154,10 @@ absl::StatusOr<std::vector<std::string>> ParseEtcdEndpoints(absl::string_view te
 // and "members/" (/service/main/leader -> /service/main/members/).
 std::string PatroniMembersPrefix(absl::string_view leader_key);
 
+// The member a key under `prefix` (PatroniMembersPrefix) is for: its name
+// after the prefix; empty for a key outside the prefix or deeper under it.
+std::string MemberOfKey(absl::string_view key, absl::string_view prefix);
+
 // An etcd user: its name and password.
 struct EtcdUser {
   std::string name;

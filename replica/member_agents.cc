@@ -5,7 +5,6 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/net.h"
@@ -25,9 +24,8 @@ MemberAgents AgentsFromMembers(const std::vector<LeaderKey::KeyValue>& kvs,
                                absl::string_view prefix, absl::string_view tag) {
   MemberAgents out;
   for (const LeaderKey::KeyValue& kv : kvs) {
-    if (!absl::StartsWith(kv.key, prefix)) continue;
-    const std::string member = kv.key.substr(prefix.size());
-    if (member.empty() || member.find('/') != std::string::npos) continue;
+    const std::string member = MemberOfKey(kv.key, prefix);
+    if (member.empty()) continue;
     google::protobuf::Struct doc;
     if (!google::protobuf::util::JsonStringToMessage(kv.value, &doc).ok()) {
       out.problems.push_back(absl::StrCat("member ", member, ": its key ", kv.key,

@@ -76,6 +76,10 @@ TEST(MemberAgentsTest, TheOperatorsEntriesWin) {
 TEST(MemberAgentsTest, PatroniKeepsMembersBesideTheLeader) {
   EXPECT_EQ(PatroniMembersPrefix("/service/main/leader"), "/service/main/members/");
   EXPECT_EQ(PatroniMembersPrefix("leader"), "members/");
+  EXPECT_EQ(MemberOfKey("/service/main/members/db1", "/service/main/members/"), "db1");
+  EXPECT_EQ(MemberOfKey("/service/main/members/db1/x", "/service/main/members/"), "");
+  EXPECT_EQ(MemberOfKey("/service/main/members/", "/service/main/members/"), "");
+  EXPECT_EQ(MemberOfKey("/service/other/members/db1", "/service/main/members/"), "");
 }
 
 }  // namespace
