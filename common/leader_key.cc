@@ -71,19 +71,6 @@ absl::StatusOr<std::vector<std::string>> ParseEtcdEndpoints(absl::string_view te
   return out;
 }
 
-absl::Status ValidateEtcdTls(const EtcdTls& tls) {
-  if (tls.cert_file.empty() != tls.key_file.empty()) {
-    return absl::InvalidArgumentError(
-        "--leader-etcd-cert and --leader-etcd-key go together (a client certificate and its "
-        "key)");
-  }
-  if (tls.ca_file.empty() && !tls.cert_file.empty()) {
-    return absl::InvalidArgumentError(
-        "--leader-etcd-cert needs --leader-etcd-ca (the CA etcd's certificate chains to)");
-  }
-  return absl::OkStatus();
-}
-
 absl::Status LeaderKeyConfig::Validate() const {
   if (etcd.empty()) {
     if (key.empty() && tls.ca_file.empty() && tls.cert_file.empty() && tls.key_file.empty() &&
@@ -133,127 +120,132 @@ void RegisterLeaderKeyFlags(FlagSet& flags, LeaderKeyConfig* config, absl::strin
                "For an etcd with authentication on: the user the key is read as (it needs read "
                "access to the key); with --leader-etcd-password-file.");
   flags.String("leader-etcd-password-file", &config->password_file,
-               "The file whose first line is --leader-etcd-user's password (read at start).");
-}
-
-absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> EtcdCredentials(sys::SysCalls& sys,
-                                                                          const EtcdTls& tls) {
-  if (tls.ca_file.empty()) return grpc::InsecureChannelCredentials();
-  grpc::SslCredentialsOptions opts;
-  auto load = [&sys](absl::string_view flag, const std::string& path,
-                     std::string* into) -> absl::Status {
-    if (path.empty()) return absl::OkStatus();
-    absl::StatusOr<std::string> text = sys::ReadFileToString(sys, path);
-    if (!text.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, "=", path, ": ", text.status().message()));
-    }
-    *into = *std::move(text);
-    return absl::OkStatus();
-  };
-  WALSHIP_RETURN_IF_ERROR(load("leader-etcd-ca", tls.ca_file, &opts.pem_root_certs));
-  WALSHIP_RETURN_IF_ERROR(load("leader-etcd-cert", tls.cert_file, &opts.pem_cert_chain));
-  WALSHIP_RETURN_IF_ERROR(load("leader-etcd-key", tls.key_file, &opts.pem_private_key));
-  return grpc::SslCredentials(opts);
+               "The file whose first line is --leader-etcd-user's password (read at start, and "
+               "again when it changes on disk, as are the TLS files).");
 }
 
 absl::StatusOr<std::unique_ptr<LeaderKey>> LeaderKey::Make(sys::SysCalls& sys, Clock& clock,
                                                           const LeaderKeyConfig& config,
                                                           absl::Duration timeout) {
   WALSHIP_ASSIGN_OR_RETURN(std::vector<std::string> endpoints, ParseEtcdEndpoints(config.etcd));
-  WALSHIP_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
-                           EtcdCredentials(sys, config.tls));
-  std::optional<EtcdUser> user;
-  if (!config.user.empty()) {
-    absl::StatusOr<std::string> text = sys::ReadFileToString(sys, config.password_file);
-    if (!text.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--leader-etcd-password-file=", config.password_file, ": ", text.status().message()));
-    }
-    std::string password(text->substr(0, text->find_first_of("\r\n")));
-    user = EtcdUser{config.user, std::move(password)};
-  }
-  return std::make_unique<LeaderKey>(clock, std::move(endpoints), std::move(credentials),
-                                     config.key, timeout, std::move(user));
+  auto files = std::make_unique<EtcdCredentialFiles>(sys, config.tls, config.user,
+                                                     config.password_file);
+  WALSHIP_ASSIGN_OR_RETURN(EtcdSecrets secrets, files->Load());
+  auto key = std::make_unique<LeaderKey>(clock, std::move(endpoints),
+                                         std::move(secrets.credentials), config.key, timeout,
+                                         std::move(secrets.user));
+  absl::MutexLock lock(&key->conn_mu_);
+  key->files_ = std::move(files);
+  return key;
 }
 
 LeaderKey::LeaderKey(Clock& clock, std::vector<std::string> endpoints,
                      std::shared_ptr<grpc::ChannelCredentials> credentials, std::string key,
                      absl::Duration timeout, std::optional<EtcdUser> user)
-    : clock_(clock), key_(std::move(key)), timeout_(timeout), user_(std::move(user)) {
-  // The channels live as long as their owner: an etcd that comes back is
-  // asked again within a second, not after gRPC's reconnect backoff grew
+    : clock_(clock), key_(std::move(key)), timeout_(timeout), addresses_(std::move(endpoints)) {
+  absl::MutexLock lock(&conn_mu_);
+  conn_ = Connect(addresses_, credentials, std::move(user));
+}
+
+std::shared_ptr<LeaderKey::Connection> LeaderKey::Connect(
+    const std::vector<std::string>& addresses,
+    const std::shared_ptr<grpc::ChannelCredentials>& credentials, std::optional<EtcdUser> user) {
+  // The channels live as long as their connection: an etcd that comes back
+  // is asked again within a second, not after gRPC's reconnect backoff grew
   // (up to two minutes by default).
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  for (std::string& e : endpoints) {
+  auto c = std::make_shared<Connection>();
+  for (const std::string& e : addresses) {
     std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(e, credentials, args);
-    endpoints_.push_back(Endpoint{std::move(e), etcdserverpb::KV::NewStub(channel),
-                                  etcdserverpb::Auth::NewStub(channel)});
+    c->endpoints.push_back(
+        Endpoint{e, etcdserverpb::KV::NewStub(channel), etcdserverpb::Auth::NewStub(channel)});
   }
-  absl::MutexLock lock(&token_mu_);
-  tokens_.resize(endpoints_.size());
+  c->user = std::move(user);
+  absl::MutexLock lock(&c->mu);
+  c->tokens.resize(c->endpoints.size());
+  return c;
 }
 
-grpc::Status LeaderKey::RangeWithToken(size_t i, const etcdserverpb::RangeRequest& req,
+std::shared_ptr<LeaderKey::Connection> LeaderKey::Current() {
+  absl::MutexLock lock(&conn_mu_);
+  if (files_ == nullptr || !files_->Changed()) return conn_;
+  absl::StatusOr<EtcdSecrets> secrets = files_->Load();
+  if (secrets.ok()) {
+    conn_ = Connect(addresses_, secrets->credentials, std::move(secrets->user));
+    spdlog::info("leader key: {} changed on disk: read again", files_->Describe());
+    reload_failed_ = false;
+  } else if (!reload_failed_) {
+    spdlog::warn("leader key: {} changed on disk but cannot be read: {}; reading with the ones "
+                 "read before",
+                 files_->Describe(), std::string(secrets.status().message()));
+    reload_failed_ = true;
+  }
+  return conn_;
+}
+
+grpc::Status LeaderKey::RangeWithToken(Connection& c, size_t i,
+                                       const etcdserverpb::RangeRequest& req,
                                        const std::string& token, bool wait_for_ready,
                                        etcdserverpb::RangeResponse* resp) {
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(clock_.Now() + timeout_));
   ctx.set_wait_for_ready(wait_for_ready);
   if (!token.empty()) ctx.AddMetadata("token", token);
-  return endpoints_[i].kv->Range(&ctx, req, resp);
+  return c.endpoints[i].kv->Range(&ctx, req, resp);
 }
 
-grpc::Status LeaderKey::Authenticate(size_t i, bool wait_for_ready, std::string* token) {
+grpc::Status LeaderKey::Authenticate(Connection& c, size_t i, bool wait_for_ready,
+                                     std::string* token) {
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(clock_.Now() + timeout_));
   ctx.set_wait_for_ready(wait_for_ready);
   etcdserverpb::AuthenticateRequest req;
-  req.set_name(user_->name);
-  req.set_password(user_->password);
+  req.set_name(c.user->name);
+  req.set_password(c.user->password);
   etcdserverpb::AuthenticateResponse resp;
-  grpc::Status s = endpoints_[i].auth->Authenticate(&ctx, req, &resp);
+  grpc::Status s = c.endpoints[i].auth->Authenticate(&ctx, req, &resp);
   if (!s.ok()) {
     return grpc::Status(s.error_code(),
-                        absl::StrCat("authenticating as ", user_->name, ": ", s.error_message()));
+                        absl::StrCat("authenticating as ", c.user->name, ": ", s.error_message()));
   }
   *token = resp.token();
-  absl::MutexLock lock(&token_mu_);
-  tokens_[i] = *token;
+  absl::MutexLock lock(&c.mu);
+  c.tokens[i] = *token;
   return s;
 }
 
-grpc::Status LeaderKey::Range(size_t i, const etcdserverpb::RangeRequest& req,
+grpc::Status LeaderKey::Range(Connection& c, size_t i, const etcdserverpb::RangeRequest& req,
                               bool wait_for_ready, etcdserverpb::RangeResponse* resp) {
-  if (!user_.has_value()) return RangeWithToken(i, req, "", wait_for_ready, resp);
+  if (!c.user.has_value()) return RangeWithToken(c, i, req, "", wait_for_ready, resp);
   std::string token;
   {
-    absl::MutexLock lock(&token_mu_);
-    token = tokens_[i];
+    absl::MutexLock lock(&c.mu);
+    token = c.tokens[i];
   }
   if (token.empty()) {
-    if (grpc::Status a = Authenticate(i, wait_for_ready, &token); !a.ok()) return a;
+    if (grpc::Status a = Authenticate(c, i, wait_for_ready, &token); !a.ok()) return a;
   }
-  grpc::Status s = RangeWithToken(i, req, token, wait_for_ready, resp);
+  grpc::Status s = RangeWithToken(c, i, req, token, wait_for_ready, resp);
   // etcd no longer takes the token: unused for --auth-token-ttl ("invalid
   // auth token", UNAUTHENTICATED), or older than a change to its users
   // ("revision of auth store is old"): a new one, once. Not when etcd was
   // not reached at all.
   if (!s.ok() && s.error_code() != grpc::StatusCode::UNAVAILABLE &&
       s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-    if (grpc::Status a = Authenticate(i, wait_for_ready, &token); !a.ok()) return a;
-    s = RangeWithToken(i, req, token, wait_for_ready, resp);
+    if (grpc::Status a = Authenticate(c, i, wait_for_ready, &token); !a.ok()) return a;
+    s = RangeWithToken(c, i, req, token, wait_for_ready, resp);
   }
   return s;
 }
 
 absl::StatusOr<etcdserverpb::RangeResponse> LeaderKey::Query(
     const etcdserverpb::RangeRequest& req) {
+  std::shared_ptr<Connection> c = Current();
   std::vector<std::string> errors;
-  for (size_t i = 0; i < endpoints_.size(); ++i) {
+  for (size_t i = 0; i < c->endpoints.size(); ++i) {
     etcdserverpb::RangeResponse resp;
     // Wait (up to the deadline) for a connection rather than fail at once
     // on a channel in backoff: with the poll engine (grpc_polling.h) only a
@@ -261,12 +253,12 @@ absl::StatusOr<etcdserverpb::RangeResponse> LeaderKey::Query(
     // otherwise never be reached again. A call that waited in vain says
     // only "deadline exceeded"; one that does not wait says why the
     // channel cannot connect (refused, a certificate etcd or we reject).
-    grpc::Status s = Range(i, req, /*wait_for_ready=*/true, &resp);
+    grpc::Status s = Range(*c, i, req, /*wait_for_ready=*/true, &resp);
     if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-      s = Range(i, req, /*wait_for_ready=*/false, &resp);
+      s = Range(*c, i, req, /*wait_for_ready=*/false, &resp);
     }
     if (s.ok()) return resp;
-    errors.push_back(absl::StrCat(endpoints_[i].address, ": ", s.error_message(),
+    errors.push_back(absl::StrCat(c->endpoints[i].address, ": ", s.error_message(),
                                   " (gRPC code ", static_cast<int>(s.error_code()), ")"));
   }
   return absl::UnavailableError(errors.empty() ? "no endpoint" : absl::StrJoin(errors, "; "));

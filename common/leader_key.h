@@ -56,6 +56,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/etcd_credentials.h"
 #include "common/flags.h"
 #include "common/sys/syscalls.h"
 #include "proto/etcd_kv.grpc.pb.h"
@@ -90,27 +91,6 @@ absl::Status CheckLeader(const LeaderView& view, absl::string_view agent,
 // During a session with the agent of `member`: true only when `view` names
 // another member (see the top of this file).
 bool LeaderMovedAway(const LeaderView& view, absl::string_view member);
-
-// --leader-etcd-ca, --leader-etcd-cert, --leader-etcd-key.
-struct EtcdTls {
-  // PEM bundle of the CAs etcd's certificate must chain to; empty:
-  // plaintext.
-  std::string ca_file;
-  // This replica's client certificate and key, for an etcd that asks for
-  // one (--client-cert-auth); both or neither.
-  std::string cert_file;
-  std::string key_file;
-};
-
-// kInvalidArgument, naming the flags, when a certificate comes without its
-// key (or the other way round), or either without the CA.
-absl::Status ValidateEtcdTls(const EtcdTls& tls);
-
-// The channel credentials `tls` asks for, its files read now (plaintext when
-// tls.ca_file is empty); kInvalidArgument naming the flag of a file that
-// cannot be read.
-absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> EtcdCredentials(sys::SysCalls& sys,
-                                                                          const EtcdTls& tls);
 
 // The flags that ask for the leader key (--leader-etcd, --leader-key,
 // --leader-etcd-ca/-cert/-key and --leader-etcd-user/-password-file), as
@@ -158,17 +138,12 @@ std::string PatroniMembersPrefix(absl::string_view leader_key);
 // after the prefix; empty for a key outside the prefix or deeper under it.
 std::string MemberOfKey(absl::string_view key, absl::string_view prefix);
 
-// An etcd user: its name and password.
-struct EtcdUser {
-  std::string name;
-  std::string password;
-};
-
 class LeaderKey {
  public:
   // For a validated `config` (LeaderKeyConfig::Validate): its TLS files and
   // password file read now (kInvalidArgument naming the flag of one that
-  // cannot be), `timeout` for each endpoint's answer.
+  // cannot be), and again before a read once one changed on disk
+  // (etcd_credentials.h); `timeout` for each endpoint's answer.
   static absl::StatusOr<std::unique_ptr<LeaderKey>> Make(sys::SysCalls& sys, Clock& clock,
                                                          const LeaderKeyConfig& config,
                                                          absl::Duration timeout);
@@ -211,32 +186,50 @@ class LeaderKey {
     std::unique_ptr<etcdserverpb::KV::Stub> kv;
     std::unique_ptr<etcdserverpb::Auth::Stub> auth;
   };
+  // One set of channels to the endpoints, with the user they read as and
+  // its tokens; replaced whole when the credential files change.
+  struct Connection {
+    std::vector<Endpoint> endpoints;
+    std::optional<EtcdUser> user;
+    absl::Mutex mu;
+    // By endpoint; empty: none yet.
+    std::vector<std::string> tokens ABSL_GUARDED_BY(mu);
+  };
+  static std::shared_ptr<Connection> Connect(const std::vector<std::string>& addresses,
+                                             const std::shared_ptr<grpc::ChannelCredentials>& c,
+                                             std::optional<EtcdUser> user);
+  // The connection to read with: a new one first when files_ changed on
+  // disk (and can be read; otherwise the one before, with a warning).
+  std::shared_ptr<Connection> Current();
 
   LeaderView Ask();
   // `req` at the endpoints in order until one answers; kUnavailable with
   // every endpoint's error otherwise.
   absl::StatusOr<etcdserverpb::RangeResponse> Query(const etcdserverpb::RangeRequest& req);
-  // One KV.Range at endpoint `i` within timeout_, with user_'s token
-  // (authenticating first when it has none, and once more when etcd refuses
-  // the one it has).
-  grpc::Status Range(size_t i, const etcdserverpb::RangeRequest& req, bool wait_for_ready,
-                     etcdserverpb::RangeResponse* resp);
-  grpc::Status RangeWithToken(size_t i, const etcdserverpb::RangeRequest& req,
+  // One KV.Range at endpoint `i` of `c` within timeout_, with its user's
+  // token (authenticating first when it has none, and once more when etcd
+  // refuses the one it has).
+  grpc::Status Range(Connection& c, size_t i, const etcdserverpb::RangeRequest& req,
+                     bool wait_for_ready, etcdserverpb::RangeResponse* resp);
+  grpc::Status RangeWithToken(Connection& c, size_t i, const etcdserverpb::RangeRequest& req,
                               const std::string& token, bool wait_for_ready,
                               etcdserverpb::RangeResponse* resp);
-  // A new token for user_ from endpoint `i` into *token (and the cache).
-  grpc::Status Authenticate(size_t i, bool wait_for_ready, std::string* token);
+  // A new token for c.user from endpoint `i` into *token (and c.tokens).
+  grpc::Status Authenticate(Connection& c, size_t i, bool wait_for_ready, std::string* token);
 
   Clock& clock_;
   const std::string key_;
   const absl::Duration timeout_;
-  const std::optional<EtcdUser> user_;
-  std::vector<Endpoint> endpoints_;
+  const std::vector<std::string> addresses_;
   absl::Mutex mu_;
   std::optional<LeaderView> last_ ABSL_GUARDED_BY(mu_);
-  absl::Mutex token_mu_;
-  // By endpoint; empty: none yet.
-  std::vector<std::string> tokens_ ABSL_GUARDED_BY(token_mu_);
+  absl::Mutex conn_mu_;
+  std::shared_ptr<Connection> conn_ ABSL_GUARDED_BY(conn_mu_);
+  // Make()'s: the TLS and password files, read again when they change;
+  // null for a LeaderKey built from credentials.
+  std::unique_ptr<EtcdCredentialFiles> files_ ABSL_GUARDED_BY(conn_mu_);
+  // The last change of files_ could not be read (warned once).
+  bool reload_failed_ ABSL_GUARDED_BY(conn_mu_) = false;
 };
 
 }  // namespace walship

@@ -52,6 +52,7 @@ import base64
 import json
 import os
 import re
+import shutil
 import ssl
 import threading
 import time
@@ -382,8 +383,9 @@ class PgLeaderEtcdTest(PgNodesCase):
     def test_leader_key_as_an_etcd_user(self):
         """etcd with authentication on: the replica and the agent read the
         key as a user with --leader-etcd-user/-password-file, with a new
-        token once etcd let the first expire, and after etcd restarted; a
-        wrong password, a
+        token once etcd let the first expire, after etcd restarted, and
+        after the password changed in etcd and then in its file (no
+        restart); a wrong password, a
         user without read access, or no user: the key is unreadable and
         the log says why; the two flags go together."""
         # Tokens unused for 2 s expire.
@@ -434,6 +436,22 @@ class PgLeaderEtcdTest(PgNodesCase):
         self.assertTrue(etcd.put(KEY.encode(), b"p"))
         waits.wait_until(lambda: procs.read_text(log, since).count(names % ("p", KEY)) >= 2, 30,
                          "R to read the key after etcd restarted")
+        # The password rotated: etcd first (R's token and password no longer
+        # count), then R's file, rewritten in place: R reads again without a
+        # restart.
+        etcd.change_password("walship", "n3w")
+        self.assertTrue(etcd.put(KEY.encode(), b"s"))
+        self.wait_log(r, "authenticating as walship: etcdserver: authentication failed", since,
+                      "R to fail with the old password")
+        waits.wait_until(lambda: self.readable() == 0, 30, "R's key to be unreadable")
+        rotated = len(procs.read_text(log))
+        with open(files["right"], "w") as f:
+            f.write("n3w\n")
+        self.wait_log(r, "leader key: --leader-etcd-password-file=%s changed on disk: read again"
+                      % files["right"], rotated, "R to read its password file again")
+        waits.wait_until(lambda: self.readable() == 1, 30, "R to read the key with the new password")
+        self.assertTrue(etcd.put(KEY.encode(), b"p"))
+        self.wait_log(r, names % ("p", KEY), rotated, "R to follow the key with the new password")
         self.assertEqual(r.stop(), 0)
 
         unreadable = "leader key: cannot read the leader key %s from etcd" % KEY
@@ -482,7 +500,9 @@ class PgLeaderEtcdTest(PgNodesCase):
         """etcd serving TLS and asking for client certificates: the replica
         reads the key with --leader-etcd-ca/-cert/-key; with another CA, or
         without a client certificate, the key is unreadable (logged, gauge
-        0) and no agent is followed; half-given TLS flags are a bad set-up."""
+        0) and no agent is followed; a client certificate rotated on disk is
+        read again without a restart; half-given TLS flags are a bad
+        set-up."""
         # etcd's own gateway dials etcd with etcd's certificate, so that one
         # serves both ends (a serving replica's shape).
         certs = harness.Certs(self.env.mkdir("le", "certs"), "--serving-replica=etcd", "r1")
@@ -546,6 +566,35 @@ class PgLeaderEtcdTest(PgNodesCase):
             self.assertIn("(TLS)", procs.read_text(log, since))
             self.assertIn(cause, procs.read_text(log, since))
             self.assertEqual(r.stop(), 0)
+
+        # A client certificate rotated in place (written beside, renamed
+        # over, as certificate managers do): R starts with one etcd does not
+        # trust, and reads the key once the files hold one it does, without
+        # a restart.
+        rot = self.env.mkdir("le", "rotated")
+        for n in ("r1.pem", "r1.key"):
+            shutil.copy(os.path.join(other.dir, n), os.path.join(rot, n))
+            self.env.chown(os.path.join(rot, n))
+        self.replica_metrics_port = wports.free_port()
+        log = os.path.join(self.logs, "r1.log")
+        since = len(procs.read_text(log)) if os.path.exists(log) else 0
+        r = procs.Proc(self.env, "r1", self.replica_argv(
+            agents, os.path.join(self.dir, "tls-dest"), self.replica_metrics_port,
+            ["--leader-etcd=127.0.0.1:%d" % port, "--leader-key=%s" % KEY,
+             "--leader-etcd-ca=%s" % certs.ca,
+             "--leader-etcd-cert=%s" % os.path.join(rot, "r1.pem"),
+             "--leader-etcd-key=%s" % os.path.join(rot, "r1.key")]), self.show(log))
+        self.wait_log(r, "leader key: cannot read the leader key %s from etcd" % KEY, since,
+                      "R with a certificate etcd does not trust to find the key unreadable")
+        for n in ("r1.pem", "r1.key"):
+            shutil.copy(os.path.join(certs.dir, n), os.path.join(rot, n + ".new"))
+            self.env.chown(os.path.join(rot, n + ".new"))
+            os.rename(os.path.join(rot, n + ".new"), os.path.join(rot, n))
+        self.wait_log(r, "changed on disk: read again", since, "R to read the new files")
+        self.wait_log(r, "leader key: etcd names p as the leader (key %s)" % KEY, since,
+                      "R to read the key with the rotated certificate")
+        waits.wait_until(lambda: self.readable() == 1, 30, "the key to be readable")
+        self.assertEqual(r.stop(), 0)
 
         for flags, named in [(tls[1:], "--leader-etcd-ca"), (tls[:2], "--leader-etcd-key"),
                              (["--leader-etcd-ca=%s" % os.path.join(self.dir, "none.pem")],

@@ -116,6 +116,11 @@ class Etcd(object):
         """A user without any role (it may authenticate, and read nothing)."""
         self._post("/v3/auth/user/add", {"name": name, "password": password})
 
+    def change_password(self, name, password):
+        """A new password for user `name` (tokens issued before no longer
+        count: etcd's auth revision moves on)."""
+        self._post("/v3/auth/user/changepw", {"name": name, "password": password})
+
     def put(self, key, value):
         """True once etcd acknowledged the put (raises otherwise)."""
         body = json.dumps({"key": base64.b64encode(key).decode(),
