@@ -127,6 +127,12 @@ Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* me
   MetricsRegistry::Family active = metrics_.Gauge(
       "walship_replica_agent_active", "1 for the agent of the live session, 0 for the others.");
   for (const std::string& a : rotation_.agents()) active.Set({{"agent", a}}, 0);
+  // Always exported: with --agent-tag a replica may know no agent at all,
+  // and then has no agent_active series for an alert to sum.
+  metrics_.Gauge("walship_replica_agents_known",
+                 "Agents the replica may follow: its --agent entries and, with --agent-tag, "
+                 "those the member keys in etcd name (0: it follows nobody).")
+      .Set({}, static_cast<double>(rotation_.size()));
   if (options_.leader.enabled()) {
     absl::StatusOr<std::vector<AgentEntry>> entries = ParseAgentEntries(options_.agent);
     if (entries.ok()) configured_entries_ = *std::move(entries);  // Validate() parsed it
@@ -228,6 +234,8 @@ void Replica::RefreshAgents() {
     std::vector<std::string> addresses;
     for (const AgentEntry& e : merged) addresses.push_back(e.address);
     rotation_.SetAgents(std::move(addresses));
+    metrics_.Gauge("walship_replica_agents_known", "")
+        .Set({}, static_cast<double>(rotation_.size()));
     for (const AgentEntry& e : merged) {
       if (std::find(agent_entries_.begin(), agent_entries_.end(), e) == agent_entries_.end()) {
         metrics_.Gauge("walship_replica_agent_active", "").Set({{"agent", e.address}}, 0);

@@ -8,8 +8,8 @@ JSON object with the tags of the member's configuration), and one
 walship-replica R given no --agent at all: --leader-etcd, --leader-key and
 --agent-tag=walship_agent.
 
-a. No member key yet: R follows nobody, says so (no agent to follow,
-   counted as not_leader) and holds nothing.
+a. No member key yet: R follows nobody, says so (no agent to follow;
+   walship_replica_agents_known 0) and holds nothing.
 b. p's key tags AP, s's key carries no tag, the leader key names p: R
    learns AP without a restart, logs the agents it found and the member
    without the tag, and holds P's rows. Restarted while etcd is down, R
@@ -88,6 +88,7 @@ class PgMemberAgentsTest(PgNodesCase):
             "R to retry")
         self.assertTrue(r.alive(), procs.read_text(r.log_path))
         self.assertIsNone(self.durable(dest), "R holds WAL without an agent")
+        self.assertEqual(self.replica_metric("walship_replica_agents_known"), 0)
 
         # b. The member keys as Patroni writes them: R learns AP.
         since = len(procs.read_text(r.log_path))
@@ -101,6 +102,7 @@ class PgMemberAgentsTest(PgNodesCase):
         self.assertIn("leader key: etcd names p as the leader (key %s)" % KEY, text)
         self.assertEqual(self.replica_metric("walship_replica_agent_active",
                                              '{agent="%s"}' % ap_addr), 1)
+        self.assertEqual(self.replica_metric("walship_replica_agents_known"), 1)
 
         # b2. etcd down, R restarted: it knows no agent until etcd answers;
         # a session already running would go on (the leader key's rule).
@@ -144,6 +146,7 @@ class PgMemberAgentsTest(PgNodesCase):
                       % (ap_addr, as_addr, MEMBERS, TAG), text)
         self.assertIn("following agent %s (2 of 2) instead of %s" % (as_addr, ap_addr), text)
         self.assertEqual(self.replica_metric("walship_replica_timeline"), 2)
+        self.assertEqual(self.replica_metric("walship_replica_agents_known"), 2)
         self.assertEqual(r.stop(), 0)
 
         # d. A bad set-up stops the replica at start, naming the flag.
