@@ -136,8 +136,10 @@ void Agent::DeclareMetrics() {
     backlog.Clear();
     connected.Clear();
     stalled.Clear();
-    const absl::Status readiness = SessionReadiness();
-    source_up.Set({}, snap.source_status.ok() && ServingReadiness().ok() ? 1 : 0);
+    const absl::Status source = source_->Readiness();
+    const absl::Status readiness = SessionReadiness(source, gate_.get());
+    source_up.Set({},
+                  snap.source_status.ok() && ServingReadiness(source, gate_.get()).ok() ? 1 : 0);
     const absl::Time now = clock_.Now();
     uint64_t total = 0;
     if (snap.segments) {
@@ -303,12 +305,8 @@ absl::Status Agent::Start() {
 
 absl::Status Agent::StartLeaderGate() {
   if (!options_.leader.enabled()) return absl::OkStatus();
-  spdlog::info("serving replicas only while etcd's leader key names member {}: {}",
-               options_.member, options_.leader.Describe());
-  if (options_.leader.PasswordInPlaintext()) {
-    spdlog::warn("--leader-etcd-user without --leader-etcd-ca: the password goes to etcd in "
-                 "plaintext");
-  }
+  options_.leader.LogStart(absl::StrCat(
+      "serving replicas only while etcd's leader key names member ", options_.member));
   WALSHIP_ASSIGN_OR_RETURN(
       std::unique_ptr<LeaderKey> key,
       LeaderKey::Make(sys_, clock_, options_.leader, options_.leader_check_interval));
@@ -326,16 +324,6 @@ absl::Status Agent::StartLeaderGate() {
   gate_->Start();
   service_->SetLeaderGate(gate_.get());
   return absl::OkStatus();
-}
-
-absl::Status Agent::ServingReadiness() const {
-  WALSHIP_RETURN_IF_ERROR(source_->Readiness());
-  return gate_ != nullptr ? gate_->Serving() : absl::OkStatus();
-}
-
-absl::Status Agent::SessionReadiness() const {
-  WALSHIP_RETURN_IF_ERROR(source_->Readiness());
-  return gate_ != nullptr ? gate_->Fenced() : absl::OkStatus();
 }
 
 absl::Status Agent::StartControlServer() {
@@ -362,7 +350,7 @@ void Agent::WatchHealth(HealthStatus& health) {
   std::string last;  // why not serving; empty while serving
   do {
     absl::Status why = catalog_->Get().source_status;
-    if (why.ok()) why = ServingReadiness();
+    if (why.ok()) why = ServingReadiness(source_->Readiness(), gate_.get());
     const std::string now = why.ok() ? std::string() : why.ToString();
     if (now != last) {
       health.Set("", why.ok());

@@ -72,14 +72,9 @@ class Agent {
   // Start(), with --leader-etcd: the leader gate (leader_gate.h), its watch
   // started and the control service gated by it.
   absl::Status StartLeaderGate();
-  // Whether a new replica would be served: the source's Readiness, then the
-  // leader gate's Serving.
-  absl::Status ServingReadiness() const;
-  // Whether sessions may go on: the source's Readiness, then the leader
-  // gate's Fenced.
-  absl::Status SessionReadiness() const;
   // Until Shutdown: NOT_SERVING (and an error line) while the source has
-  // failed or cannot serve new replicas (ServingReadiness), SERVING otherwise.
+  // failed or cannot serve new replicas (leader_gate.h ServingReadiness),
+  // SERVING otherwise.
   void WatchHealth(HealthStatus& health);
 
   Clock& clock_;

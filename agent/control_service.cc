@@ -370,17 +370,15 @@ grpc::Status ControlServiceImpl::Status(grpc::ServerContext*,
     resp->set_source_file_size(hold->file_size);
     resp->set_held_back_reason(hold->reason);
   }
-  absl::Status readiness = source_.Readiness();
-  // Sessions are stalled by a leader key only once it names another member.
-  if (readiness.ok() && gate_ != nullptr) readiness = gate_->Fenced();
+  // Sessions are stalled by a leader key only once it names another member;
+  // the source's error says whether a new replica would be served.
+  const absl::Status source = source_.Readiness();
+  const absl::Status readiness = SessionReadiness(source, gate_);
+  const absl::Status serving = ServingReadiness(source, gate_);
   if (!snap.source_status.ok()) {
     resp->set_source_error(snap.source_status.ToString());
-  } else if (!readiness.ok()) {
-    resp->set_source_error(readiness.ToString());
-  } else if (gate_ != nullptr) {
-    if (absl::Status serving = gate_->Serving(); !serving.ok()) {
-      resp->set_source_error(serving.ToString());
-    }
+  } else if (!serving.ok()) {
+    resp->set_source_error(serving.ToString());
   }
   const absl::Time now = clock_.Now();
   uint64_t zc = 0, cp = 0;

@@ -148,4 +148,14 @@ void LeaderGate::Watch() {
   }
 }
 
+absl::Status ServingReadiness(absl::Status readiness, const LeaderGate* gate) {
+  if (!readiness.ok() || gate == nullptr) return readiness;
+  return gate->Serving();
+}
+
+absl::Status SessionReadiness(absl::Status readiness, const LeaderGate* gate) {
+  if (!readiness.ok() || gate == nullptr) return readiness;
+  return gate->Fenced();
+}
+
 }  // namespace walship::agent

@@ -102,6 +102,13 @@ class LeaderGate {
   std::thread thread_;
 };
 
+// Whether a new replica would be served: `readiness` (the source's), then
+// the gate's Serving(); `gate` may be null (no --leader-etcd).
+absl::Status ServingReadiness(absl::Status readiness, const LeaderGate* gate);
+
+// Whether sessions may go on: `readiness`, then the gate's Fenced().
+absl::Status SessionReadiness(absl::Status readiness, const LeaderGate* gate);
+
 }  // namespace walship::agent
 
 #endif  // WALSHIP_AGENT_LEADER_GATE_H_

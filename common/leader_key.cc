@@ -101,6 +101,14 @@ std::string LeaderKeyConfig::Describe() const {
                       ")", user.empty() ? "" : absl::StrCat(", as etcd user ", user));
 }
 
+void LeaderKeyConfig::LogStart(absl::string_view what) const {
+  spdlog::info("{}: {}", std::string(what), Describe());
+  if (PasswordInPlaintext()) {
+    spdlog::warn("--leader-etcd-user without --leader-etcd-ca: the password goes to etcd in "
+                 "plaintext");
+  }
+}
+
 void RegisterLeaderKeyFlags(FlagSet& flags, LeaderKeyConfig* config, absl::string_view gates) {
   flags.String("leader-etcd", &config->etcd,
                absl::StrCat("HOST:PORT[,HOST:PORT...] of the HA manager's etcd (v3): ", gates,

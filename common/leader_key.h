@@ -115,6 +115,9 @@ struct LeaderKeyConfig {
   // A user's password would cross the network in plaintext (no
   // --leader-etcd-ca): worth a warning.
   bool PasswordInPlaintext() const { return !user.empty() && tls.ca_file.empty(); }
+  // The start-up line, "`what`: Describe()", and the warning when
+  // PasswordInPlaintext().
+  void LogStart(absl::string_view what) const;
   // OK when none of the flags is given, or when etcd's endpoints parse, the
   // key is given and the TLS and user flags go together; kInvalidArgument
   // naming the flag otherwise.

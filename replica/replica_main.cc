@@ -375,13 +375,7 @@ int RunReplica(sys::SysCalls& sys, ReplicaOptions& o, const std::string& serve_l
                o.compression == wire::Codec::kNone ? TransportName(o.transport) : "copy",
                wire::CodecName(o.compression), o.tls.insecure ? "plaintext" : "mutual TLS");
   net::LogDataTlsChoice(sys, "replica", o.data_tls_on(), o.tls);
-  if (o.leader.enabled()) {
-    spdlog::info("following only the leader etcd names: {}", o.leader.Describe());
-    if (o.leader.PasswordInPlaintext()) {
-      spdlog::warn("--leader-etcd-user without --leader-etcd-ca: the password goes to etcd in "
-                   "plaintext");
-    }
-  }
+  if (o.leader.enabled()) o.leader.LogStart("following only the leader etcd names");
   absl::Status s = replica.Run();
   if (trace != nullptr) DumpCommitTrace(sys, *trace, trace_commits);
   if (!s.ok()) {
