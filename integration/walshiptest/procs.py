@@ -69,6 +69,23 @@ def pid_alive(pid):
         return False
 
 
+def group_members(pgid):
+    """The pids of process group `pgid` that still run (zombies left out:
+    they hold no memory, files or shared memory any more)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry))
+    return members
+
+
 def _per_thread(pid, read):
     """{thread name: [read(task dir), one per thread of that name]} of
     process `pid`; read returns (name, value) and may raise OSError for a
@@ -296,10 +313,20 @@ class Proc(LogReader):
         except subprocess.TimeoutExpired:
             return None
 
-    def kill9(self):
-        """SIGKILL to the group; reaps the process. Returns its exit status."""
+    def kill9(self, timeout=10):
+        """SIGKILL to the group; reaps the process and returns its exit
+        status once no member of the group runs (a member with much memory
+        takes a while to exit; one still attached to a server's shared
+        memory would stop the server from starting again)."""
         self.signal_group(signal.SIGKILL)
-        return self.wait(10)
+        rc = self.wait(timeout)
+        try:
+            waits.wait_until(lambda: not group_members(self.pid), timeout,
+                             "the members of %s's group to exit" % self.name, interval=0.01)
+        except waits.StepError:
+            log("%s: members of its group still run %ss after SIGKILL: %s", self.name,
+                timeout, group_members(self.pid))
+        return rc
 
     def stop(self, sig=signal.SIGTERM, timeout=15):
         """SIGCONT (a stopped process cannot exit) and `sig` to the group;

@@ -66,6 +66,18 @@ class ProcTest(unittest.TestCase):
         self.assertEqual(p.kill9(), -signal.SIGKILL)
         waits.wait_until(lambda: not pid_alive(child), 10, "the child to die with the group")
 
+    def test_kill9_returns_once_no_member_of_the_group_runs(self):
+        # A child with a large heap takes a while to exit after SIGKILL, as a
+        # PostgreSQL backend holding shared memory does: a server started
+        # again at once must not find it still attached.
+        big = "import time; b = b'x' * (1 << 28); print('ready', flush=True); time.sleep(300)"
+        p = self.sh("heap", "%s -c \"%s\" & echo child=$!; wait" % (sys.executable, big))
+        child = int(p.wait_log(r"^child=\d+$", 10).split("=")[1])
+        p.wait_log("^ready$", 30)
+        self.assertEqual(p.kill9(), -signal.SIGKILL)
+        self.assertFalse(pid_alive(child))
+        self.assertEqual(procs.group_members(p.pid), [])
+
     def test_a_stopped_process_can_still_be_stopped(self):
         p = self.sh("paused", TRAP_TERM)
         p.wait_log("^ready$", 10)
