@@ -135,14 +135,40 @@ void RegisterLeaderKeyFlags(FlagSet& flags, LeaderKeyConfig* config, absl::strin
 absl::StatusOr<std::unique_ptr<LeaderKey>> LeaderKey::Make(sys::SysCalls& sys, Clock& clock,
                                                           const LeaderKeyConfig& config,
                                                           absl::Duration timeout) {
+  return MakeFromFiles(sys, clock, config, timeout, /*await=*/false);
+}
+
+absl::StatusOr<std::unique_ptr<LeaderKey>> LeaderKey::MakeAwaitingFiles(
+    sys::SysCalls& sys, Clock& clock, const LeaderKeyConfig& config, absl::Duration timeout) {
+  return MakeFromFiles(sys, clock, config, timeout, /*await=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<LeaderKey>> LeaderKey::MakeFromFiles(
+    sys::SysCalls& sys, Clock& clock, const LeaderKeyConfig& config, absl::Duration timeout,
+    bool await) {
   WALSHIP_ASSIGN_OR_RETURN(std::vector<std::string> endpoints, ParseEtcdEndpoints(config.etcd));
   auto files = std::make_unique<EtcdCredentialFiles>(sys, config.tls, config.user,
                                                      config.password_file);
-  WALSHIP_ASSIGN_OR_RETURN(EtcdSecrets secrets, files->Load());
-  auto key = std::make_unique<LeaderKey>(clock, std::move(endpoints),
-                                         std::move(secrets.credentials), config.key, timeout,
-                                         std::move(secrets.user));
+  absl::StatusOr<EtcdSecrets> secrets = files->Load();
+  if (!secrets.ok() && !await) return secrets.status();
+  std::unique_ptr<LeaderKey> key;
+  if (secrets.ok()) {
+    key = std::make_unique<LeaderKey>(clock, std::move(endpoints),
+                                      std::move(secrets->credentials), config.key, timeout,
+                                      std::move(secrets->user));
+  } else {
+    spdlog::error("leader key: {}; no read of etcd until the file can be read",
+                  std::string(secrets.status().message()));
+    key = std::make_unique<LeaderKey>(clock, std::vector<std::string>{}, nullptr, config.key,
+                                      timeout);
+  }
   absl::MutexLock lock(&key->conn_mu_);
+  if (!secrets.ok()) {
+    key->addresses_ = std::move(endpoints);  // for the connection made once they can be read
+    key->conn_->unusable = absl::UnavailableError(absl::StrCat(
+        "the etcd credentials cannot be read: ", secrets.status().message()));
+    key->reload_failed_ = true;  // warned above
+  }
   key->files_ = std::move(files);
   return key;
 }
@@ -269,6 +295,7 @@ absl::StatusOr<etcdserverpb::RangeResponse> LeaderKey::Query(
     errors.push_back(absl::StrCat(c->endpoints[i].address, ": ", s.error_message(),
                                   " (gRPC code ", static_cast<int>(s.error_code()), ")"));
   }
+  if (!c->unusable.ok()) return c->unusable;
   return absl::UnavailableError(errors.empty() ? "no endpoint" : absl::StrJoin(errors, "; "));
 }
 

@@ -151,6 +151,13 @@ class LeaderKey {
                                                          const LeaderKeyConfig& config,
                                                          absl::Duration timeout);
 
+  // As Make(), but files that cannot be read now do not stop it: until they
+  // can, every read fails naming the file, and they are tried again before
+  // each read. For a daemon whose start already checked them, so that one
+  // replaced at that moment costs a few failed reads, not a restart.
+  static absl::StatusOr<std::unique_ptr<LeaderKey>> MakeAwaitingFiles(
+      sys::SysCalls& sys, Clock& clock, const LeaderKeyConfig& config, absl::Duration timeout);
+
   // `endpoints` as ParseEtcdEndpoints returns them, reached with
   // `credentials` (EtcdCredentials); `timeout` bounds the wait for each
   // endpoint's answer.
@@ -194,6 +201,9 @@ class LeaderKey {
   struct Connection {
     std::vector<Endpoint> endpoints;
     std::optional<EtcdUser> user;
+    // Not OK when there are no endpoints because the credential files could
+    // never be read: what every read answers.
+    absl::Status unusable;
     absl::Mutex mu;
     // By endpoint; empty: none yet.
     std::vector<std::string> tokens ABSL_GUARDED_BY(mu);
@@ -204,6 +214,11 @@ class LeaderKey {
   // The connection to read with: a new one first when files_ changed on
   // disk (and can be read; otherwise the one before, with a warning).
   std::shared_ptr<Connection> Current();
+  // Make() and MakeAwaitingFiles(): `files` read now; `await` keeps a key
+  // whose files cannot be (for now).
+  static absl::StatusOr<std::unique_ptr<LeaderKey>> MakeFromFiles(
+      sys::SysCalls& sys, Clock& clock, const LeaderKeyConfig& config, absl::Duration timeout,
+      bool await);
 
   LeaderView Ask();
   // `req` at the endpoints in order until one answers; kUnavailable with
@@ -223,10 +238,11 @@ class LeaderKey {
   Clock& clock_;
   const std::string key_;
   const absl::Duration timeout_;
-  const std::vector<std::string> addresses_;
   absl::Mutex mu_;
   std::optional<LeaderView> last_ ABSL_GUARDED_BY(mu_);
   absl::Mutex conn_mu_;
+  // The endpoints (none while files_ could never be read).
+  std::vector<std::string> addresses_ ABSL_GUARDED_BY(conn_mu_);
   std::shared_ptr<Connection> conn_ ABSL_GUARDED_BY(conn_mu_);
   // Make()'s: the TLS and password files, read again when they change;
   // null for a LeaderKey built from credentials.

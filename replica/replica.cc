@@ -141,13 +141,13 @@ Replica::Replica(sys::SysCalls& sys, ReplicaOptions options, MetricsRegistry* me
     metrics_.Gauge("walship_replica_leader_key_readable",
                    "With --leader-etcd: 1 when the last read of the leader key got etcd's "
                    "answer (the key or its absence), 0 when no endpoint answered.");
-    // The daemon's start checked the TLS files; should one have gone since,
-    // the key stays unreadable, so no agent is followed.
-    absl::StatusOr<std::unique_ptr<LeaderKey>> key =
-        LeaderKey::Make(sys_, clock_, options_.leader, options_.leader_check_interval);
+    // The daemon's start checked the credential files; should one have gone
+    // since, no agent is followed until it can be read again.
+    absl::StatusOr<std::unique_ptr<LeaderKey>> key = LeaderKey::MakeAwaitingFiles(
+        sys_, clock_, options_.leader, options_.leader_check_interval);
     if (key.ok()) {
       leader_key_ = *std::move(key);
-    } else {
+    } else {  // never: Validate() parsed the endpoints
       spdlog::error("the leader key cannot be read: {}", key.status().ToString());
       leader_key_ = std::make_unique<LeaderKey>(clock_, std::vector<std::string>{},
                                                 grpc::InsecureChannelCredentials(),

@@ -3,9 +3,15 @@
 // real etcd is integration/drill/pg_leader_etcd_test.py's.
 #include "common/leader_key.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
 #include <string>
 
+#include "common/clock.h"
 #include "common/reason.h"
+#include "common/sys/syscalls.h"
 #include "gtest/gtest.h"
 
 namespace walship {
@@ -76,6 +82,45 @@ TEST(ParseEtcdEndpointsTest, HostPortList) {
     EXPECT_EQ(ParseEtcdEndpoints(bad).status().code(), absl::StatusCode::kInvalidArgument)
         << "\"" << bad << "\"";
   }
+}
+
+// A password file gone between the daemon's check and the key's making
+// (replaced at that moment): Make() refuses; MakeAwaitingFiles() gives a key
+// whose reads name the file until it is back, then reads etcd (here a port
+// nobody listens on, so the error names the endpoint instead).
+TEST(LeaderKeyTest, AKeyAwaitingItsFilesReadsOnceTheyAreBack) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string pw = std::string(tmp != nullptr ? tmp : "/tmp") + "/awaited-password";
+  ::unlink(pw.c_str());
+  LeaderKeyConfig c;
+  c.etcd = "127.0.0.1:1";
+  c.key = kKey;
+  c.user = "walship";
+  c.password_file = pw;
+  ASSERT_TRUE(c.Validate().ok()) << c.Validate();
+  const absl::Duration timeout = absl::Milliseconds(200);
+  EXPECT_EQ(LeaderKey::Make(sys::DefaultSysCalls(), DefaultClock(), c, timeout).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  absl::StatusOr<std::unique_ptr<LeaderKey>> key =
+      LeaderKey::MakeAwaitingFiles(sys::DefaultSysCalls(), DefaultClock(), c, timeout);
+  ASSERT_TRUE(key.ok()) << key.status();
+  for (int i = 0; i < 2; ++i) {
+    LeaderKey::Reading r = (*key)->Read();
+    EXPECT_EQ(r.view.state, LeaderView::State::kUnreadable);
+    EXPECT_NE(r.view.error.find("--leader-etcd-password-file=" + pw), std::string::npos)
+        << r.view.error;
+    EXPECT_EQ(r.view.error.find("127.0.0.1:1"), std::string::npos) << r.view.error;
+    absl::StatusOr<std::vector<LeaderKey::KeyValue>> members =
+        (*key)->ReadPrefix("/service/main/members/");
+    EXPECT_EQ(members.status().code(), absl::StatusCode::kUnavailable);
+  }
+
+  std::ofstream(pw, std::ios::trunc) << "secret\n";
+  LeaderKey::Reading r = (*key)->Read();
+  EXPECT_EQ(r.view.state, LeaderView::State::kUnreadable);
+  EXPECT_NE(r.view.error.find("127.0.0.1:1: "), std::string::npos) << r.view.error;
+  EXPECT_EQ(r.view.error.find("password-file"), std::string::npos) << r.view.error;
 }
 
 TEST(LeaderKeyConfigTest, EtcdAndAKeyOrNothing) {
