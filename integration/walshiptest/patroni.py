@@ -189,8 +189,10 @@ class PatroniNode(object):
         for p in victims:
             p.wait(10)
         if pm is not None:
-            waits.wait_until(lambda: not procs.pid_alive(pm), 15,
-                             "%s's postmaster %d to die" % (self.name, pm))
+            # Its backends too: one still attached to the shared memory
+            # would stop the node's PostgreSQL from starting again.
+            waits.wait_until(lambda: not procs.pid_alive(pm) and not procs.group_members(pm), 15,
+                             "%s's postmaster %d and its backends to die" % (self.name, pm))
 
     def stop(self, timeout=60):
         """Patroni's own clean stop (it stops PostgreSQL first)."""
