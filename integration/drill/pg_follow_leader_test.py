@@ -129,6 +129,32 @@ class PgFollowLeaderTest(PgNodesCase):
         self.assertIsNotNone(st)
         self.assertIn("not a primary", st.get("source_error", ""), st)
         self.assertEqual(st.get("replicas", []), [], st)
+        self.status_says_who_serves(as_addr, ap_port, 1)
+
+    def status_says_who_serves(self, as_addr, ap_port, timeline):
+        """walship-status given AS, AP (as member p) and an address nobody
+        answers on: AS not serving, AP serving on `timeline` with R's row,
+        exit status 2 for the silent one."""
+        ap_addr = "127.0.0.1:%d" % ap_port
+        silent = "127.0.0.1:%d" % wports.free_port()
+        entries = [as_addr, "p=" + ap_addr, silent]
+        rc, text = daemons.agents_status(entries, as_json=False)
+        self.assertEqual(rc, 2, text)
+        self.assertRegex(text, r"(?m)^agent %s: not serving: .*not a primary" % re.escape(as_addr))
+        self.assertRegex(text, r"(?m)^agent p \(%s\): serving, timeline %d$"
+                         % (re.escape(ap_addr), timeline))
+        self.assertRegex(text, r"(?m)^agent %s: DID NOT ANSWER: " % re.escape(silent))
+        self.assertRegex(text, r"(?m)^r1 +(streaming|caught_up)")
+        self.assertIn("\nserving: p (%s), timeline %d (1 of 3 agents; 1 did not answer)\n"
+                      % (ap_addr, timeline), text)
+        rc, j = daemons.agents_status(entries, as_json=True)
+        self.assertEqual(rc, 2)
+        self.assertIsNotNone(j)
+        self.assertEqual(j["serving"], [ap_addr], j)
+        self.assertEqual([a["agent"] for a in j["agents"]], [as_addr, ap_addr, silent])
+        self.assertEqual(j["agents"][1]["member"], "p")
+        self.assertIn("r1", [r["name"] for r in j["agents"][1]["status"]["replicas"]])
+        self.assertIn("error", j["agents"][2])
 
     def part2_failover(self, p, s, ap, r, dest, as_port, ap_port):
         """Returns (the fork point, R's files and durable LSN before it)."""
@@ -171,6 +197,12 @@ class PgFollowLeaderTest(PgNodesCase):
         self.assertGreaterEqual(self.replica_metric("walship_replica_agent_switches_total"), 1)
         self.assertTrue(os.path.exists(os.path.join(dest, "00000002.history")))
         self.assert_acknowledged_kept(dest, before, held[1])
+        # walship-status given both: AS serves timeline 2, AP's host is gone.
+        as_addr, ap_addr = "127.0.0.1:%d" % as_port, "127.0.0.1:%d" % ap_port
+        rc, text = daemons.agents_status([as_addr, ap_addr], as_json=False)
+        self.assertEqual(rc, 2, text)
+        self.assertIn("\nserving: %s, timeline 2 (1 of 2 agents; 1 did not answer)\n" % as_addr,
+                      text)
         return fork, before
 
     def assert_acknowledged_kept(self, dest, before, held_lsn):

@@ -255,6 +255,24 @@ def agent_status(addr, timeout=10, tls_args=("--insecure",), program=None):
         raise StatusError("walship-status --agent=%s printed no JSON: %r" % (addr, p.stdout[:200]))
 
 
+def agents_status(entries, as_json, timeout=10, tls_args=("--insecure",)):
+    """walship-status given several agents (`entries`: "[NAME=]HOST:PORT"
+    each): (exit status, stdout); with `as_json` stdout parsed (None when it
+    is no JSON)."""
+    cmd = [binaries.find(binaries.STATUS), "--agent=" + ",".join(entries),
+           "--timeout-ms=%d" % int(timeout * 1000 * 0.8)] + list(tls_args)
+    if as_json:
+        cmd.append("--json")
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True, timeout=timeout)
+    if not as_json:
+        return p.returncode, p.stdout
+    try:
+        return p.returncode, json.loads(p.stdout)
+    except ValueError:
+        return p.returncode, None
+
+
 def try_agent_status(addr, timeout=5, **kw):
     """agent_status(), or None if the agent does not answer."""
     try:
