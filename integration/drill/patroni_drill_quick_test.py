@@ -41,6 +41,10 @@ class PatroniDrillQuickTest(unittest.TestCase):
             self.assertTrue(d["invariants"], name)
             self.assertTrue(all(i["ok"] for i in d["invariants"]), name)
             self.assertGreater(d["metrics"]["acked_commits"], 0, name)
+            # After every failover and switchover, walship-status given all
+            # the agents named the new leader's alone as serving.
+            self.assertTrue(any(i["name"].startswith("walship-status names the agent beside")
+                                for i in d["invariants"]), name)
         self.assertEqual(by["patroni-host-loss"]["metrics"]["failovers"], 2)
         self.assertEqual(by["patroni-host-loss"]["metrics"]["acked_lost"], 0)
         self.assertGreater(by["patroni-host-loss"]["metrics"]["rto_s"], 0)

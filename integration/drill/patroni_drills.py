@@ -34,7 +34,7 @@ from integration import statefile
 from integration.drill.drill_steps import Result
 from integration.drill.patroni_doc import PatroniGuide
 from integration.walshiptest import lsn as lsnlib
-from integration.walshiptest import ports, procs, stats, waits
+from integration.walshiptest import daemons, ports, procs, stats, waits
 from integration.walshiptest.patroni import SCOPE, PatroniCluster
 
 ACKS_TABLE = "patroni_acks"
@@ -447,7 +447,30 @@ def check_replicas_follow(res, world, node, timeout=60):
     except waits.WaitTimeout:
         ok = False
     ok = res.check("every walship replica follows %s on timeline %d" % (node.name, want), ok)
+    ok = check_status_names_leader(res, world, node) and ok
     return check_leader_waits_for_walship(res, world, node) and ok
+
+
+def check_status_names_leader(res, world, node, timeout=30):
+    """walship-status given every node's agent (NAME=HOST:PORT, as an
+    operator would) names the agent beside `node`, and it alone, as serving."""
+    entries = ["%s=127.0.0.1:%d" % (n.name, world.agent_ports[n.index])
+               for n in world.cluster.nodes]
+    want = ["127.0.0.1:%d" % world.agent_ports[node.index]]
+    seen = {}
+
+    def named():
+        _, j = daemons.agents_status(entries, as_json=True)
+        seen["serving"] = (j or {}).get("serving")
+        return seen["serving"] == want
+    try:
+        waits.wait_until(named, timeout, "walship-status to name %s's agent" % node.name,
+                         interval=0.5)
+        ok = True
+    except waits.WaitTimeout:
+        ok = False
+    return res.check("walship-status names the agent beside %s, alone, as serving" % node.name,
+                     ok, "" if ok else "serving: %s" % seen.get("serving"))
 
 
 def check_leader_waits_for_walship(res, world, node, timeout=30):
