@@ -48,5 +48,22 @@ std::string ServingSummary(const std::vector<AgentAnswer>& answers) {
       }));
 }
 
+std::string LeaderDisagreement(const std::vector<AgentAnswer>& answers,
+                               const LeaderView& leader) {
+  if (leader.state != LeaderView::State::kNamed) return "";
+  const std::string head = absl::StrCat("THE LEADER KEY NAMES ", leader.member, ", ");
+  for (const AgentAnswer& a : answers) {
+    if (a.serving() && a.member != leader.member) {
+      return absl::StrCat(head, "BUT ", AgentLabel(a), " SERVES");
+    }
+  }
+  for (const AgentAnswer& a : answers) {
+    if (a.member != leader.member) continue;
+    if (!a.answered || a.serving()) return "";
+    return absl::StrCat(head, "WHOSE AGENT ", AgentLabel(a), " DOES NOT SERVE");
+  }
+  return absl::StrCat(head, "AND NO AGENT ASKED IS ", leader.member, "'S");
+}
+
 }  // namespace status
 }  // namespace walship

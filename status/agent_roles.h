@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "common/leader_key.h"
+
 namespace walship {
 namespace status {
 
@@ -42,6 +44,18 @@ std::string AgentLine(const AgentAnswer& a);
 // The last is worth an operator's look: two primaries, or a stale one not yet
 // fenced (replicas never go back to an older timeline; see docs/postgresql.md).
 std::string ServingSummary(const std::vector<AgentAnswer>& answers);
+
+// With the HA manager's leader key read (--leader-etcd): empty when what
+// the agents say agrees with it, otherwise the line that says how they
+// disagree:
+//   "THE LEADER KEY NAMES db2, BUT db1 (db1:7400) SERVES"
+//   "THE LEADER KEY NAMES db2, WHOSE AGENT db2 (db2:7400) DOES NOT SERVE"
+//   "THE LEADER KEY NAMES db2, AND NO AGENT ASKED IS db2'S"
+// An agent that did not answer, or a key that is absent or unreadable, is
+// no disagreement (the key's own line says so). Right after a failover the
+// new leader's agent may need a poll to serve.
+std::string LeaderDisagreement(const std::vector<AgentAnswer>& answers,
+                               const LeaderView& leader);
 
 }  // namespace status
 }  // namespace walship

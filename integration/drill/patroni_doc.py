@@ -64,7 +64,7 @@ def _tls_free(argv):
 
 
 class PatroniGuide(object):
-    """The four blocks, ready to run with a world's names."""
+    """The guide's blocks, ready to run with a world's names."""
 
     def __init__(self, text=None):
         text = text if text is not None else read_guide()
@@ -74,7 +74,9 @@ class PatroniGuide(object):
         self.node_tags = self._mapping(block(text, "pre-promote"), "tags")
         self.agent = command(block(text, "agent"))
         self.replica = command(block(text, "replica"))
-        for argv, program in [(self.agent, "walship-agent"), (self.replica, "walship-replica")]:
+        self.status = command(block(text, "status"))
+        for argv, program in [(self.agent, "walship-agent"), (self.replica, "walship-replica"),
+                              (self.status, "walship-status")]:
             if argv[0] != program:
                 raise GuideError("the %s block does not run %s" % (GUIDE, program))
 
@@ -142,6 +144,13 @@ class PatroniGuide(object):
                 raise GuideError("no test value for tag %s: %s in %s" % (k, v, GUIDE))
             out[k] = v
         return out
+
+    def status_argv(self, etcd, scope):
+        """The status block's flags (without its program), for `etcd`
+        (HOST:PORT) and Patroni's `scope`."""
+        return substitute(_tls_free(self.status)[1:], [
+            ("etcd1:2379,etcd2:2379,etcd3:2379", etcd),
+            ("/service/main/leader", "/service/%s/leader" % scope)])
 
     def replica_argv(self, program, etcd, scope, dest, name, serve_listen):
         """`etcd`: HOST:PORT of the cluster's etcd; `scope`: Patroni's

@@ -452,17 +452,18 @@ def check_replicas_follow(res, world, node, timeout=60):
 
 
 def check_status_names_leader(res, world, node, timeout=30):
-    """walship-status given every node's agent (NAME=HOST:PORT, as an
-    operator would) names the agent beside `node`, and it alone, as serving."""
-    entries = ["%s=127.0.0.1:%d" % (n.name, world.agent_ports[n.index])
-               for n in world.cluster.nodes]
+    """The guide's walship-status command (the agents from the member keys)
+    names the agent beside `node`, and it alone, as serving, and does not
+    disagree with the leader key."""
+    flags = world.guide.status_argv("127.0.0.1:%d" % world.cluster.etcd_port, SCOPE)
     want = ["127.0.0.1:%d" % world.agent_ports[node.index]]
     seen = {}
 
     def named():
-        _, j = daemons.agents_status(entries, as_json=True)
-        seen["serving"] = (j or {}).get("serving")
-        return seen["serving"] == want
+        _, j = daemons.agents_status([], as_json=True, tls_args=(), extra=flags)
+        j = j or {}
+        seen.update(serving=j.get("serving"), leader=j.get("leader"))
+        return j.get("serving") == want and not (j.get("leader") or {}).get("disagreement")
     try:
         waits.wait_until(named, timeout, "walship-status to name %s's agent" % node.name,
                          interval=0.5)
@@ -470,7 +471,7 @@ def check_status_names_leader(res, world, node, timeout=30):
     except waits.WaitTimeout:
         ok = False
     return res.check("walship-status names the agent beside %s, alone, as serving" % node.name,
-                     ok, "" if ok else "serving: %s" % seen.get("serving"))
+                     ok, "" if ok else "serving: %(serving)s, leader key: %(leader)s" % seen)
 
 
 def check_leader_waits_for_walship(res, world, node, timeout=30):

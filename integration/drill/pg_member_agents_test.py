@@ -20,6 +20,10 @@ c. A failover: P stopped (S replays all of it), s's key tagged with AS,
    follows S onto timeline 2.
 d. --agent-tag without --leader-etcd: exit 1, naming the flag.
 
+walship-status given the same flags (no --agent) says, in b, that p's agent
+serves as the key says; in c, before the promotion, that the agent of the
+member the key names does not serve; after it, that s's serves timeline 2.
+
 Patroni itself writes these keys in the Patroni drills
 (`walship-drill --drills patroni`, patroni_drill_quick_test), whose replicas
 run the guide's command with --agent-tag.
@@ -28,7 +32,7 @@ import json
 import os
 import unittest
 
-from integration.walshiptest import procs, waits
+from integration.walshiptest import daemons, procs, waits
 from integration.walshiptest import etcd as wetcd
 from integration.walshiptest import lsn as wlsn
 from integration.walshiptest import ports as wports
@@ -103,6 +107,15 @@ class PgMemberAgentsTest(PgNodesCase):
         self.assertEqual(self.replica_metric("walship_replica_agent_active",
                                              '{agent="%s"}' % ap_addr), 1)
         self.assertEqual(self.replica_metric("walship_replica_agents_known"), 1)
+        # walship-status given the same flags finds AP and agrees with the key.
+        rc, text = daemons.agents_status([], as_json=False, extra=flags)
+        self.assertEqual(rc, 0, text)
+        self.assertIn("agents from the member keys under %s (tag %s): p=%s\n"
+                      "members without the tag: s\n" % (MEMBERS, TAG, ap_addr), text)
+        self.assertIn("agent p (%s): serving, timeline 1\n" % ap_addr, text)
+        self.assertIn("\nserving: p (%s), timeline 1 (1 of 1 agents)\n"
+                      "etcd names p as the leader (key %s)\n" % (ap_addr, KEY), text)
+        self.assertNotIn("THE LEADER KEY", text)
 
         # b2. etcd down, R restarted: it knows no agent until etcd answers;
         # a session already running would go on (the leader key's rule).
@@ -137,6 +150,16 @@ class PgMemberAgentsTest(PgNodesCase):
         since = len(procs.read_text(r.log_path))
         self.assertTrue(etcd.put((MEMBERS + "s").encode(), member_value(s, "replica", as_addr)))
         self.assertTrue(etcd.put(KEY.encode(), b"s"))
+        # Before S is promoted walship-status says the named leader's agent
+        # does not serve (and AP, stopped, does not answer).
+        rc, j = daemons.agents_status([], as_json=True, extra=flags)
+        self.assertEqual(rc, 2, j)
+        self.assertEqual(j["serving"], [], j)
+        self.assertEqual([(a["member"], "error" in a) for a in j["agents"]],
+                         [("p", True), ("s", False)], j)
+        self.assertEqual(j["leader"]["member"], "s", j)
+        self.assertEqual(j["leader"]["disagreement"],
+                         "THE LEADER KEY NAMES s, WHOSE AGENT s (%s) DOES NOT SERVE" % as_addr)
         self.assertEqual(s.psql("SELECT pg_promote(true, 60)"), "t")
         end = self.insert(s, 10001, 12000)
         self.wait_holds(dest, 2, end, "R to follow S onto timeline 2 through the agent s's key "
@@ -148,6 +171,11 @@ class PgMemberAgentsTest(PgNodesCase):
         self.assertEqual(self.replica_metric("walship_replica_timeline"), 2)
         self.assertEqual(self.replica_metric("walship_replica_agents_known"), 2)
         self.assertEqual(r.stop(), 0)
+        rc, text = daemons.agents_status([], as_json=False, extra=flags)
+        self.assertEqual(rc, 2, text)  # AP is gone
+        self.assertIn("\nserving: s (%s), timeline 2 (1 of 2 agents; 1 did not answer)\n"
+                      "etcd names s as the leader (key %s)\n" % (as_addr, KEY), text)
+        self.assertNotIn("THE LEADER KEY", text)
 
         # d. A bad set-up stops the replica at start, naming the flag.
         argv = self.replica_argv(os.path.join(self.dir, "bad"), ["--agent-tag=%s" % TAG])
@@ -155,6 +183,8 @@ class PgMemberAgentsTest(PgNodesCase):
         self.assertEqual(res.returncode, 1, (argv, res.stdout, res.stderr))
         self.assertIn("--agent-tag reads the agents from the HA manager's member keys: it "
                       "needs --leader-etcd", res.stdout + res.stderr)
+        rc, _ = daemons.agents_status([], as_json=False, extra=["--agent-tag=%s" % TAG])
+        self.assertEqual(rc, 1)
 
 
 if __name__ == "__main__":

@@ -255,16 +255,18 @@ def agent_status(addr, timeout=10, tls_args=("--insecure",), program=None):
         raise StatusError("walship-status --agent=%s printed no JSON: %r" % (addr, p.stdout[:200]))
 
 
-def agents_status(entries, as_json, timeout=10, tls_args=("--insecure",)):
+def agents_status(entries, as_json, timeout=10, tls_args=("--insecure",), extra=()):
     """walship-status given several agents (`entries`: "[NAME=]HOST:PORT"
-    each): (exit status, stdout); with `as_json` stdout parsed (None when it
-    is no JSON)."""
-    cmd = [binaries.find(binaries.STATUS), "--agent=" + ",".join(entries),
-           "--timeout-ms=%d" % int(timeout * 1000 * 0.8)] + list(tls_args)
+    each; none with --agent-tag in `extra`): (exit status, stdout); with
+    `as_json` stdout parsed (None when it is no JSON)."""
+    cmd = [binaries.find(binaries.STATUS),
+           "--timeout-ms=%d" % int(timeout * 1000 * 0.8)] + list(tls_args) + list(extra)
+    if entries:
+        cmd.append("--agent=" + ",".join(entries))
     if as_json:
         cmd.append("--json")
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True, timeout=timeout)
+                       universal_newlines=True, timeout=timeout * 2)
     if not as_json:
         return p.returncode, p.stdout
     try:

@@ -60,6 +60,32 @@ TEST(AgentRolesTest, NoneOrSeveralServingIsSaidLoudly) {
             "SEVERAL AGENTS SERVE: db1 (db1:7400) timeline 2, db2 (db2:7400) timeline 3");
 }
 
+LeaderView Leader(const std::string& member) {
+  LeaderView v;
+  v.state = LeaderView::State::kNamed;
+  v.member = member;
+  return v;
+}
+
+TEST(AgentRolesTest, TheLeaderKeyAndTheServingAgentMustAgree) {
+  AgentAnswer db1 = Serving("db1:7400", "db1", 3);
+  AgentAnswer db2 = Standby("db2:7400");
+  db2.member = "db2";
+  EXPECT_EQ(LeaderDisagreement({db1, db2}, Leader("db1")), "");
+  EXPECT_EQ(LeaderDisagreement({db1, db2}, Leader("db2")),
+            "THE LEADER KEY NAMES db2, BUT db1 (db1:7400) SERVES");
+  EXPECT_EQ(LeaderDisagreement({db2}, Leader("db2")),
+            "THE LEADER KEY NAMES db2, WHOSE AGENT db2 (db2:7400) DOES NOT SERVE");
+  EXPECT_EQ(LeaderDisagreement({db2}, Leader("db3")),
+            "THE LEADER KEY NAMES db3, AND NO AGENT ASKED IS db3'S");
+  // Its agent silent (its host lost): the agents' lines say so.
+  EXPECT_EQ(LeaderDisagreement({db2, Silent("db3:7400", "db3")}, Leader("db3")), "");
+  LeaderView absent;
+  absent.state = LeaderView::State::kAbsent;
+  EXPECT_EQ(LeaderDisagreement({db1}, absent), "");
+  EXPECT_EQ(LeaderDisagreement({db1}, LeaderView{}), "");
+}
+
 }  // namespace
 }  // namespace status
 }  // namespace walship
