@@ -194,7 +194,8 @@ void RegisterFlags(walship::FlagSet& flags, Options* o, std::string* agent) {
   walship::RegisterTlsFlags(flags, &o->tls, /*client=*/true);
 }
 
-// What is wrong with the command line; empty when nothing.
+// Checks the command line, filling o->agents from `agent`: what is wrong
+// with it, or empty when nothing.
 std::string Problem(const absl::StatusOr<std::vector<std::string>>& args,
                     const std::string& agent, Options* o) {
   if (!args.ok()) return std::string(args.status().message());
