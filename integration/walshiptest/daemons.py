@@ -236,14 +236,21 @@ class StatusError(waits.StepError):
     """walship-status could not ask the agent, or printed no JSON."""
 
 
+def _run_status(args, timeout, tls_args, program=None, wait=None):
+    """walship-status with `args`, each call's deadline within `timeout`
+    seconds; the finished process (TimeoutExpired after `wait` seconds,
+    2 × timeout by default)."""
+    cmd = [program or binaries.find(binaries.STATUS),
+           "--timeout-ms=%d" % int(timeout * 1000 * 0.8)] + list(tls_args) + list(args)
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=wait or timeout * 2)
+
+
 def agent_status(addr, timeout=10, tls_args=("--insecure",), program=None):
     """The Status of the agent at `addr` ("HOST:PORT") as a dict
     (walship-status --json, run as the invoking user). Raises StatusError."""
-    cmd = [program or binaries.find(binaries.STATUS), "--agent=" + addr, "--json",
-           "--timeout-ms=%d" % int(timeout * 1000 * 0.8)] + list(tls_args)
     try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           universal_newlines=True, timeout=timeout)
+        p = _run_status(["--agent=" + addr, "--json"], timeout, tls_args, program, wait=timeout)
     except subprocess.TimeoutExpired:
         raise StatusError("walship-status --agent=%s: no answer within %ss" % (addr, timeout))
     if p.returncode != 0:
@@ -259,14 +266,9 @@ def agents_status(entries, as_json, timeout=10, tls_args=("--insecure",), extra=
     """walship-status given several agents (`entries`: "[NAME=]HOST:PORT"
     each; none with --agent-tag in `extra`): (exit status, stdout); with
     `as_json` stdout parsed (None when it is no JSON)."""
-    cmd = [binaries.find(binaries.STATUS),
-           "--timeout-ms=%d" % int(timeout * 1000 * 0.8)] + list(tls_args) + list(extra)
-    if entries:
-        cmd.append("--agent=" + ",".join(entries))
-    if as_json:
-        cmd.append("--json")
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True, timeout=timeout * 2)
+    args = list(extra) + (["--agent=" + ",".join(entries)] if entries else []) + \
+        (["--json"] if as_json else [])
+    p = _run_status(args, timeout, tls_args)
     if not as_json:
         return p.returncode, p.stdout
     try:
