@@ -59,7 +59,7 @@ from integration.bench.bench_pg import Pg, section_pg
 from integration.bench.bench_pgbench import (
     PGBENCH_VARIANTS, known_pgbench_variant, section_pgbench)
 from integration.bench.bench_procs import Config, Ctx, log, read_text, rm
-from integration.bench.bench_synccost import section_synccost
+from integration.bench.bench_synccost import ORDERS, section_synccost
 
 
 # ---------------------------------------------------------------------------
@@ -94,6 +94,14 @@ def main(argv=None):
     ap.add_argument("--synccost-fifo", type=int, default=0, metavar="N",
                     help="synccost: walship's commit-path threads (agent and replica; not "
                          "walship-b's) under SCHED_FIFO at priority N (--sched-fifo-priority)")
+    ap.add_argument("--synccost-order", choices=ORDERS, default=None,
+                    help="synccost: sync-first (default) reconnects the receivers before each "
+                         "round with a synchronous standby, that round's first, since "
+                         "PostgreSQL wakes walsenders in the order they connected; fixed "
+                         "connects them once, pg_receivewal first")
+    ap.add_argument("--synccost-clients", type=int, default=0, metavar="N",
+                    help="synccost: pgbench clients (default 4, which keeps both CPUs of a "
+                         "two-CPU machine busy; 1 leaves one idle for the receivers)")
     a = ap.parse_args(argv)
     sections = [s for s in a.sections.split(",") if s]
     bad = [s for s in sections if s not in SECTIONS]
@@ -115,6 +123,12 @@ def main(argv=None):
         cfg.synccost_relay = True
     if a.synccost_fifo:
         cfg.synccost_fifo = a.synccost_fifo
+    if a.synccost_order:
+        cfg.synccost_order = a.synccost_order
+    if a.synccost_clients < 0:
+        ap.error("--synccost-clients must be at least 1")
+    if a.synccost_clients:
+        cfg.synccost_clients = a.synccost_clients
     out = a.out or os.path.abspath("bench-out-%s" % time.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="walship-bench-", dir=a.work or "/var/tmp")

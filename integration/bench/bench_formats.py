@@ -18,7 +18,7 @@ from integration import rocksdblog
 from integration.bench import bench_binlog
 from integration.bench.bench_catchup import (
     cpu_per_gib, round_name, rounds_after_warm_up, run_walship_catchup, settle, summarize)
-from integration.bench.bench_procs import MIB, dir_bytes, log, rm
+from integration.bench.bench_procs import MIB, log, rm
 from integration.walshiptest.etcd import Etcd, Loader, wal_files
 from integration.walshiptest import waits
 

@@ -54,6 +54,7 @@ class Config(object):
             self.synccost_trace = True
             self.synccost_relay = True
             self.synccost_fifo = 0
+            self.synccost_order = "sync-first"
             self.compare_bin = None
             self.formats_etcd_files = 1
             self.formats_rocksdb_keys = 30000
@@ -106,6 +107,9 @@ class Config(object):
             # --synccost-fifo N: the first walship's commit-path threads
             # under SCHED_FIFO at priority N (--sched-fifo-priority).
             self.synccost_fifo = 0
+            # --synccost-order: "sync-first" reconnects the receivers before
+            # each synchronous round, that round's first (bench_synccost.py).
+            self.synccost_order = "sync-first"
             self.compare_bin = None
             # formats: etcd WAL files filled before the last (64 MB each),
             # and RocksDB's fillseq keys (about 1 KiB of log each).

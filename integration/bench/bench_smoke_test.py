@@ -102,6 +102,10 @@ class BenchSmokeTest(unittest.TestCase):
             self.assertEqual((total["from"], total["to"]), ("feed", "status"))
             self.assertGreater(total["p50_us"], 0)
             self.assertIn("### Synchronous commit cost", md)
+            # Each synchronous round's receiver was reconnected first (the
+            # run checks its walsender held the first slot, or fails).
+            self.assertEqual(sc["order"], "sync-first")
+            self.assertIn("every receiver reconnected, that round's standby first", md)
             self.assertIn("Round by round, walship's TPS over pg_receivewal's", md)
             self.assertIn("Round by round, raw-relay's TPS over pg_receivewal's", md)
             self.assertIn("Flush lag p50, round against round at the same instants: walship's "

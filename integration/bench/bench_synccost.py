@@ -31,6 +31,16 @@ VARIANTS = ["walship", "pg_receivewal", "none"]
 # Each receiver's application_name in pg_stat_replication.
 APP = {"walship": "walship", "walship-b": "walship_b", "pg_receivewal": "pg_receivewal",
        "raw-relay": "raw_relay"}
+# --synccost-order: how the receivers' walsenders are ordered, as the
+# report's method says. A backend that flushed WAL wakes the walsenders in
+# the order they connected, and the first one's receiver gets the WAL first.
+ORDER_METHOD = {
+    "sync-first": "before each round with a synchronous standby, every receiver "
+                  "reconnected, that round's standby first",
+    "fixed": "connected once, pg_receivewal first (its walsender woken first in "
+             "every round)",
+}
+ORDERS = tuple(ORDER_METHOD)
 # The slice walship's threads on a commit's path ask for by default
 # (--sched-slice-us), given to the relay's two threads too.
 RELAY_SLICE_US = 100
@@ -112,11 +122,15 @@ def pct(vals, p):
 
 
 def run_round(ctx, pg, variant, variants=VARIANTS, recv=None):
-    """One round: `variant` synchronous, CHECKPOINT, pgbench; TPS, average
+    """One round: `variant` synchronous (its receiver reconnected first
+    with the order sync-first), CHECKPOINT, pgbench; TPS, average
     latency, each receiver's flush lag p50 / p90 during it and, with `recv`,
     the CPU each receiver's processes (its daemons and its walsender) used
     per transaction."""
     cfg = ctx.cfg
+    if recv is not None and variant != "none" and cfg.synccost_order == "sync-first":
+        set_sync(pg, "none", variants)
+        recv.connect_first(variant)
     set_sync(pg, variant, variants)
     pg.psql("CHECKPOINT")
     pids = recv.pids() if recv is not None else {}
@@ -128,7 +142,8 @@ def run_round(ctx, pg, variant, variants=VARIANTS, recv=None):
     th.start()
     try:
         out = subprocess.run([pg.tool("pgbench"), "-n", "-M", "prepared",
-                              "-c", str(cfg.synccost_clients), "-j", "2",
+                              "-c", str(cfg.synccost_clients),
+                              "-j", str(min(2, cfg.synccost_clients)),
                               "-T", str(cfg.synccost_seconds), "-h", pg.sockdir,
                               "-p", str(pg.port), "-U", SUPERUSER, "postgres"],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -168,6 +183,7 @@ class Receivers(object):
         self.agent = self.replica = self.rw = None
         self.agent_b = self.replica_b = None
         self.relay_send = self.relay_recv = None
+        self.rw_dir = None
 
     def pids(self):
         """Each receiver's processes by part: its daemons and its walsender."""
@@ -187,20 +203,72 @@ class Receivers(object):
         return out
 
     def start(self):
-        ctx, pg = self.ctx, self.pg
+        """Connects every receiver, pg_receivewal's first (then walship,
+        walship-b, the relay): the order --synccost-order=fixed keeps."""
+        pg = self.pg
         for slot in SLOTS:
             pg.drop_slot(slot)
         pg.psql("SELECT pg_create_physical_replication_slot('sync_rw', true)")
-        self.rw = ctx.procs.start("pg_receivewal-sync", [
-            pg.tool("pg_receivewal"), "-D", ctx.fresh_dir("sync-rw"), "-S", "sync_rw",
-            "--synchronous", "-n", "-d", pg.conninfo()])
-        self.agent, self.replica = self.walship("walship", None, self.ctx.cfg.synccost_fifo)
-        if "walship-b" in self.variants:
-            self.agent_b, self.replica_b = self.walship("walship_b",
-                                                        self.ctx.cfg.compare_bin, 0)
-        if "raw-relay" in self.variants:
-            self.relay()
+        self.rw_dir = self.ctx.fresh_dir("sync-rw")
+        order = ["pg_receivewal"] + [r for r in receivers(self.variants) if r != "pg_receivewal"]
+        for r in order:
+            self.connect(r)
         self.caught_up()
+
+    def connect(self, r):
+        """Starts receiver `r` (again, after disconnect(), from where it
+        stopped: the same directories, slot and flags)."""
+        ctx, pg = self.ctx, self.pg
+        if r == "pg_receivewal":
+            self.rw = ctx.procs.start("pg_receivewal-sync", [
+                pg.tool("pg_receivewal"), "-D", self.rw_dir, "-S", "sync_rw",
+                "--synchronous", "-n", "-d", pg.conninfo()])
+        elif r == "raw-relay":
+            self.relay()
+        elif r == "walship" and self.agent is None:
+            self.agent, self.replica = self.walship("walship", None, ctx.cfg.synccost_fifo)
+        elif r == "walship-b" and self.agent_b is None:
+            self.agent_b, self.replica_b = self.walship("walship_b", ctx.cfg.compare_bin, 0)
+        else:
+            agent, replica = self.daemons_of(r)
+            agent.restart()
+            replica.start()
+
+    def disconnect(self, r):
+        # A walship replica before its agent: the agent's end would only
+        # make it reconnect.
+        procs_of = {"pg_receivewal": (self.rw,), "raw-relay": (self.relay_send, self.relay_recv),
+                    "walship": self.daemons_of("walship")[::-1],
+                    "walship-b": self.daemons_of("walship-b")[::-1]}
+        for p in procs_of[r]:
+            if p is not None:
+                p.stop()
+
+    def daemons_of(self, r):
+        return (self.agent, self.replica) if r == "walship" else (self.agent_b, self.replica_b)
+
+    def connect_first(self, first):
+        """Reconnects every receiver with `first`'s walsender connected
+        before the others'. A backend that flushed WAL wakes the walsenders
+        in the order of their slots, which is the order they connected in;
+        on busy CPUs each one woken runs before the backend wakes the next,
+        so the first one's receiver gets the WAL first. Nothing may be
+        synchronous meanwhile (set_sync "none" before)."""
+        for r in receivers(self.variants):
+            self.disconnect(r)
+        self.connect(first)
+        kit.wait_until(lambda: APP[first] in walsender_pids(self.pg), 60,
+                       "%s's walsender" % first, interval=0.02)
+        for r in receivers(self.variants):
+            if r != first:
+                self.connect(r)
+        self.caught_up()
+        # pg_stat_get_wal_senders() lists the walsenders in slot order.
+        slots = self.pg.session().fetch("SELECT string_agg(pid::text, ',') "
+                                        "FROM pg_stat_get_wal_senders()").split(",")
+        if slots[0] != str(walsender_pids(self.pg)[APP[first]]):
+            raise RuntimeError("%s's walsender is not in the first slot: %s (%s)" % (
+                first, slots, walsender_pids(self.pg)))
 
     def relay(self):
         """relay-recv (new segments zero-filled, as pg_receivewal's) and
@@ -237,15 +305,17 @@ class Receivers(object):
             kit.wait_until(lambda: standby_flushed(self.pg, APP[r]) >= now, 120,
                            "%s to catch up" % r, interval=0.05)
 
-    def restart_walship(self, extra_agent, extra_replica):
-        """Both walship daemons again, same directories, with extra flags."""
-        self.replica.stop()
-        self.agent.stop()
+    def trace_walship(self, extra_agent, extra_replica):
+        """Both walship daemons again, same directories, with extra flags;
+        connected first unless the order is fixed."""
         self.agent.extra_args += extra_agent
-        self.agent.restart()
         self.replica.extra_args += extra_replica
-        self.replica.start()
-        self.caught_up()
+        if self.ctx.cfg.synccost_order == "sync-first":
+            self.connect_first("walship")
+        else:
+            self.disconnect("walship")
+            self.connect("walship")
+            self.caught_up()
 
     def stop_walship(self, both=False):
         # The replica first: the agent's end would only make it reconnect.
@@ -266,7 +336,7 @@ def traced_round(ctx, pg, recv):
     a_path = os.path.join(ctx.work, "trace-agent.txt")
     r_path = os.path.join(ctx.work, "trace-replica.txt")
     set_sync(pg, "none", recv.variants)  # nothing waits on walship while it restarts
-    recv.restart_walship(["--trace-commits=" + a_path], ["--trace-commits=" + r_path])
+    recv.trace_walship(["--trace-commits=" + a_path], ["--trace-commits=" + r_path])
     res = run_round(ctx, pg, "walship", recv.variants)
     set_sync(pg, "none", recv.variants)
     recv.stop_walship()  # each writes its trace at exit
@@ -342,9 +412,11 @@ def summarize(cfg, runs, traced):
             "lag_all_rounds": all_rounds,
             "traced": traced, "compare_bin": cfg.compare_bin,
             "walship_fifo_priority": cfg.synccost_fifo,
-            "method": "both receivers connected throughout; each round changes only "
+            "order": cfg.synccost_order,
+            "method": "both receivers connected throughout; %s; each round changes only "
                       "synchronous_standby_names (ALTER SYSTEM, pg_reload_conf, then "
                       "pg_stat_replication shows the intended sync_state), then CHECKPOINT "
-                      "and pgbench -M prepared -c %d -j 2 -T %d; rounds interleaved and "
+                      "and pgbench -M prepared -c %d -j %d -T %d; rounds interleaved and "
                       "rotated; added latency = median average latency minus nobody's" % (
-                          cfg.synccost_clients, cfg.synccost_seconds)}
+                          ORDER_METHOD[cfg.synccost_order], cfg.synccost_clients,
+                          min(2, cfg.synccost_clients), cfg.synccost_seconds)}
