@@ -97,8 +97,8 @@ def main(argv=None):
     ap.add_argument("--synccost-order", choices=ORDERS, default=None,
                     help="synccost: sync-first (default) reconnects the receivers before each "
                          "round with a synchronous standby, that round's first, since "
-                         "PostgreSQL wakes walsenders in the order they connected; fixed "
-                         "connects them once, pg_receivewal first")
+                         "PostgreSQL wakes walsenders in the order they connected; "
+                         "pg_receivewal-first and walship-first connect them once in that order")
     ap.add_argument("--synccost-clients", type=int, default=0, metavar="N",
                     help="synccost: pgbench clients (default 4, which keeps both CPUs of a "
                          "two-CPU machine busy; 1 leaves one idle for the receivers)")

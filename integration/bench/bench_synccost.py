@@ -37,8 +37,10 @@ APP = {"walship": "walship", "walship-b": "walship_b", "pg_receivewal": "pg_rece
 ORDER_METHOD = {
     "sync-first": "before each round with a synchronous standby, every receiver "
                   "reconnected, that round's standby first",
-    "fixed": "connected once, pg_receivewal first (its walsender woken first in "
-             "every round)",
+    "pg_receivewal-first": "connected once, pg_receivewal first (its walsender woken "
+                           "first in every round)",
+    "walship-first": "connected once, walship first (its walsender woken first in "
+                     "every round)",
 }
 ORDERS = tuple(ORDER_METHOD)
 # The slice walship's threads on a commit's path ask for by default
@@ -203,17 +205,23 @@ class Receivers(object):
         return out
 
     def start(self):
-        """Connects every receiver, pg_receivewal's first (then walship,
-        walship-b, the relay): the order --synccost-order=fixed keeps."""
+        """Connects every receiver: walship first with the order
+        walship-first, otherwise pg_receivewal (then walship, walship-b,
+        the relay); the orders that connect once keep that."""
         pg = self.pg
         for slot in SLOTS:
             pg.drop_slot(slot)
         pg.psql("SELECT pg_create_physical_replication_slot('sync_rw', true)")
         self.rw_dir = self.ctx.fresh_dir("sync-rw")
-        order = ["pg_receivewal"] + [r for r in receivers(self.variants) if r != "pg_receivewal"]
+        first = "walship" if self.ctx.cfg.synccost_order == "walship-first" else "pg_receivewal"
+        # Then pg_receivewal, walship, walship-b, the relay; each once.
+        order = list(dict.fromkeys([first, "pg_receivewal"] + receivers(self.variants)))
         for r in order:
             self.connect(r)
+            if r == first:
+                self.await_walsender(first)
         self.caught_up()
+        self.check_first_slot(first)
 
     def connect(self, r):
         """Starts receiver `r` (again, after disconnect(), from where it
@@ -257,12 +265,18 @@ class Receivers(object):
         for r in receivers(self.variants):
             self.disconnect(r)
         self.connect(first)
-        kit.wait_until(lambda: APP[first] in walsender_pids(self.pg), 60,
-                       "%s's walsender" % first, interval=0.02)
+        self.await_walsender(first)
         for r in receivers(self.variants):
             if r != first:
                 self.connect(r)
         self.caught_up()
+        self.check_first_slot(first)
+
+    def await_walsender(self, r):
+        kit.wait_until(lambda: APP[r] in walsender_pids(self.pg), 60,
+                       "%s's walsender" % r, interval=0.02)
+
+    def check_first_slot(self, first):
         # pg_stat_get_wal_senders() lists the walsenders in slot order.
         slots = self.pg.session().fetch("SELECT string_agg(pid::text, ',') "
                                         "FROM pg_stat_get_wal_senders()").split(",")
@@ -307,7 +321,7 @@ class Receivers(object):
 
     def trace_walship(self, extra_agent, extra_replica):
         """Both walship daemons again, same directories, with extra flags;
-        connected first unless the order is fixed."""
+        connected first with the order sync-first, in their slot otherwise."""
         self.agent.extra_args += extra_agent
         self.replica.extra_args += extra_replica
         if self.ctx.cfg.synccost_order == "sync-first":
