@@ -206,20 +206,29 @@ class Receivers(object):
 
     def start(self):
         """Connects every receiver: walship first with the order
-        walship-first, otherwise pg_receivewal (then walship, walship-b,
-        the relay); the orders that connect once keep that."""
+        walship-first, otherwise pg_receivewal; the orders that connect
+        once keep that."""
         pg = self.pg
         for slot in SLOTS:
             pg.drop_slot(slot)
         pg.psql("SELECT pg_create_physical_replication_slot('sync_rw', true)")
         self.rw_dir = self.ctx.fresh_dir("sync-rw")
-        first = "walship" if self.ctx.cfg.synccost_order == "walship-first" else "pg_receivewal"
-        # Then pg_receivewal, walship, walship-b, the relay; each once.
-        order = list(dict.fromkeys([first, "pg_receivewal"] + receivers(self.variants)))
-        for r in order:
-            self.connect(r)
-            if r == first:
-                self.await_walsender(first)
+        self.connect_all("walship" if self.ctx.cfg.synccost_order == "walship-first"
+                         else "pg_receivewal")
+
+    def connect_all(self, first):
+        """Connects every receiver, `first` before the others (then
+        pg_receivewal, walship, walship-b, the relay), and checks that its
+        walsender holds the first slot: a backend that flushed WAL wakes
+        the walsenders in the order of their slots, which is the order
+        they connected in; on busy CPUs each one woken runs before the
+        backend wakes the next, so the first one's receiver gets the WAL
+        first."""
+        self.connect(first)
+        self.await_walsender(first)
+        for r in dict.fromkeys(["pg_receivewal"] + receivers(self.variants)):
+            if r != first:
+                self.connect(r)
         self.caught_up()
         self.check_first_slot(first)
 
@@ -256,21 +265,12 @@ class Receivers(object):
         return (self.agent, self.replica) if r == "walship" else (self.agent_b, self.replica_b)
 
     def connect_first(self, first):
-        """Reconnects every receiver with `first`'s walsender connected
-        before the others'. A backend that flushed WAL wakes the walsenders
-        in the order of their slots, which is the order they connected in;
-        on busy CPUs each one woken runs before the backend wakes the next,
-        so the first one's receiver gets the WAL first. Nothing may be
-        synchronous meanwhile (set_sync "none" before)."""
+        """Reconnects every receiver, `first` before the others
+        (connect_all). Nothing may be synchronous meanwhile (set_sync
+        "none" before)."""
         for r in receivers(self.variants):
             self.disconnect(r)
-        self.connect(first)
-        self.await_walsender(first)
-        for r in receivers(self.variants):
-            if r != first:
-                self.connect(r)
-        self.caught_up()
-        self.check_first_slot(first)
+        self.connect_all(first)
 
     def await_walsender(self, r):
         kit.wait_until(lambda: APP[r] in walsender_pids(self.pg), 60,
